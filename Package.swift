@@ -1,0 +1,49 @@
+// swift-tools-version:6.0
+// dropboxfs: a Dropbox account mounted as a Linux filesystem. See README.md and doc/.
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "dropboxfs",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "dropbox-emulator", targets: ["dropbox-emulator"]),
+        .library(name: "DropboxEmulator", targets: ["DropboxEmulator"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // C shims: thin, typed forwards to system libraries Swift cannot call directly.
+        .target(name: "CSQLite", linkerSettings: [.linkedLibrary("sqlite3")]),
+        .target(name: "CCryptoShim", linkerSettings: [.linkedLibrary("crypto")]),
+
+        .target(
+            name: "DropboxEmulator",
+            dependencies: [
+                "CSQLite", "CCryptoShim",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "dropbox-emulator",
+            dependencies: [
+                "DropboxEmulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "DropboxEmulatorTests",
+            dependencies: ["DropboxEmulator"],
+            swiftSettings: strictSettings
+        ),
+    ]
+)

@@ -1,0 +1,50 @@
+import Foundation
+import Synchronization
+
+/// Wakes `list_folder/longpoll` waiters when the namespace changes. A generation number closes
+/// the gap between "checked, nothing new" and "started waiting": a change in between is seen.
+final class ChangeNotifier: Sendable {
+    private struct State {
+        var generation: UInt64 = 0
+        var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    func notify() {
+        let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.generation &+= 1
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
+        }
+        for continuation in woken { continuation.resume() }
+    }
+
+    /// Waits until `condition` holds (true) or `timeout` passes (false).
+    func wait(timeout: Duration, until condition: () throws -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let generation = state.withLock { $0.generation }
+            if try condition() { return true }
+            if ContinuousClock.now >= deadline { return false }
+            let id = UUID()
+            let timer = Task {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                self.resume(id)
+            }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let stale = state.withLock { state -> Bool in
+                    if state.generation != generation { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if stale { continuation.resume() }
+            }
+            timer.cancel()
+        }
+    }
+
+    private func resume(_ id: UUID) {
+        state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+    }
+}

@@ -1,0 +1,102 @@
+/// A Dropbox path as the namespace stores it: `display` keeps the caller's casing, `lower` is
+/// the case-folded key. The root is the empty string.
+struct DropboxPath: Hashable, Sendable {
+    let display: String
+    let lower: String
+
+    static let root = DropboxPath(display: "", lower: "")
+
+    init(display: String) {
+        self.display = display
+        self.lower = display.lowercased()
+    }
+
+    private init(display: String, lower: String) {
+        self.display = display
+        self.lower = lower
+    }
+
+    var isRoot: Bool { display.isEmpty }
+
+    var name: String {
+        guard let slash = display.lastIndex(of: "/") else { return display }
+        return String(display[display.index(after: slash)...])
+    }
+
+    var parent: DropboxPath {
+        guard let slash = display.lastIndex(of: "/"), slash != display.startIndex else { return .root }
+        return DropboxPath(display: String(display[..<slash]))
+    }
+
+    /// Every ancestor from the top down, excluding the root and the path itself.
+    var ancestors: [DropboxPath] {
+        var result: [DropboxPath] = []
+        var current = parent
+        while !current.isRoot {
+            result.append(current)
+            current = current.parent
+        }
+        return result.reversed()
+    }
+
+    func appending(_ name: String) -> DropboxPath { DropboxPath(display: display + "/" + name) }
+
+    /// True when `self` lies strictly inside `folder`.
+    func isInside(_ folder: DropboxPath) -> Bool {
+        folder.isRoot ? !isRoot : lower.hasPrefix(folder.lower + "/")
+    }
+
+    /// `self` moved from under `old` to under `new`.
+    func rebased(from old: DropboxPath, to new: DropboxPath) -> DropboxPath {
+        DropboxPath(display: new.display + String(display.dropFirst(old.display.count)))
+    }
+
+    /// Names Dropbox refuses to store (`disallowed_name`): system files it never syncs.
+    static let disallowedNames: Set<String> = [
+        "desktop.ini", "thumbs.db", ".ds_store", "icon\r", ".dropbox", ".dropbox.attr",
+    ]
+
+    var hasDisallowedName: Bool { DropboxPath.disallowedNames.contains(name.lowercased()) }
+}
+
+/// A path argument as sent: a plain path or an `id:` reference (optionally followed by a
+/// relative path), not yet resolved against the namespace.
+enum PathArgument {
+    case path(DropboxPath)
+    case id(String, rest: String)
+
+    /// Parses and validates syntax. `allowRoot` is for routes whose pattern admits "" (listing).
+    /// Shapes the route pattern rejects are bad input (400); components such as "." are a
+    /// `malformed_path` route error, as on Dropbox.
+    static func parse(_ raw: String, field: String, allowRoot: Bool, allowID: Bool = true) throws -> PathArgument {
+        if raw.isEmpty {
+            guard allowRoot else {
+                throw APIFailure.badInput("Error in call: \(field): the root folder is not allowed here")
+            }
+            return .path(.root)
+        }
+        if raw == "/" {
+            throw APIFailure.badInput(
+                "Error in call: \(field): Specify the root folder as an empty string rather than as \"/\".")
+        }
+        if raw.hasPrefix("id:") {
+            guard allowID else { throw APIFailure.badInput("Error in call: \(field): 'id:' paths are not allowed here") }
+            let body = raw.dropFirst(3)
+            guard let slash = body.firstIndex(of: "/") else { return .id(String(body), rest: "") }
+            return .id(String(body[..<slash]), rest: String(body[slash...]))
+        }
+        guard raw.hasPrefix("/") else {
+            throw APIFailure.badInput("Error in call: \(field): '\(raw)' did not match pattern '(/(.|[\\r\\n])*)|(id:.*)'")
+        }
+        return .path(try validated(raw))
+    }
+
+    /// A path of the form `/a/b`: no empty, "." or ".." components, no trailing slash.
+    static func validated(_ raw: String) throws -> DropboxPath {
+        let components = raw.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+        for component in components where component.isEmpty || component == "." || component == ".." {
+            throw NamespaceFailure.lookup(.malformedPath)
+        }
+        return DropboxPath(display: raw)
+    }
+}

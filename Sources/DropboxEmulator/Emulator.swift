@@ -1,0 +1,250 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// A local Dropbox API v2 server for tests, demos and offline use.
+///
+/// One port serves what Dropbox spreads over several hosts: `/2/<route>` (RPC, upload and
+/// download routes, longpoll), `/oauth2/authorize` and `/oauth2/token`, plus `/_emulator/…`
+/// for tests (fault injection, request statistics, forcing cursor resets). State lives in a
+/// data directory (see `Namespace`) and survives restarts.
+///
+/// Layers: `HTTPServer` (connections) → `Emulator.respond` (routing, auth, faults, argument
+/// styles) → route handlers in `Routes+*.swift` → `Namespace` (the tree, in SQLite).
+public struct EmulatorConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    /// 0 picks a free port.
+    public var port = 0
+    public var dataDirectory: URL
+    /// Long-lived access tokens accepted as they are (for scripts and tests).
+    public var tokens: [String] = []
+    /// `--seed` specs, applied when the data directory is new (see `Seeder`).
+    public var seeds: [String] = []
+    /// Lifetime of OAuth-issued short-lived access tokens, in seconds.
+    public var accessTokenLifetime: Int64 = 14_400
+    /// Caps how long `list_folder/longpoll` really waits, whatever timeout it is given.
+    public var longpollMaxWait: Double?
+    /// Space allocation of the account.
+    public var quota: Int64 = 2 << 40
+    public var faults: [String] = []
+    public var eventLoopThreads = 2
+
+    public init(dataDirectory: URL) { self.dataDirectory = dataDirectory }
+}
+
+public final class Emulator: Sendable {
+    public let configuration: EmulatorConfiguration
+    public var port: Int { server.port }
+    public var baseURL: String { "http://\(configuration.host):\(port)" }
+
+    let namespace: Namespace
+    let faults = FaultPlan()
+    let stats = RouteStats()
+    let batchJobs = BatchJobs()
+    private let server: HTTPServer
+    private let group: MultiThreadedEventLoopGroup
+    private let acceptLoop: Task<Void, Never>
+
+    private init(configuration: EmulatorConfiguration, namespace: Namespace, server: HTTPServer,
+                 group: MultiThreadedEventLoopGroup, acceptLoop: Task<Void, Never>) {
+        self.configuration = configuration
+        self.namespace = namespace
+        self.server = server
+        self.group = group
+        self.acceptLoop = acceptLoop
+    }
+
+    /// Opens the data directory, seeds it if new, and starts serving.
+    public static func start(_ configuration: EmulatorConfiguration) async throws -> Emulator {
+        let namespace = try Namespace(directory: configuration.dataDirectory, quota: configuration.quota)
+        for token in configuration.tokens { try namespace.addLongLivedToken(token) }
+        if namespace.currentSeq == 0 {
+            for spec in configuration.seeds { try Seeder(spec: spec).seed(namespace) }
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
+        let server: HTTPServer
+        do {
+            server = try await HTTPServer.bind(host: configuration.host, port: configuration.port, group: group)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        let box = EmulatorBox()
+        let loop = Task { _ = try? await server.run { exchange in try await box.emulator?.respond(exchange) } }
+        let emulator = Emulator(configuration: configuration, namespace: namespace, server: server, group: group, acceptLoop: loop)
+        try emulator.faults.replace(with: configuration.faults)
+        box.emulator = emulator
+        return emulator
+    }
+
+    /// Stops listening, ends open connections and waits for the accept loop.
+    public func shutdown() async {
+        await server.close()
+        try? await group.shutdownGracefully()
+        await acceptLoop.value
+    }
+
+    // MARK: Dispatch
+
+    func respond(_ exchange: Exchange) async throws {
+        let (path, query) = Self.splitURI(exchange.head.uri)
+        do {
+            if path.hasPrefix("/2/") {
+                try await serveAPI(route: String(path.dropFirst(3)), query: query, exchange)
+            } else if path == "/oauth2/authorize" {
+                try await serveAuthorize(query: query, exchange)
+            } else if path == "/oauth2/token" {
+                try await serveToken(query: query, exchange)
+            } else if path.hasPrefix("/_emulator/") {
+                try await serveControl(String(path.dropFirst("/_emulator/".count)), exchange)
+            } else {
+                throw APIFailure.unknownRoute(path)
+            }
+        } catch let failure as APIFailure {
+            if exchange.writer.closed { return }
+            if exchange.writer.headSent { throw failure }
+            _ = try await exchange.body.drained()
+            try await exchange.writer.sendFailure(failure)
+        } catch is RequestBody.Truncated {
+            throw RequestBody.Truncated()
+        } catch {
+            if exchange.writer.closed { return }
+            if exchange.writer.headSent { throw error }
+            log("internal error on \(path) (request \(exchange.writer.requestID)): \(error)")
+            _ = try await exchange.body.drained()
+            try await exchange.writer.sendText("Internal server error: \(error)", status: .internalServerError)
+        }
+    }
+
+    private func serveAPI(route: String, query: [String: String], _ exchange: Exchange) async throws {
+        guard let spec = Routes.table[route] else { throw APIFailure.unknownRoute(route) }
+        let head = exchange.head
+        stats.record(route, requests: 1)
+        defer { stats.record(route, bytesIn: exchange.body.bytesRead, bytesOut: exchange.writer.bodyBytesWritten) }
+
+        let decision = faults.decide(for: route)
+        if let delay = decision.delay { try await Task.sleep(for: delay) }
+        if let bps = decision.bytesPerSecond {
+            exchange.body.throttle = Throttle(bytesPerSecond: bps)
+            exchange.writer.throttle = Throttle(bytesPerSecond: bps)
+        }
+        exchange.writer.resetAfter = decision.resetAfter
+        if let failure = decision.failure { throw failure }
+
+        guard head.method == .POST || (head.method == .GET && spec.style.isDownload) else {
+            throw APIFailure.badInput("Error in call to API function \"\(route)\": Method \(head.method) is not allowed; use POST.")
+        }
+        let token = spec.needsAuth ? try authenticate(head, query: query, route: route) : nil
+        let call = RouteCall(emulator: self, route: route, token: token, exchange: exchange)
+
+        switch spec.style {
+        case .rpc(let handler):
+            let bytes = try await exchange.body.collect(limit: 8 << 20)
+            if !bytes.isEmpty { try Self.requireContentType(head, oneOf: ["application/json", "text/plain; charset=dropbox-cors-hack"], route: route) }
+            call.argument = try Self.parseArgument(bytes.isEmpty ? [] : bytes, route: route)
+            try await exchange.writer.sendJSON(try await handler(call))
+        case .upload(let handler):
+            try Self.requireContentType(head, oneOf: ["application/octet-stream"], route: route)
+            call.argument = try Self.headerArgument(head, query: query, route: route)
+            try await exchange.writer.sendJSON(try await handler(call))
+        case .download(let handler):
+            call.argument = try Self.headerArgument(head, query: query, route: route)
+            _ = try await exchange.body.drained()
+            try await sendDownload(try await handler(call), exchange)
+        }
+    }
+
+    /// Checks `Authorization: Bearer …` (or `?authorization=` on GET) and returns the token.
+    private func authenticate(_ head: HTTPRequestHead, query: [String: String], route: String) throws -> String {
+        let header = head.headers.first(name: "Authorization") ?? query["authorization"]
+        guard let header else {
+            throw APIFailure.badInput("Error in call to API function \"\(route)\": Must provide HTTP header \"Authorization\" or URL parameter \"authorization\".")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1).map(String.init)
+        guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else {
+            throw APIFailure.badInput("Error in call to API function \"\(route)\": Invalid authorization value in HTTP header \"Authorization\": \"\(parts.first ?? "")…\". Expecting \"Bearer <oauth2-access-token>\".")
+        }
+        switch namespace.checkAccessToken(parts[1]) {
+        case .valid: return parts[1]
+        case .expired: throw APIFailure.auth("expired_access_token")
+        case .invalid: throw APIFailure.auth("invalid_access_token")
+        }
+    }
+
+    // MARK: Request parsing
+
+    static func parseArgument(_ bytes: [UInt8], route: String) throws -> JSON {
+        if bytes.isEmpty { return .null }
+        do { return try JSON.parse(bytes) } catch {
+            throw APIFailure.badInput("Error in call to API function \"\(route)\": request body: could not decode input as JSON")
+        }
+    }
+
+    /// The argument of an upload or download route: the `Dropbox-API-Arg` header (ASCII only,
+    /// other characters escaped as `\uXXXX`) or the `arg` URL parameter.
+    static func headerArgument(_ head: HTTPRequestHead, query: [String: String], route: String) throws -> JSON {
+        guard let text = head.headers.first(name: "Dropbox-API-Arg") ?? query["arg"] else {
+            throw APIFailure.badInput("Error in call to API function \"\(route)\": Must provide HTTP header \"Dropbox-API-Arg\" or URL parameter \"arg\".")
+        }
+        guard text.utf8.allSatisfy({ $0 < 0x80 }) else {
+            throw APIFailure.badInput("Error in call to API function \"\(route)\": HTTP header \"Dropbox-API-Arg\": must be ASCII; escape other characters as \\uXXXX.")
+        }
+        do { return try JSON.parse(text) } catch {
+            throw APIFailure.badInput("Error in call to API function \"\(route)\": HTTP header \"Dropbox-API-Arg\": could not decode input as JSON")
+        }
+    }
+
+    static func requireContentType(_ head: HTTPRequestHead, oneOf accepted: [String], route: String) throws {
+        let given = head.headers.first(name: "Content-Type") ?? ""
+        let normalized = given.lowercased().replacingOccurrences(of: " ", with: "")
+        let ok = accepted.contains { normalized == $0.replacingOccurrences(of: " ", with: "") }
+            || (accepted.contains("application/json") && normalized == "application/json;charset=utf-8")
+        if !ok {
+            let list = accepted.map { "\"\($0)\"" }.joined(separator: ", ")
+            throw APIFailure.badInput("Error in call to API function \"\(route)\": Bad HTTP \"Content-Type\" header: \"\(given)\".  Expecting one of \(list).")
+        }
+    }
+
+    static func splitURI(_ uri: String) -> (String, [String: String]) {
+        guard let mark = uri.firstIndex(of: "?") else { return (uri, [:]) }
+        return (String(uri[..<mark]), FormEncoding.decode(String(uri[uri.index(after: mark)...])))
+    }
+
+    func log(_ message: String) {
+        FileHandle.standardError.write(Data("dropbox-emulator: \(message)\n".utf8))
+    }
+}
+
+/// Lets the accept loop reach the emulator, which is created after the loop starts.
+private final class EmulatorBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Emulator?
+    var emulator: Emulator? {
+        get { lock.withLock { value } }
+        set { lock.withLock { value = newValue } }
+    }
+}
+
+/// `application/x-www-form-urlencoded`, for query strings and the OAuth token endpoint.
+enum FormEncoding {
+    static func decode(_ text: String) -> [String: String] {
+        var result: [String: String] = [:]
+        for pair in text.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            let key = unescape(parts[0])
+            result[key] = parts.count > 1 ? unescape(parts[1]) : ""
+        }
+        return result
+    }
+
+    static func unescape(_ s: String) -> String {
+        s.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? s
+    }
+
+    static func escape(_ s: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+import Synchronization
+
+/// Injected faults, from `--fault SPEC` or `POST /_emulator/faults`. A spec is
+/// `KIND[:key=value[,key=value]...]`:
+///
+/// - `429`, `500`, `503`, `too_many_write_operations`: fail the request (`every=N` for every
+///   Nth matching request, `p=P` for a probability; `retry_after=S` for 429-style answers);
+/// - `reset`: drop the connection after `after=BYTES` of the response body (default: half);
+/// - `latency`: delay each matching request by `ms=N`;
+/// - `bandwidth`: cap request and response bodies at `bps=N` bytes per second.
+///
+/// Every kind takes `routes=a+b` (route names like `files/download`); default: all `/2/` routes.
+struct FaultRule: Sendable, CustomStringConvertible {
+    enum Kind: Sendable, Equatable {
+        case status(Int)
+        case tooManyWriteOperations
+        case reset(after: Int64?)
+        case latency(milliseconds: Int)
+        case bandwidth(bytesPerSecond: Int64)
+    }
+
+    var kind: Kind
+    var every: Int?
+    var probability: Double?
+    var retryAfter: Int = 1
+    var routes: Set<String>?
+    let description: String
+
+    init(spec: String) throws {
+        description = spec
+        let (name, rest) = spec.firstIndex(of: ":").map { (String(spec[..<$0]), String(spec[spec.index(after: $0)...])) } ?? (spec, "")
+        var options: [String: String] = [:]
+        for pair in rest.split(separator: ",") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { throw FaultSpecError(spec: spec, reason: "'\(pair)' is not key=value") }
+            options[parts[0]] = parts[1]
+        }
+        func number<T: LosslessStringConvertible>(_ key: String) throws -> T? {
+            guard let text = options.removeValue(forKey: key) else { return nil }
+            guard let value = T(text) else { throw FaultSpecError(spec: spec, reason: "\(key)=\(text) is not a number") }
+            return value
+        }
+        switch name {
+        case "429", "500", "503": kind = .status(Int(name)!)
+        case "too_many_write_operations": kind = .tooManyWriteOperations
+        case "reset": kind = .reset(after: try number("after"))
+        case "latency":
+            guard let ms: Int = try number("ms") else { throw FaultSpecError(spec: spec, reason: "latency needs ms=N") }
+            kind = .latency(milliseconds: ms)
+        case "bandwidth":
+            guard let bps: Int64 = try number("bps"), bps > 0 else { throw FaultSpecError(spec: spec, reason: "bandwidth needs bps=N > 0") }
+            kind = .bandwidth(bytesPerSecond: bps)
+        default:
+            throw FaultSpecError(spec: spec, reason: "unknown kind '\(name)' (429, 500, 503, too_many_write_operations, reset, latency, bandwidth)")
+        }
+        every = try number("every")
+        probability = try number("p")
+        retryAfter = try number("retry_after") ?? 1
+        if let list = options.removeValue(forKey: "routes") {
+            routes = Set(list.split(separator: "+").map(String.init))
+        }
+        if let unknown = options.keys.first { throw FaultSpecError(spec: spec, reason: "unknown option '\(unknown)'") }
+        if let every, every < 1 { throw FaultSpecError(spec: spec, reason: "every must be at least 1") }
+        if let probability, !(0...1).contains(probability) { throw FaultSpecError(spec: spec, reason: "p must be within 0...1") }
+    }
+
+    func applies(to route: String) -> Bool { routes?.contains(route) ?? true }
+}
+
+struct FaultSpecError: Error, CustomStringConvertible {
+    var spec: String
+    var reason: String
+    var description: String { "bad fault spec '\(spec)': \(reason)" }
+}
+
+/// What the active faults decided for one request.
+struct FaultDecision: Sendable {
+    var delay: Duration?
+    var failure: APIFailure?
+    var resetAfter: Int64??
+    var bytesPerSecond: Int64?
+}
+
+
+/// The active fault rules, with their per-rule request counters.
+final class FaultPlan: Sendable {
+    private struct Armed {
+        var rule: FaultRule
+        var seen = 0
+    }
+
+    private let rules = Mutex<[Armed]>([])
+
+    func replace(with specs: [String]) throws {
+        let parsed = try specs.map { Armed(rule: try FaultRule(spec: $0)) }
+        rules.withLock { $0 = parsed }
+    }
+
+    var active: [String] { rules.withLock { $0.map(\.rule.description) } }
+
+    func decide(for route: String) -> FaultDecision {
+        rules.withLock { armed in
+            var decision = FaultDecision()
+            for i in armed.indices where armed[i].rule.applies(to: route) {
+                let rule = armed[i].rule
+                armed[i].seen += 1
+                switch rule.kind {
+                case .latency(let ms): decision.delay = .milliseconds(ms)
+                case .bandwidth(let bps): decision.bytesPerSecond = bps
+                default:
+                    guard Self.fires(rule, seen: armed[i].seen) else { continue }
+                    switch rule.kind {
+                    case .status(429):
+                        decision.failure = decision.failure ?? .rateLimited(reason: "too_many_requests", retryAfter: rule.retryAfter)
+                    case .status(let code): decision.failure = decision.failure ?? .server(status: code)
+                    case .tooManyWriteOperations:
+                        decision.failure = decision.failure ?? .rateLimited(reason: "too_many_write_operations", retryAfter: rule.retryAfter)
+                    case .reset(let after): decision.resetAfter = .some(after)
+                    default: break
+                    }
+                }
+            }
+            return decision
+        }
+    }
+
+    private static func fires(_ rule: FaultRule, seen: Int) -> Bool {
+        if let every = rule.every { return seen % every == 0 }
+        if let p = rule.probability { return Double.random(in: 0..<1) < p }
+        return true
+    }
+}
+
+/// Requests and body bytes per route, for tests that count what a client did.
+final class RouteStats: Sendable {
+    struct Counter: Sendable {
+        var requests: Int64 = 0
+        var bytesIn: Int64 = 0
+        var bytesOut: Int64 = 0
+    }
+
+    private let counters = Mutex<[String: Counter]>([:])
+
+    func record(_ route: String, requests: Int64 = 0, bytesIn: Int64 = 0, bytesOut: Int64 = 0) {
+        counters.withLock {
+            $0[route, default: Counter()].requests += requests
+            $0[route, default: Counter()].bytesIn += bytesIn
+            $0[route, default: Counter()].bytesOut += bytesOut
+        }
+    }
+
+    func reset() { counters.withLock { $0.removeAll() } }
+
+    var json: JSON {
+        let snapshot = counters.withLock { $0 }
+        let routes = snapshot.keys.sorted().map { key -> (String, JSON) in
+            let c = snapshot[key]!
+            return (key, .object([("requests", .int(c.requests)), ("bytes_in", .int(c.bytesIn)), ("bytes_out", .int(c.bytesOut))]))
+        }
+        let total = snapshot.values.reduce(Int64(0)) { $0 + $1.requests }
+        return .object([("requests", .int(total)), ("routes", .object(routes))])
+    }
+}

@@ -1,0 +1,273 @@
+import Foundation
+
+/// The emulated Dropbox namespace: one account's tree of files and folders, persisted in a
+/// data directory (`meta.sqlite` for metadata, `blobs/` for content, `staging/` for uploads in
+/// progress) so that it survives restarts with its cursors still valid.
+///
+/// Every path has exactly one row: live, or a tombstone once deleted. Each write takes the
+/// next value of a namespace-wide change counter and stamps it on every row it touches, so a
+/// cursor is just "changes after counter value N" and `list_folder/continue` is a range query.
+///
+/// Concurrency: the SQLite connection, the counter and `usedBytes` are guarded by `lock`;
+/// every public method takes it for its whole duration. No method does network I/O.
+final class Namespace: @unchecked Sendable {
+    let directory: URL
+    let quota: Int64
+    /// Changes with every wipe of the data directory; cursors from another epoch get `reset`.
+    private(set) var epoch: String = ""
+    let changes = ChangeNotifier()
+
+    private let lock = NSLock()
+    // Guarded by `lock`:
+    private let db: SQLiteDatabase
+    private var seq: Int64 = 0
+    private var usedBytes: Int64 = 0
+    /// Running content hashers of sequential upload sessions, by session id.
+    var sessionHashers: [String: ContentHasher] = [:]
+    /// Sequential sessions with an append streaming right now.
+    var busySessions: Set<String> = []
+
+    var blobDirectory: URL { directory.appendingPathComponent("blobs") }
+    var stagingDirectory: URL { directory.appendingPathComponent("staging") }
+
+    init(directory: URL, quota: Int64) throws {
+        self.directory = directory
+        self.quota = quota
+        let fm = FileManager.default
+        for sub in ["blobs", "staging"] {
+            try fm.createDirectory(at: directory.appendingPathComponent(sub), withIntermediateDirectories: true)
+        }
+        db = try SQLiteDatabase(path: directory.appendingPathComponent("meta.sqlite").path)
+        try Schema.create(in: db)
+        seq = Int64(try metaValue("seq") ?? "0") ?? 0
+        if let existing = try metaValue("epoch") {
+            epoch = existing
+        } else {
+            epoch = Identifiers.random(12)
+            try setMeta("epoch", epoch)
+        }
+        usedBytes = try db.first("SELECT COALESCE(SUM(size), 0) FROM entries WHERE is_deleted = 0") { $0.int(0) } ?? 0
+        try removeStaleStaging()
+    }
+
+    /// Runs `body` with the lock held.
+    func locked<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    // MARK: Reads
+
+    var spaceUsed: Int64 { locked { usedBytes } }
+    var currentSeq: Int64 { locked { seq } }
+    var currentSeqLocked: Int64 { seq }
+
+    /// The live entry at `path`, or nil. The root is a folder that has no row.
+    func liveEntry(_ path: DropboxPath) throws -> Entry? {
+        try locked { try liveEntryLocked(path) }
+    }
+
+    /// Resolves a path argument (`/a/b` or `id:…[/rest]`) to a path.
+    func resolve(_ argument: PathArgument) throws -> DropboxPath {
+        switch argument {
+        case .path(let path): return path
+        case .id(let id, let rest):
+            let found = try locked {
+                try db.first("SELECT path_display FROM entries WHERE id = ? AND is_deleted = 0", [.text("id:" + id)]) {
+                    $0.text(0)
+                }
+            }
+            guard let display = found else { throw NamespaceFailure.lookup(.notFound) }
+            return rest.isEmpty ? DropboxPath(display: display) : try PathArgument.validated(display + rest)
+        }
+    }
+
+    /// The entry at `path` for `get_metadata`: live, or its tombstone when `includeDeleted`.
+    func metadataEntry(_ path: DropboxPath, includeDeleted: Bool) throws -> Entry {
+        try locked {
+            if let live = try liveEntryLocked(path) { return live }
+            try requireNoFileAncestor(path, failure: .lookup(.notFolder))
+            if includeDeleted, let tombstone = try entryLocked(path), tombstone.isDeleted { return tombstone }
+            throw NamespaceFailure.lookup(.notFound)
+        }
+    }
+
+    /// A live file for download, with its content opened (nil for an empty file). Opening
+    /// under the lock means a concurrent overwrite cannot delete the bytes from under us.
+    func openForDownload(_ path: DropboxPath) throws -> (Entry, Int32?) {
+        try locked {
+            guard let entry = try liveEntryLocked(path) else {
+                try requireNoFileAncestor(path, failure: .lookup(.notFolder))
+                throw NamespaceFailure.lookup(.notFound)
+            }
+            guard !entry.isFolder else { throw NamespaceFailure.lookup(.notFile) }
+            guard let blob = entry.blob else { return (entry, nil) }
+            let fd = open(blobDirectory.appendingPathComponent(blob).path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            return (entry, fd)
+        }
+    }
+
+    // MARK: Helpers for the write and listing extensions (lock held by the caller)
+
+    func liveEntryLocked(_ path: DropboxPath) throws -> Entry? {
+        if path.isRoot { return nil }
+        return try db.first("SELECT \(Entry.columns) FROM entries WHERE path_lower = ? AND is_deleted = 0",
+                            [.text(path.lower)], map: Entry.init(row:))
+    }
+
+    func entryLocked(_ path: DropboxPath) throws -> Entry? {
+        try db.first("SELECT \(Entry.columns) FROM entries WHERE path_lower = ?", [.text(path.lower)],
+                     map: Entry.init(row:))
+    }
+
+    /// Live entries strictly inside `folder`, parents before children.
+    func liveDescendantsLocked(_ folder: DropboxPath) throws -> [Entry] {
+        var result: [Entry] = []
+        let (low, high) = Self.subtreeBounds(folder)
+        try db.query("SELECT \(Entry.columns) FROM entries WHERE path_lower > ? AND path_lower < ? AND is_deleted = 0 ORDER BY path_lower",
+                     [.text(low), .text(high)]) { result.append(Entry(row: $0)) }
+        return result
+    }
+
+    /// Exclusive bounds of the keys strictly inside `folder`: "/a/" < key < "/a0" ('0' follows '/').
+    static func subtreeBounds(_ folder: DropboxPath) -> (String, String) {
+        (folder.lower + "/", folder.lower + "0")
+    }
+
+    /// Throws `failure` when some ancestor of `path` is a file.
+    func requireNoFileAncestor(_ path: DropboxPath, failure: NamespaceFailure) throws {
+        for ancestor in path.ancestors {
+            if let entry = try liveEntryLocked(ancestor), !entry.isFolder { throw failure }
+        }
+    }
+
+    func nextSeqLocked() -> Int64 {
+        seq += 1
+        return seq
+    }
+
+    /// Runs a write in one transaction, persisting the counter and space used; on failure the
+    /// in-memory copies are reloaded so they never drift from the database.
+    func writeTransactionLocked<T>(_ body: () throws -> T) throws -> T {
+        do {
+            let result = try db.transaction {
+                let value = try body()
+                try setMeta("seq", String(seq))
+                return value
+            }
+            changes.notify()
+            return result
+        } catch {
+            usedBytes = (try? db.first("SELECT COALESCE(SUM(size), 0) FROM entries WHERE is_deleted = 0") { $0.int(0) }) ?? usedBytes
+            throw error
+        }
+    }
+
+    func upsertLocked(_ entry: Entry) throws {
+        try db.run("INSERT OR REPLACE INTO entries (path_lower, parent_lower, \(Entry.columns)) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                   entry.sqlValues)
+    }
+
+    func adjustUsedLocked(by delta: Int64) { usedBytes += delta }
+    var usedBytesLocked: Int64 { usedBytes }
+    var database: SQLiteDatabase { db }
+
+    /// Deletes blob files no live entry refers to any more.
+    func collectBlobsLocked(_ names: [String]) throws {
+        for name in Set(names) {
+            let referenced = try db.first("SELECT 1 FROM entries WHERE blob = ? AND is_deleted = 0 LIMIT 1", [.text(name)]) { _ in true } ?? false
+            if !referenced { unlink(blobDirectory.appendingPathComponent(name).path) }
+        }
+    }
+
+    /// A new file name in `staging/` for an upload in progress.
+    func newStagingFile() -> URL {
+        stagingDirectory.appendingPathComponent("upload-" + Identifiers.random(16))
+    }
+
+    private func metaValue(_ key: String) throws -> String? {
+        try db.first("SELECT value FROM meta WHERE key = ?", [.text(key)]) { $0.text(0) }
+    }
+
+    private func setMeta(_ key: String, _ value: String) throws {
+        try db.run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [.text(key), .text(value)])
+    }
+
+    /// Single-request uploads interrupted by a restart leave files in staging; session data
+    /// files are kept, since their sessions outlive a restart as they do on Dropbox.
+    private func removeStaleStaging() throws {
+        let names = try FileManager.default.contentsOfDirectory(atPath: stagingDirectory.path)
+        for name in names where name.hasPrefix("upload-") {
+            unlink(stagingDirectory.appendingPathComponent(name).path)
+        }
+    }
+
+    /// Starts cursors over: every cursor handed out before now gets `reset`.
+    func resetCursors() throws {
+        try locked {
+            epoch = Identifiers.random(12)
+            try setMeta("epoch", epoch)
+        }
+        changes.notify()
+    }
+}
+
+enum Schema {
+    static func create(in db: SQLiteDatabase) throws {
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS entries (
+                path_lower TEXT PRIMARY KEY,
+                parent_lower TEXT NOT NULL,
+                path_display TEXT NOT NULL,
+                id TEXT NOT NULL,
+                is_folder INTEGER NOT NULL,
+                is_deleted INTEGER NOT NULL,
+                size INTEGER NOT NULL,
+                rev TEXT,
+                content_hash TEXT,
+                client_modified INTEGER NOT NULL,
+                server_modified INTEGER NOT NULL,
+                blob TEXT,
+                change_seq INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS entries_parent ON entries(parent_lower, path_lower);
+            CREATE INDEX IF NOT EXISTS entries_id ON entries(id);
+            CREATE INDEX IF NOT EXISTS entries_change ON entries(change_seq, path_lower);
+            CREATE INDEX IF NOT EXISTS entries_blob ON entries(blob) WHERE blob IS NOT NULL;
+            CREATE TABLE IF NOT EXISTS tokens (
+                token TEXT PRIMARY KEY,
+                kind TEXT NOT NULL,
+                expires INTEGER,
+                family TEXT,
+                scope TEXT
+            );
+            CREATE TABLE IF NOT EXISTS auth_codes (
+                code TEXT PRIMARY KEY,
+                client_id TEXT NOT NULL,
+                challenge TEXT,
+                access_type INTEGER NOT NULL,  -- 1 offline, 0 online, 2 legacy
+                redirect_uri TEXT,
+                scope TEXT,
+                expires INTEGER NOT NULL
+            );
+            CREATE TABLE IF NOT EXISTS upload_sessions (
+                id TEXT PRIMARY KEY,
+                concurrent INTEGER NOT NULL,
+                closed INTEGER NOT NULL,
+                length INTEGER NOT NULL,
+                block_digests BLOB,
+                created INTEGER NOT NULL
+            );
+            CREATE TABLE IF NOT EXISTS session_pieces (
+                session_id TEXT NOT NULL,
+                offset INTEGER NOT NULL,
+                length INTEGER NOT NULL,
+                block_digests BLOB NOT NULL,
+                PRIMARY KEY (session_id, offset)
+            );
+            """)
+    }
+}

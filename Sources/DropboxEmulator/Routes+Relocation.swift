@@ -1,0 +1,81 @@
+/// `files/create_folder_v2`, `files/delete_v2`, `files/move_v2` and `files/copy_v2`.
+extension Emulator {
+    func createFolder(_ call: RouteCall) throws -> JSON {
+        let args = try call.args()
+        let raw = try args.string("path")
+        let autorename = try args.bool("autorename")
+        try args.finish()
+        let argument = try PathArgument.parse(raw, field: "path", allowRoot: false, allowID: false)
+        let folder = try RouteErrors.write("path") {
+            try namespace.createFolder(try namespace.resolve(argument), autorename: autorename)
+        }
+        return .object([("metadata", folder.metadata(tagged: false))])
+    }
+
+    func delete(_ call: RouteCall) throws -> JSON {
+        let args = try call.args()
+        let raw = try args.string("path")
+        let parentRev = try args.optionalString("parent_rev")
+        try args.finish()
+        let argument = try PathArgument.parse(raw, field: "path", allowRoot: false)
+        do {
+            let entry = try namespace.delete(try namespace.resolve(argument), parentRev: parentRev)
+            return .object([("metadata", entry.metadata())])
+        } catch NamespaceFailure.lookup(let lookup) {
+            throw APIFailure.route(.tagged("path_lookup", [("path_lookup", lookup.json)]))
+        } catch NamespaceFailure.write(let write) {
+            throw APIFailure.route(.tagged("path_write", [("path_write", write.json)]))
+        }
+    }
+
+    func relocate(_ call: RouteCall, copy: Bool) throws -> JSON {
+        let args = try call.args()
+        let rawFrom = try args.string("from_path")
+        let rawTo = try args.string("to_path")
+        let autorename = try args.bool("autorename")
+        _ = try args.bool("allow_shared_folder")
+        _ = try args.bool("allow_ownership_transfer")
+        try args.finish()
+        let fromArgument = try PathArgument.parse(rawFrom, field: "from_path", allowRoot: false)
+        let toArgument = try PathArgument.parse(rawTo, field: "to_path", allowRoot: false, allowID: false)
+        do {
+            let from: DropboxPath
+            do { from = try namespace.resolve(fromArgument) } catch let failure as NamespaceFailure {
+                throw RelocationFailure.fromLookup(failure.asLookup)
+            }
+            let to: DropboxPath
+            do { to = try namespace.resolve(toArgument) } catch let failure as NamespaceFailure {
+                throw RelocationFailure.to(failure.asWrite)
+            }
+            let entry = copy ? try namespace.copy(from: from, to: to, autorename: autorename)
+                             : try namespace.move(from: from, to: to, autorename: autorename)
+            return .object([("metadata", entry.metadata())])
+        } catch let failure as RelocationFailure {
+            switch failure {
+            case .fromLookup(let lookup): throw APIFailure.route(.tagged("from_lookup", [("from_lookup", lookup.json)]))
+            case .fromWrite(let write): throw APIFailure.route(.tagged("from_write", [("from_write", write.json)]))
+            case .to(let write): throw APIFailure.route(.tagged("to", [("to", write.json)]))
+            case .intoItself: throw APIFailure.route(.tagged("cant_move_folder_into_itself"))
+            case .insufficientQuota: throw APIFailure.route(.tagged("insufficient_quota"))
+            }
+        }
+    }
+}
+
+extension NamespaceFailure {
+    var asLookup: LookupFailure {
+        switch self {
+        case .lookup(let lookup): return lookup
+        case .write(.malformedPath): return .malformedPath
+        default: return .notFound
+        }
+    }
+
+    var asWrite: WriteFailure {
+        switch self {
+        case .write(let write): return write
+        case .lookup(.notFolder): return .conflict("file_ancestor")
+        default: return .malformedPath
+        }
+    }
+}

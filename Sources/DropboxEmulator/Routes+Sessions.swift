@@ -1,0 +1,186 @@
+import Foundation
+import NIOCore
+import Synchronization
+
+/// `files/upload_session/*`: start, append_v2, finish, finish_batch_v2, finish_batch and
+/// finish_batch/check.
+extension Emulator {
+    static let maximumBatchEntries = 1000
+
+    func startSession(_ call: RouteCall) async throws -> JSON {
+        let args = try call.args()
+        let close = try args.bool("close")
+        var concurrent = false
+        if let (tag, member) = try args.union("session_type") {
+            guard tag == "sequential" || tag == "concurrent" else { throw args.failure("'session_type': unknown tag '\(tag)'") }
+            try member.finish()
+            concurrent = tag == "concurrent"
+        }
+        let expectedHash = try args.optionalString("content_hash")
+        try args.finish()
+        try Self.refuseOversizedBody(call.exchange, error: .tagged("payload_too_large"))
+        if concurrent {
+            if close { throw APIFailure.route(.tagged("concurrent_session_close_not_allowed")) }
+            if try await call.body.next() != nil { throw APIFailure.route(.tagged("concurrent_session_data_not_allowed")) }
+            return .object([("session_id", .string(try namespace.startSession(concurrent: true).id))])
+        }
+        let session = try namespace.startSession(concurrent: false)
+        try await appendBody(call, session: session.id, offset: 0, close: close, expectedHash: expectedHash) { failure in
+            failure.lookupJSON ?? .tagged("other")
+        }
+        return .object([("session_id", .string(session.id))])
+    }
+
+    func appendSession(_ call: RouteCall) async throws -> JSON {
+        let args = try call.args()
+        let (id, offset) = try Self.cursorArguments(try args.requiredObject("cursor"))
+        let close = try args.bool("close")
+        let expectedHash = try args.optionalString("content_hash")
+        try args.finish()
+        try Self.refuseOversizedBody(call.exchange, error: .tagged("payload_too_large"))
+        try await appendBody(call, session: id, offset: offset, close: close, expectedHash: expectedHash) { failure in
+            failure.lookupJSON ?? .tagged("other")
+        }
+        return .null
+    }
+
+    func finishSession(_ call: RouteCall) async throws -> JSON {
+        let args = try call.args()
+        let (id, offset) = try Self.cursorArguments(try args.requiredObject("cursor"))
+        let commit = try commitArguments(try args.requiredObject("commit"))
+        let expectedHash = try args.optionalString("content_hash")
+        try args.finish()
+        try Self.refuseOversizedBody(call.exchange, error: .tagged("payload_too_large"))
+
+        // Data sent with the finish is a last append at the cursor's offset.
+        var end = offset
+        if let first = try await call.body.next() {
+            let grant = try sessionGrant(id, offset: offset) { $0.finishJSON }
+            if grant.session.concurrent {
+                namespace.endAppendFailed(grant)
+                throw APIFailure.route(SessionFailure.concurrentDataNotAllowed.finishJSON)
+            }
+            end += try await streamAppend(call, grant: grant, firstChunk: first, close: true, expectedHash: nil) { $0.finishJSON }
+        }
+        let content: StagedContent
+        do {
+            content = try namespace.sessionContent(session: id, offset: end, requireClosed: false)
+        } catch let failure as SessionFailure {
+            throw APIFailure.route(failure.finishJSON)
+        }
+        if let expectedHash, expectedHash != content.contentHash { throw APIFailure.route(.tagged("content_hash_mismatch")) }
+        let entry = try RouteErrors.write("path") { try namespace.commitFile(try commit(), content: content) }
+        namespace.removeSession(id)
+        return entry.metadata(tagged: false)
+    }
+
+    /// Commits up to 1,000 closed sessions; each entry succeeds or fails on its own.
+    func finishBatch(_ call: RouteCall, async: Bool) throws -> JSON {
+        let args = try call.args()
+        let items = try args.list("entries")
+        try args.finish()
+        guard items.count <= Self.maximumBatchEntries else { throw args.failure("'entries': at most 1000 entries") }
+        let requests = try items.map { item -> (String, Int64, () throws -> CommitRequest) in
+            let entry = try Args(item, route: call.route, context: "request body: 'entries'")
+            let (id, offset) = try Self.cursorArguments(try entry.requiredObject("cursor"))
+            let commit = try commitArguments(try entry.requiredObject("commit"))
+            try entry.finish()
+            return (id, offset, commit)
+        }
+        let results = requests.map { id, offset, commit -> JSON in
+            do {
+                let content = try namespace.sessionContent(session: id, offset: offset, requireClosed: true)
+                let entry = try namespace.commitFile(try commit(), content: content)
+                namespace.removeSession(id)
+                guard case .object(let fields) = entry.metadata(tagged: false) else { return .null }
+                return .object([(".tag", .string("success"))] + fields)
+            } catch let failure as SessionFailure {
+                return .tagged("failure", [("failure", failure.finishJSON)])
+            } catch let failure as NamespaceFailure {
+                return .tagged("failure", [("failure", .tagged("path", [("path", RouteErrors.writeJSON(failure))]))])
+            } catch {
+                return .tagged("failure", [("failure", .tagged("other"))])
+            }
+        }
+        guard async else { return .object([("entries", .array(results))]) }
+        let job = batchJobs.store(results)
+        return .tagged("async_job_id", [("async_job_id", .string(job))])
+    }
+
+    func checkFinishBatch(_ call: RouteCall) throws -> JSON {
+        let args = try call.args()
+        let job = try args.string("async_job_id")
+        try args.finish()
+        guard let results = batchJobs.results(job) else { throw APIFailure.route(.tagged("invalid_async_job_id")) }
+        return .tagged("complete", [("entries", .array(results))])
+    }
+
+    // MARK: Appending
+
+    static func cursorArguments(_ cursor: Args) throws -> (String, Int64) {
+        let id = try cursor.string("session_id")
+        guard let offset = try cursor.uint("offset") else { throw cursor.failure("missing required field 'offset'") }
+        try cursor.finish()
+        return (id, offset)
+    }
+
+    private func sessionGrant(_ id: String, offset: Int64, _ errorJSON: (SessionFailure) -> JSON) throws -> AppendGrant {
+        do { return try namespace.beginAppend(session: id, offset: offset) } catch let failure as SessionFailure {
+            throw APIFailure.route(errorJSON(failure))
+        }
+    }
+
+    private func appendBody(_ call: RouteCall, session id: String, offset: Int64, close: Bool, expectedHash: String?,
+                            _ errorJSON: @escaping (SessionFailure) -> JSON) async throws {
+        let grant = try sessionGrant(id, offset: offset, errorJSON)
+        _ = try await streamAppend(call, grant: grant, firstChunk: nil, close: close, expectedHash: expectedHash, errorJSON)
+    }
+
+    /// Streams an append's body into the session's data file and records it. On any failure
+    /// the session's length stays where it was, so the client can retry from the same offset.
+    private func streamAppend(_ call: RouteCall, grant: AppendGrant, firstChunk: ByteBuffer?, close: Bool,
+                              expectedHash: String?, _ errorJSON: (SessionFailure) -> JSON) async throws -> Int64 {
+        let piece = ContentHasher()
+        var hashers = [piece]
+        if let running = grant.runningHash { hashers.append(running) }
+        var count: Int64 = 0
+        do {
+            let fd = open(grant.file.path, O_WRONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            defer { Foundation.close(fd) }
+            if let firstChunk { count += try RequestBody.write(firstChunk, to: fd, at: grant.offset, hashers: hashers) }
+            count += try await call.body.write(to: fd, at: grant.offset + count, hashers: hashers)
+        } catch {
+            namespace.endAppendFailed(grant)
+            throw error
+        }
+        let pieceDigests = piece.finishBlocks()
+        if count > Self.maximumRequestPayload {
+            namespace.endAppendFailed(grant)
+            throw APIFailure.route(.tagged("payload_too_large"))
+        }
+        if let expectedHash, expectedHash != ContentHasher.hex(fromBlockDigests: pieceDigests) {
+            namespace.endAppendFailed(grant)
+            throw APIFailure.route(.tagged("content_hash_mismatch"))
+        }
+        do {
+            try namespace.endAppend(grant, count: count, close: close, pieceDigests: pieceDigests)
+        } catch let failure as SessionFailure {
+            throw APIFailure.route(errorJSON(failure))
+        }
+        return count
+    }
+}
+
+/// Results of `finish_batch` (v1) jobs, kept in memory for `finish_batch/check`.
+final class BatchJobs: Sendable {
+    private let jobs = Mutex<[String: [JSON]]>([:])
+
+    func store(_ results: [JSON]) -> String {
+        let id = "dbjid:" + Identifiers.random(40)
+        jobs.withLock { $0[id] = results }
+        return id
+    }
+
+    func results(_ id: String) -> [JSON]? { jobs.withLock { $0[id] } }
+}

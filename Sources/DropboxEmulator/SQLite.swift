@@ -1,0 +1,139 @@
+import CSQLite
+import Foundation
+
+/// A minimal SQLite connection: prepared statements cached by SQL text, typed binds and
+/// column reads. Not thread-safe by itself: `Namespace` owns the one connection behind a lock.
+final class SQLiteDatabase {
+    private var handle: OpaquePointer?
+    private var statements: [String: OpaquePointer] = [:]
+
+    struct Failure: Error, CustomStringConvertible {
+        let code: Int32
+        let message: String
+        var description: String { "SQLite error \(code): \(message)" }
+    }
+
+    init(path: String) throws {
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &handle, flags, nil)
+        guard rc == SQLITE_OK else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close(handle)
+            throw Failure(code: rc, message: "\(path): \(message)")
+        }
+        sqlite3_busy_timeout(handle, 5000)
+        try execute("PRAGMA journal_mode=WAL")
+        try execute("PRAGMA synchronous=NORMAL")
+        try execute("PRAGMA foreign_keys=ON")
+    }
+
+    deinit {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        sqlite3_close(handle)
+    }
+
+    func execute(_ sql: String) throws {
+        var error: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &error)
+        if rc != SQLITE_OK {
+            let message = error.map { String(cString: $0) } ?? "unknown"
+            sqlite3_free(error)
+            throw Failure(code: rc, message: message)
+        }
+    }
+
+    /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
+    func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Runs a statement that returns no rows.
+    func run(_ sql: String, _ values: [SQLValue] = []) throws {
+        try query(sql, values) { _ in }
+    }
+
+    /// Runs a statement and calls `row` for each result row.
+    func query(_ sql: String, _ values: [SQLValue] = [], row: (SQLiteRow) throws -> Void) throws {
+        let statement = try prepare(sql)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        for (i, value) in values.enumerated() {
+            let index = Int32(i + 1)
+            switch value {
+            case .null: sqlite3_bind_null(statement, index)
+            case .int(let v): sqlite3_bind_int64(statement, index, v)
+            case .text(let s): csqlite_bind_text(statement, index, s, -1)
+            case .blob(let bytes):
+                bytes.withUnsafeBytes { _ = csqlite_bind_blob(statement, index, $0.baseAddress, Int32($0.count)) }
+            }
+        }
+        while true {
+            let rc = sqlite3_step(statement)
+            if rc == SQLITE_DONE { return }
+            guard rc == SQLITE_ROW else { throw failure(rc) }
+            try row(SQLiteRow(statement: statement))
+        }
+    }
+
+    /// The first row mapped by `map`, or nil.
+    func first<T>(_ sql: String, _ values: [SQLValue] = [], map: (SQLiteRow) throws -> T) throws -> T? {
+        var result: T?
+        try query(sql, values) { row in if result == nil { result = try map(row) } }
+        return result
+    }
+
+    var changes: Int { Int(sqlite3_changes(handle)) }
+
+    private func prepare(_ sql: String) throws -> OpaquePointer {
+        if let cached = statements[sql] { return cached }
+        var statement: OpaquePointer?
+        let rc = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
+        guard rc == SQLITE_OK, let statement else { throw failure(rc) }
+        statements[sql] = statement
+        return statement
+    }
+
+    private func failure(_ rc: Int32) -> Failure {
+        Failure(code: rc, message: String(cString: sqlite3_errmsg(handle)))
+    }
+}
+
+enum SQLValue {
+    case null
+    case int(Int64)
+    case text(String)
+    case blob([UInt8])
+
+    static func optional(_ s: String?) -> SQLValue { s.map { .text($0) } ?? .null }
+}
+
+struct SQLiteRow {
+    let statement: OpaquePointer
+
+    func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+    func bool(_ column: Int32) -> Bool { int(column) != 0 }
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+
+    func text(_ column: Int32) -> String {
+        guard let bytes = sqlite3_column_text(statement, column) else { return "" }
+        return String(cString: bytes)
+    }
+
+    func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
+
+    func blob(_ column: Int32) -> [UInt8] {
+        let count = Int(sqlite3_column_bytes(statement, column))
+        guard count > 0, let base = sqlite3_column_blob(statement, column) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: base, count: count))
+    }
+}
