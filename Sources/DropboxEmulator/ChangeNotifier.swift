@@ -20,10 +20,12 @@ final class ChangeNotifier: Sendable {
         for continuation in woken { continuation.resume() }
     }
 
-    /// Waits until `condition` holds (true) or `timeout` passes (false).
+    /// Waits until `condition` holds (true) or `timeout` passes (false). Cancellation ends
+    /// the wait with `CancellationError`.
     func wait(timeout: Duration, until condition: () throws -> Bool) async throws -> Bool {
         let deadline = ContinuousClock.now + timeout
         while true {
+            try Task.checkCancellation()
             let generation = state.withLock { $0.generation }
             if try condition() { return true }
             if ContinuousClock.now >= deadline { return false }
@@ -32,13 +34,17 @@ final class ChangeNotifier: Sendable {
                 try? await Task.sleep(until: deadline, clock: .continuous)
                 self.resume(id)
             }
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let stale = state.withLock { state -> Bool in
-                    if state.generation != generation { return true }
-                    state.waiters[id] = continuation
-                    return false
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let stale = state.withLock { state -> Bool in
+                        if state.generation != generation || Task.isCancelled { return true }
+                        state.waiters[id] = continuation
+                        return false
+                    }
+                    if stale { continuation.resume() }
                 }
-                if stale { continuation.resume() }
+            } onCancel: {
+                self.resume(id)
             }
             timer.cancel()
         }

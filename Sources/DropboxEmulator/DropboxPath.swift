@@ -62,18 +62,29 @@ struct DropboxPath: Hashable, Sendable {
 /// A path argument as sent: a plain path or an `id:` reference (optionally followed by a
 /// relative path), not yet resolved against the namespace.
 enum PathArgument {
-    case path(DropboxPath)
+    /// A plain path, checked for malformed components only when resolved, so that the
+    /// failure lands in the route's own error union.
+    case path(String)
     case id(String, rest: String)
+    /// `rev:…`: the file at that revision (read routes only).
+    case rev(String)
 
     /// Parses and validates syntax. `allowRoot` is for routes whose pattern admits "" (listing).
     /// Shapes the route pattern rejects are bad input (400); components such as "." are a
     /// `malformed_path` route error, as on Dropbox.
-    static func parse(_ raw: String, field: String, allowRoot: Bool, allowID: Bool = true) throws -> PathArgument {
+    static func parse(_ raw: String, field: String, allowRoot: Bool, allowID: Bool = true, allowRev: Bool = false) throws -> PathArgument {
         if raw.isEmpty {
             guard allowRoot else {
                 throw APIFailure.badInput("Error in call: \(field): the root folder is not allowed here")
             }
-            return .path(.root)
+            return .path("")
+        }
+        if allowRev, raw.hasPrefix("rev:") {
+            let rev = String(raw.dropFirst(4))
+            guard rev.count >= 9, rev.allSatisfy(\.isHexDigit) else {
+                throw APIFailure.badInput("Error in call: \(field): '\(raw)' is not a valid revision")
+            }
+            return .rev(rev)
         }
         if raw == "/" {
             throw APIFailure.badInput(
@@ -88,7 +99,7 @@ enum PathArgument {
         guard raw.hasPrefix("/") else {
             throw APIFailure.badInput("Error in call: \(field): '\(raw)' did not match pattern '(/(.|[\\r\\n])*)|(id:.*)'")
         }
-        return .path(try validated(raw))
+        return .path(raw)
     }
 
     /// A path of the form `/a/b`: no empty, "." or ".." components, no trailing slash.

@@ -78,11 +78,13 @@ public final class Emulator: Sendable {
         return emulator
     }
 
-    /// Stops listening, ends open connections and waits for the accept loop.
+    /// Stops listening, ends open connections (cancelling their tasks, which closes them and
+    /// ends waits such as longpolls) and only then stops the event loops.
     public func shutdown() async {
         await server.close()
-        try? await group.shutdownGracefully()
+        acceptLoop.cancel()
         await acceptLoop.value
+        try? await group.shutdownGracefully()
     }
 
     // MARK: Dispatch

@@ -61,9 +61,12 @@ extension Namespace {
                         copy.serverModified = Timestamp.now()
                     }
                     try upsertLocked(copy)
+                    if !copy.isFolder { try recordRevisionLocked(copy) }
                     if first == nil { first = copy }
                 }
                 adjustUsedLocked(by: bytes)
+                try collectBlobsLocked(droppedBlobs)
+                droppedBlobs.removeAll()
                 return first!
             }
         }

@@ -109,8 +109,10 @@ extension Namespace {
                     entry.blob = name
                 }
                 try upsertLocked(entry)
+                try recordRevisionLocked(entry)
                 adjustUsedLocked(by: growth)
-                if let old = replacing?.blob { try collectBlobsLocked([old]) }
+                try collectBlobsLocked([replacing?.blob].compactMap { $0 } + droppedBlobs)
+                droppedBlobs.removeAll()
                 return entry
             }
         }

@@ -26,6 +26,8 @@ final class Namespace: @unchecked Sendable {
     var sessionHashers: [String: ContentHasher] = [:]
     /// Sequential sessions with an append streaming right now.
     var busySessions: Set<String> = []
+    /// Blobs of revisions forgotten in the current write, to collect once it commits.
+    var droppedBlobs: [String] = []
 
     var blobDirectory: URL { directory.appendingPathComponent("blobs") }
     var stagingDirectory: URL { directory.appendingPathComponent("staging") }
@@ -71,7 +73,8 @@ final class Namespace: @unchecked Sendable {
     /// Resolves a path argument (`/a/b` or `id:…[/rest]`) to a path.
     func resolve(_ argument: PathArgument) throws -> DropboxPath {
         switch argument {
-        case .path(let path): return path
+        case .path(let raw): return raw.isEmpty ? .root : try PathArgument.validated(raw)
+        case .rev: throw NamespaceFailure.lookup(.notFound)  // see `resolveRevision`
         case .id(let id, let rest):
             let found = try locked {
                 try db.first("SELECT path_display FROM entries WHERE id = ? AND is_deleted = 0", [.text("id:" + id)]) {
@@ -177,7 +180,10 @@ final class Namespace: @unchecked Sendable {
     /// Deletes blob files no live entry refers to any more.
     func collectBlobsLocked(_ names: [String]) throws {
         for name in Set(names) {
-            let referenced = try db.first("SELECT 1 FROM entries WHERE blob = ? AND is_deleted = 0 LIMIT 1", [.text(name)]) { _ in true } ?? false
+            let referenced = try db.first("""
+                SELECT 1 FROM entries WHERE blob = ?1 AND is_deleted = 0
+                UNION ALL SELECT 1 FROM revisions WHERE blob = ?1 LIMIT 1
+                """, [.text(name)]) { _ in true } ?? false
             if !referenced { unlink(blobDirectory.appendingPathComponent(name).path) }
         }
     }
@@ -253,6 +259,18 @@ enum Schema {
                 scope TEXT,
                 expires INTEGER NOT NULL
             );
+            CREATE TABLE IF NOT EXISTS revisions (
+                rev TEXT PRIMARY KEY,
+                id TEXT NOT NULL,
+                path_display TEXT NOT NULL,
+                size INTEGER NOT NULL,
+                content_hash TEXT,
+                blob TEXT,
+                client_modified INTEGER NOT NULL,
+                server_modified INTEGER NOT NULL
+            );
+            CREATE INDEX IF NOT EXISTS revisions_id ON revisions(id);
+            CREATE INDEX IF NOT EXISTS revisions_blob ON revisions(blob) WHERE blob IS NOT NULL;
             CREATE TABLE IF NOT EXISTS upload_sessions (
                 id TEXT PRIMARY KEY,
                 concurrent INTEGER NOT NULL,

@@ -71,6 +71,10 @@ final class ResponseWriter {
     /// Streams `length` bytes of `fd` from `offset` as the body.
     func sendFile(status: HTTPResponseStatus, headers: [(String, String)], fd: Int32?, offset: Int64, length: Int64) async throws {
         try await writeHead(status: status, length: length, headers: headers)
+        if let fd, length > 0, throttle == nil, resetAfter == nil {
+            try await sendZeroCopy(fd: fd, offset: offset, length: length)
+            return
+        }
         var position = offset
         var remaining = length
         let chunkLimit = throttle?.chunkSize(atMost: Self.chunkSize) ?? Self.chunkSize
@@ -88,6 +92,18 @@ final class ResponseWriter {
             remaining -= Int64(n)
         }
         if !closed { try await outbound.write(.end(nil)) }
+    }
+
+    /// The fast path without faults: the kernel copies file to socket (sendfile). These writes
+    /// bypass the async writer so that their completion is known and the descriptor can be
+    /// closed; event-loop ordering keeps them behind the head written just before.
+    private func sendZeroCopy(fd: Int32, offset: Int64, length: Int64) async throws {
+        let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: dup(fd))
+        defer { try? handle.close() }
+        let region = FileRegion(fileHandle: handle, readerIndex: Int(offset), endIndex: Int(offset + length))
+        try await channel.writeAndFlush(HTTPServerResponsePart.body(.fileRegion(region))).get()
+        bodyBytesWritten += length
+        try await channel.writeAndFlush(HTTPServerResponsePart.end(nil)).get()
     }
 
     private func writeHead(status: HTTPResponseStatus, length: Int64, headers: [(String, String)]) async throws {

@@ -1,3 +1,5 @@
+import Foundation
+
 /// `files/get_metadata`, `files/list_folder` and its `continue`, `get_latest_cursor` and
 /// `longpoll` companions.
 extension Emulator {
@@ -10,9 +12,14 @@ extension Emulator {
         let includeDeleted = try args.bool("include_deleted")
         args.ignore("include_media_info", "include_has_explicit_shared_members", "include_property_groups")
         try args.finish()
-        let argument = try PathArgument.parse(raw, field: "path", allowRoot: false)
+        let argument = try PathArgument.parse(raw, field: "path", allowRoot: false, allowRev: true)
         return try RouteErrors.lookup("path") {
-            try namespace.metadataEntry(try namespace.resolve(argument), includeDeleted: includeDeleted).metadata()
+            if case .rev(let rev) = argument {
+                let (entry, fd) = try namespace.openRevision(rev)
+                if let fd { close(fd) }
+                return entry.metadata()
+            }
+            return try namespace.metadataEntry(try namespace.resolve(argument), includeDeleted: includeDeleted).metadata()
         }
     }
 
@@ -71,7 +78,7 @@ extension Emulator {
         let includeDeleted = try args.bool("include_deleted")
         let limit = try args.uint("limit")
         args.ignore("include_media_info", "include_has_explicit_shared_members", "include_mounted_folders",
-                    "include_property_groups", "include_non_downloadable_files", "shared_link")
+                    "include_property_groups", "include_non_downloadable_files", "include_restorable_info", "shared_link")
         try args.finish()
         if let limit, !(1...2000).contains(limit) { throw args.failure("'limit': value must be between 1 and 2000") }
         let argument = try PathArgument.parse(raw, field: "path", allowRoot: true)

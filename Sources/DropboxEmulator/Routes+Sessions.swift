@@ -52,15 +52,22 @@ extension Emulator {
         try args.finish()
         try Self.refuseOversizedBody(call.exchange, error: .tagged("payload_too_large"))
 
-        // Data sent with the finish is a last append at the cursor's offset.
+        // Data sent with the finish is a last append at the cursor's offset; `content_hash`
+        // covers that data only, as for an append.
         var end = offset
-        if let first = try await call.body.next() {
+        let first = try await call.body.next()
+        if first == nil, let expectedHash, expectedHash != ContentHasher().finishHex() {
+            throw APIFailure.route(.tagged("content_hash_mismatch"))
+        }
+        if let first {
             let grant = try sessionGrant(id, offset: offset) { $0.finishJSON }
             if grant.session.concurrent {
                 namespace.endAppendFailed(grant)
                 throw APIFailure.route(SessionFailure.concurrentDataNotAllowed.finishJSON)
             }
-            end += try await streamAppend(call, grant: grant, firstChunk: first, close: true, expectedHash: nil) { $0.finishJSON }
+            end += try await streamAppend(call, grant: grant, firstChunk: first, close: true, expectedHash: expectedHash) {
+                $0.finishJSON
+            }
         }
         let content: StagedContent
         do {
@@ -68,7 +75,6 @@ extension Emulator {
         } catch let failure as SessionFailure {
             throw APIFailure.route(failure.finishJSON)
         }
-        if let expectedHash, expectedHash != content.contentHash { throw APIFailure.route(.tagged("content_hash_mismatch")) }
         let entry = try RouteErrors.write("path") { try namespace.commitFile(try commit(), content: content) }
         namespace.removeSession(id)
         return entry.metadata(tagged: false)

@@ -11,14 +11,12 @@ extension Emulator {
         let raw = try args.string("path")
         let rev = try args.optionalString("rev")
         try args.finish()
-        let argument = try PathArgument.parse(raw, field: "path", allowRoot: false)
+        let argument = try PathArgument.parse(raw, field: "path", allowRoot: false, allowRev: true)
         let (entry, fd) = try RouteErrors.lookup("path") {
-            let found = try namespace.openForDownload(try namespace.resolve(argument))
-            if let rev, rev != found.0.rev {
-                if let fd = found.1 { close(fd) }
-                throw NamespaceFailure.lookup(.notFound)
-            }
-            return found
+            if case .rev(let rev) = argument { return try namespace.openRevision(rev) }
+            let path = try namespace.resolve(argument)
+            if let rev { return try namespace.openRevision(rev, expectedPath: path) }
+            return try namespace.openForDownload(path)
         }
         return Download(result: entry.metadata(tagged: false), fd: fd, size: entry.size)
     }

@@ -1,6 +1,6 @@
 /// `users/*` and `auth/token/revoke`: the one emulated account.
 extension Emulator {
-    static let accountID = "dbid:AAEmulatedDropboxFSAccount0000000000000"  // 40 characters, as Dropbox's
+    static let accountID = "dbid:AAEmulatedDropboxFSAccount000000000"  // 40 characters, as Dropbox's
 
     func getCurrentAccount(_ call: RouteCall) throws -> JSON {
         try call.requireNoArgument()

@@ -219,15 +219,17 @@ class Emulator:
             h.update(headers)
         return self._raw().post("%s/2/%s" % (self.url, route), data=data, headers=h, timeout=timeout)
 
-    def content(self, route, api_arg, body=b"", token=None, headers=None, stream=False, timeout=HTTP_TIMEOUT):
+    def content(self, route, api_arg, body=None, token=None, headers=None, stream=False, timeout=HTTP_TIMEOUT):
         """Raw content-style POST (upload/download). api_arg may be a dict
-        (JSON-encoded, ASCII-escaped), str, or bytes (sent verbatim)."""
+        (JSON-encoded, ASCII-escaped), str, or bytes (sent verbatim).
+        body=None means a download-style request (no body, no Content-Type);
+        any bytes (even b"") make it upload-style (application/octet-stream)."""
         h = {"Authorization": "Bearer %s" % (token or self.token)}
         if api_arg is not None:
             if isinstance(api_arg, (dict, list)):
                 api_arg = json.dumps(api_arg)  # ensure_ascii=True -> \uXXXX
             h["Dropbox-API-Arg"] = api_arg
-        if body:
+        if body is not None:
             h["Content-Type"] = "application/octet-stream"
         if headers:
             h.update(headers)

@@ -129,23 +129,23 @@ def test_sdk_retries_through_rate_limit(emu):
 
 @pytest.mark.parametrize("status", [500, 503])
 def test_fault_5xx(emu, status):
-    emu.set_faults("%d:every=1,routes=files/list_folder" % status)
-    r = emu.rpc("files/list_folder", {"path": ""})
+    emu.set_faults("%d:every=1,routes=users/get_space_usage" % status)
+    r = emu.rpc("users/get_space_usage", None)
     assert r.status_code == status
     with pytest.raises(dbx_exc.InternalServerError) as ei:
-        emu.client().files_list_folder("")
+        emu.client().users_get_space_usage()
     assert ei.value.status_code == status
     emu.clear_faults()
-    emu.client().files_list_folder("")
+    emu.client().users_get_space_usage()
 
 
 def test_sdk_retries_through_503(emu):
-    emu.set_faults("503:every=2,routes=users/get_current_account")
+    emu.set_faults("503:every=2,routes=users/get_space_usage")
     emu.reset_stats()
     dbx = emu.client(max_retries_on_error=4)
     for _ in range(2):
-        dbx.users_get_current_account()
-    assert emu.stats()["routes"]["users/get_current_account"]["requests"] >= 3
+        dbx.users_get_space_usage()
+    assert emu.stats()["routes"]["users/get_space_usage"]["requests"] >= 3
 
 
 def test_fault_probability_one_always_fires(emu):
@@ -219,7 +219,7 @@ def test_fault_on_command_line(emulator_factory):
     dbx = emu.client()
     with pytest.raises(dbx_exc.InternalServerError):
         dbx.users_get_space_usage()
-    dbx.users_get_current_account()
+    dbx.files_upload(b"other routes work", "/ok.txt")
     emu.clear_faults()
     dbx.users_get_space_usage()
 
@@ -234,15 +234,15 @@ def test_stats_count_requests_and_bytes(emu, base):
     dbx.files_upload(data, base + "/stats.bin")
     dbx.files_download(base + "/stats.bin")[1].content
     for _ in range(3):
-        dbx.files_list_folder(base)
+        dbx.files_get_metadata(base + "/stats.bin")
     st = emu.stats()
     routes = st["routes"]
-    assert routes["files/list_folder"]["requests"] == 3
+    assert routes["files/get_metadata"]["requests"] == 3
     assert routes["files/upload"]["requests"] == 1
     assert routes["files/upload"]["bytes_in"] >= len(data)
     assert routes["files/download"]["bytes_out"] >= len(data)
-    assert routes["files/list_folder"]["bytes_out"] > 0
+    assert routes["files/get_metadata"]["bytes_out"] > 0
     assert st["requests"] >= 5
     emu.reset_stats()
     after = emu.stats()
-    assert after["routes"].get("files/list_folder", {"requests": 0})["requests"] == 0
+    assert after["routes"].get("files/get_metadata", {"requests": 0})["requests"] == 0

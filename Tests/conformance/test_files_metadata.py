@@ -109,7 +109,7 @@ def test_empty_file(dbx, base):
 
 
 def test_unicode_names_round_trip(dbx, base):
-    name = "Ünïcødé ✓ 文件 ß.txt"
+    name = "Ünïcødé ✓ 文件 Ωmega.txt"  # no ß: "ß".upper() == "SS"
     md = dbx.files_upload("données".encode(), base + "/" + name)
     assert md.name == name
     got = dbx.files_get_metadata(base + "/" + name.upper())
@@ -133,3 +133,11 @@ def test_client_modified_round_trips(dbx, base):
     md = dbx.files_upload(b"dated", base + "/dated.txt", client_modified=when)
     assert md.client_modified == when
     assert dbx.files_get_metadata(base + "/dated.txt").client_modified == when
+
+
+def test_get_metadata_by_rev_path(dbx, base):
+    # GetMetadataArg.path is a ReadPath: "(/...|id:...)|(rev:[0-9a-f]{9,})|(ns:...)".
+    up = dbx.files_upload(b"rev addressed", base + "/byrev.txt")
+    md = dbx.files_get_metadata("rev:" + up.rev)
+    assert isinstance(md, FileMetadata)
+    assert (md.id, md.rev, md.path_lower) == (up.id, up.rev, up.path_lower)

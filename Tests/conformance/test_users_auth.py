@@ -36,6 +36,14 @@ def oauth_login(emu, app_key=APP_KEY):
     return flow.finish(code)
 
 
+def account_id_of(emu, token):
+    """account_id via a raw call, so OAuth tests don't also depend on the
+    FullAccount validator (covered by test_get_current_account_is_full_account)."""
+    r = emu.rpc("users/get_current_account", None, token=token)
+    assert r.status_code == 200, (r.status_code, r.text)
+    return r.json()["account_id"]
+
+
 # --------------------------------------------------------------------------- users
 
 
@@ -117,8 +125,8 @@ def test_oauth_pkce_no_redirect_flow_issues_working_tokens(emu):
     assert res.access_token and res.refresh_token
     assert res.expires_at is not None and res.expires_at > datetime.utcnow()
     assert res.account_id and res.user_id
-    dbx = emu.client(token=res.access_token)
-    assert dbx.users_get_current_account().account_id == res.account_id
+    emu.client(token=res.access_token).users_get_space_usage()
+    assert account_id_of(emu, res.access_token) == res.account_id
 
 
 def test_oauth_redirect_flow_returns_code_and_state(emu):
@@ -140,7 +148,8 @@ def test_oauth_redirect_flow_returns_code_and_state(emu):
     result = flow.finish(qs)
     assert result.url_state == "opaque-state"
     assert result.refresh_token
-    assert emu.client(token=result.access_token).users_get_current_account().account_id == result.account_id
+    emu.client(token=result.access_token).users_get_space_usage()
+    assert account_id_of(emu, result.access_token) == result.account_id
 
 
 def test_oauth_authorization_code_is_single_use(emu):
@@ -177,8 +186,9 @@ def test_refresh_token_grant_via_sdk(emu):
     assert int(tok["expires_in"]) > 0 and tok["access_token"]
     # The SDK itself: no access token, only a refresh token -> it refreshes first.
     dbx = emu.client(oauth2_refresh_token=res.refresh_token, app_key=APP_KEY)
-    assert dbx.users_get_current_account().account_id == res.account_id
+    dbx.users_get_space_usage()
     assert dbx._oauth2_access_token  # obtained through /oauth2/token
+    assert account_id_of(emu, dbx._oauth2_access_token) == res.account_id
 
 
 def test_bogus_refresh_token_is_rejected(emu):
@@ -193,13 +203,13 @@ def test_bogus_refresh_token_is_rejected(emu):
 def test_token_revoke_invalidates_token(emu):
     res = oauth_login(emu)
     dbx = emu.client(token=res.access_token)
-    dbx.users_get_current_account()
+    dbx.users_get_space_usage()
     assert dbx.auth_token_revoke() is None
     with pytest.raises(dbx_exc.AuthError) as ei:
-        emu.client(token=res.access_token).users_get_current_account()
+        emu.client(token=res.access_token).users_get_space_usage()
     assert ei.value.error.is_invalid_access_token()
     # Revoking one token must not affect the long-lived one.
-    emu.client().users_get_current_account()
+    emu.client().users_get_space_usage()
 
 
 def test_short_lived_token_expires_and_sdk_refreshes(emulator_factory):
@@ -207,11 +217,11 @@ def test_short_lived_token_expires_and_sdk_refreshes(emulator_factory):
     res = oauth_login(emu)
     assert res.expires_at <= datetime.utcnow() + timedelta(seconds=3)
     raw = emu.client(token=res.access_token)
-    raw.users_get_current_account()  # valid while fresh
+    raw.users_get_space_usage()  # valid while fresh
 
     def expired():
         try:
-            raw.users_get_current_account()
+            raw.users_get_space_usage()
             return False
         except dbx_exc.AuthError as e:
             return e
@@ -229,7 +239,7 @@ def test_short_lived_token_expires_and_sdk_refreshes(emulator_factory):
         oauth2_access_token_expiration=datetime.utcnow() + timedelta(hours=1),
         app_key=APP_KEY,
     )
-    assert dbx.users_get_current_account().account_id == res.account_id
+    dbx.users_get_space_usage()
     assert dbx._oauth2_access_token != res.access_token
     # The long-lived --token is unaffected by the OAuth token lifetime.
     emu.client().users_get_space_usage()

@@ -1,0 +1,54 @@
+import Foundation
+
+/// Earlier versions of files, for `rev:` paths and `files/download`'s `rev`. Each commit
+/// records its revision; the newest `revisionsKept` of each file are kept (Dropbox keeps
+/// history for 30 days; a bounded count keeps the emulator's disk use bounded instead).
+extension Namespace {
+    static let revisionsKept = 10
+
+    /// Records `entry`'s revision and forgets the oldest beyond the limit (lock held).
+    func recordRevisionLocked(_ entry: Entry) throws {
+        try database.run("""
+            INSERT OR REPLACE INTO revisions (rev, id, path_display, size, content_hash, blob, client_modified, server_modified)
+            VALUES (?,?,?,?,?,?,?,?)
+            """, [.optional(entry.rev), .text(entry.id), .text(entry.path.display), .int(entry.size), .optional(entry.contentHash),
+                  .optional(entry.blob), .int(entry.clientModified), .int(entry.serverModified)])
+        var dropped: [String] = []
+        try database.query("""
+            SELECT rev, blob FROM revisions WHERE id = ? ORDER BY rowid DESC LIMIT -1 OFFSET \(Self.revisionsKept)
+            """, [.text(entry.id)]) { row in
+            dropped.append(row.text(0))
+            if let blob = row.optionalText(1) { droppedBlobs.append(blob) }
+        }
+        for rev in dropped { try database.run("DELETE FROM revisions WHERE rev = ?", [.text(rev)]) }
+    }
+
+    /// The file as it was at `rev`, with its content opened (nil for empty content).
+    func openRevision(_ rev: String, expectedPath: DropboxPath? = nil) throws -> (Entry, Int32?) {
+        try locked {
+            let found = try database.first("""
+                SELECT id, path_display, size, content_hash, blob, client_modified, server_modified FROM revisions WHERE rev = ?
+                """, [.text(rev)]) { row -> Entry in
+                var entry = Entry(path: DropboxPath(display: row.text(1)), id: row.text(0), isFolder: false)
+                entry.rev = rev
+                entry.size = row.int(2)
+                entry.contentHash = row.optionalText(3)
+                entry.blob = row.optionalText(4)
+                entry.clientModified = row.int(5)
+                entry.serverModified = row.int(6)
+                return entry
+            }
+            guard var entry = found else { throw NamespaceFailure.lookup(.notFound) }
+            // The file may have moved since: show it where it is now.
+            if let current = try database.first("SELECT path_display FROM entries WHERE id = ? AND is_deleted = 0",
+                                                [.text(entry.id)], map: { $0.text(0) }) {
+                entry.path = DropboxPath(display: current)
+            }
+            if let expectedPath, expectedPath.lower != entry.path.lower { throw NamespaceFailure.lookup(.notFound) }
+            guard let blob = entry.blob else { return (entry, nil) }
+            let fd = open(blobDirectory.appendingPathComponent(blob).path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            return (entry, fd)
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+@testable import DropboxEmulator
+
+@Suite("cursors, longpoll, persistence", .timeLimit(.minutes(1)))
+struct EmulatorChangeTests {
+    @Test func cursorReportsAddsDeletesAndMoves() async throws {
+        try await withEmulator { client in
+            _ = try await client.put("/docs/a.txt", "a")
+            _ = try await client.put("/docs/b.txt", "b")
+            let list = try await client.rpc("files/list_folder", #"{"path":"","recursive":true}"#)
+            #expect(list.json["entries"]?.arrayValue?.count == 3)
+            let cursor = try #require(list.json["cursor"]?.stringValue)
+
+            _ = try await client.rpc("files/delete_v2", #"{"path":"/docs/a.txt"}"#)
+            _ = try await client.rpc("files/move_v2", #"{"from_path":"/docs","to_path":"/papers"}"#)
+            let changes = try await client.rpc("files/list_folder/continue", #"{"cursor":"\#(cursor)"}"#)
+            let entries = try #require(changes.json["entries"]?.arrayValue)
+            let summary = Set(entries.map { "\($0[".tag"]?.stringValue ?? "") \($0["path_lower"]?.stringValue ?? "")" })
+            #expect(summary == ["deleted /docs", "deleted /docs/a.txt", "deleted /docs/b.txt", "folder /papers", "file /papers/b.txt"])
+            #expect(changes.json["has_more"] == .bool(false))
+        }
+    }
+
+    @Test func pagesHonourLimit() async throws {
+        try await withEmulator({ $0.seeds = ["files=25,dirs=2,depth=1"] }) { client in
+            var cursor = ""
+            var seen = 0
+            var page = try await client.rpc("files/list_folder", #"{"path":"","recursive":true,"limit":10}"#)
+            while true {
+                let entries = try #require(page.json["entries"]?.arrayValue)
+                #expect(entries.count <= 10)
+                seen += entries.count
+                cursor = try #require(page.json["cursor"]?.stringValue)
+                if page.json["has_more"] != .bool(true) { break }
+                page = try await client.rpc("files/list_folder/continue", #"{"cursor":"\#(cursor)"}"#)
+            }
+            #expect(seen == 27)  // 25 files and 2 folders
+            let idle = try await client.rpc("files/list_folder/continue", #"{"cursor":"\#(cursor)"}"#)
+            #expect(idle.json["entries"]?.arrayValue?.isEmpty == true)
+        }
+    }
+
+    @Test func longpollWakesOnChangeAndTimesOutWithout() async throws {
+        try await withEmulator({ $0.longpollMaxWait = 0.5 }) { client in
+            let latest = try await client.rpc("files/list_folder/get_latest_cursor", #"{"path":"","recursive":true}"#)
+            let cursor = try #require(latest.json["cursor"]?.stringValue)
+
+            let quiet = ContinuousClock.now
+            let none = try await client.rpc("files/list_folder/longpoll", #"{"cursor":"\#(cursor)","timeout":30}"#, token: nil)
+            #expect(none.json["changes"] == .bool(false))
+            #expect(ContinuousClock.now - quiet < .seconds(5))
+
+            let badTimeout = try await client.rpc("files/list_folder/longpoll", #"{"cursor":"\#(cursor)","timeout":5}"#, token: nil)
+            #expect(badTimeout.status == 400)
+        }
+        try await withEmulator { client in
+            let latest = try await client.rpc("files/list_folder/get_latest_cursor", #"{"path":"/watched","recursive":true}"#)
+            #expect(latest.status == 409)  // the folder must exist
+            _ = try await client.rpc("files/create_folder_v2", #"{"path":"/watched"}"#)
+            let cursor = try #require(try await client.rpc("files/list_folder/get_latest_cursor",
+                                                           #"{"path":"/watched","recursive":true}"#).json["cursor"]?.stringValue)
+            let started = ContinuousClock.now
+            async let poll = client.rpc("files/list_folder/longpoll", #"{"cursor":"\#(cursor)","timeout":30}"#, token: nil)
+            // A change elsewhere must not wake it; a change inside must, long before the timeout.
+            _ = try await client.put("/elsewhere.txt", "x")
+            _ = try await client.put("/watched/new.txt", "x")
+            let result = try await poll
+            #expect(result.json["changes"] == .bool(true))
+            #expect(ContinuousClock.now - started < .seconds(10))
+        }
+    }
+
+    @Test func stateAndCursorsSurviveRestart() async throws {
+        try await withDataDirectory { directory in
+            var cursor = ""
+            var uploaded = JSON.null
+            try await withEmulator(dataDirectory: directory) { client in
+                uploaded = try await client.put("/keep/me.txt", "persistent").json
+                cursor = try #require(try await client.rpc("files/list_folder/get_latest_cursor",
+                                                           #"{"path":"","recursive":true}"#).json["cursor"]?.stringValue)
+                _ = try await client.put("/keep/after-cursor.txt", "later")
+            }
+            try await withEmulator(dataDirectory: directory) { client in
+                let meta = try await client.rpc("files/get_metadata", #"{"path":"/keep/me.txt"}"#)
+                #expect(meta.json["id"] == uploaded["id"])
+                #expect(meta.json["rev"] == uploaded["rev"])
+                #expect(try await client.download("/keep/me.txt").text == "persistent")
+                let changes = try await client.rpc("files/list_folder/continue", #"{"cursor":"\#(cursor)"}"#)
+                #expect(changes.status == 200)
+                #expect(changes.json["entries"]?.arrayValue?.map { $0["path_lower"]?.stringValue } == ["/keep/after-cursor.txt"])
+                let byID = try await client.rpc("files/get_metadata", #"{"path":"\#(uploaded["id"]?.stringValue ?? "")"}"#)
+                #expect(byID.json["path_display"]?.stringValue == "/keep/me.txt")
+            }
+        }
+    }
+
+    @Test func resetCursorsGivesResetError() async throws {
+        try await withEmulator { client in
+            let cursor = try #require(try await client.rpc("files/list_folder/get_latest_cursor", #"{"path":""}"#).json["cursor"]?.stringValue)
+            _ = try await client.request("/_emulator/reset-cursors")
+            let reply = try await client.rpc("files/list_folder/continue", #"{"cursor":"\#(cursor)"}"#)
+            #expect(reply.status == 409)
+            #expect(reply.json["error"]?[".tag"]?.stringValue == "reset")
+        }
+    }
+}

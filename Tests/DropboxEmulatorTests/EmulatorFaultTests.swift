@@ -1,0 +1,119 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+@testable import DropboxEmulator
+
+@Suite("fault injection and stats", .timeLimit(.minutes(1)))
+struct EmulatorFaultTests {
+    @Test func every429CarriesRetryAfter() async throws {
+        try await withEmulator { client in
+            try await client.setFaults(["429:every=2,retry_after=3,routes=files/get_metadata"])
+            _ = try await client.put("/x.txt", "x")
+            var statuses: [Int] = []
+            for _ in 0..<4 { statuses.append(try await client.rpc("files/get_metadata", #"{"path":"/x.txt"}"#).status) }
+            #expect(statuses == [200, 429, 200, 429])
+            let limited = try await client.rpc("files/get_metadata", #"{"path":"/x.txt"}"#)
+            let again = try await client.rpc("files/get_metadata", #"{"path":"/x.txt"}"#)
+            let reply = limited.status == 429 ? limited : again
+            #expect(reply.header("Retry-After") == "3")
+            #expect(reply.json["error"]?["reason"]?[".tag"]?.stringValue == "too_many_requests")
+            // Other routes are untouched.
+            #expect(try await client.download("/x.txt").status == 200)
+        }
+    }
+
+    @Test func serverErrorsAndWriteContention() async throws {
+        try await withEmulator({ $0.faults = ["503:p=1,routes=files/download", "too_many_write_operations:every=1,routes=files/upload"] }) { client in
+            #expect(try await client.download("/anything").status == 503)
+            let write = try await client.put("/w.txt", "w")
+            #expect(write.status == 429)
+            #expect(write.json["error"]?["reason"]?[".tag"]?.stringValue == "too_many_write_operations")
+            // The body of a refused upload is drained: the connection serves the next request.
+            try await client.setFaults([])
+            #expect(try await client.put("/w.txt", "w").status == 200)
+        }
+    }
+
+    @Test func resetDropsTheConnectionMidBody() async throws {
+        try await withEmulator { client in
+            let content = Data(repeating: 7, count: 1 << 20)
+            _ = try await client.upload("files/upload", #"{"path":"/big.bin"}"#, content)
+            try await client.setFaults(["reset:every=1,after=4096,routes=files/download"])
+            await #expect(throws: (any Error).self) { _ = try await client.download("/big.bin") }
+            try await client.setFaults([])
+            #expect(try await client.download("/big.bin").body == content)
+        }
+    }
+
+    @Test func latencyAndBandwidthSlowRequestsDown() async throws {
+        try await withEmulator { client in
+            _ = try await client.upload("files/upload", #"{"path":"/slow.bin"}"#, Data(repeating: 1, count: 200_000))
+            try await client.setFaults(["latency:ms=300,routes=files/get_metadata", "bandwidth:bps=400000,routes=files/download"])
+            var started = ContinuousClock.now
+            _ = try await client.rpc("files/get_metadata", #"{"path":"/slow.bin"}"#)
+            #expect(ContinuousClock.now - started >= .milliseconds(300))
+            started = ContinuousClock.now
+            let body = try await client.download("/slow.bin").body
+            #expect(body.count == 200_000)
+            #expect(ContinuousClock.now - started >= .milliseconds(400))  // 200 kB at 400 kB/s
+        }
+    }
+
+    @Test func badFaultSpecsAreRefused() async throws {
+        try await withEmulator { client in
+            let reply = try await client.request("/_emulator/faults", body: Data(#"{"faults":["418:p=1"]}"#.utf8))
+            #expect(reply.status == 400)
+            #expect(reply.text.contains("unknown kind"))
+            #expect(throws: FaultSpecError.self) { try FaultRule(spec: "500:p=2") }
+            #expect(throws: FaultSpecError.self) { try FaultRule(spec: "latency") }
+        }
+    }
+
+    @Test func statsCountRequestsAndBytes() async throws {
+        try await withEmulator { client in
+            _ = try await client.put("/s.txt", "12345")
+            _ = try await client.download("/s.txt")
+            _ = try await client.download("/s.txt")
+            let stats = try await client.stats()
+            #expect(stats["routes"]?["files/download"]?["requests"]?.intValue == 2)
+            #expect(stats["routes"]?["files/download"]?["bytes_out"]?.intValue == 10)
+            #expect(stats["routes"]?["files/upload"]?["bytes_in"]?.intValue == 5)
+            try await client.emulatorStatsReset()
+            #expect(try await client.stats()["requests"]?.intValue == 0)
+        }
+    }
+
+    @Test func expiredTokensAnswerExpiredAccessToken() async throws {
+        try await withEmulator({ $0.accessTokenLifetime = 1 }) { client in
+            let verifier = String(repeating: "v", count: 50)
+            let challenge = Namespace.pkceChallenge(verifier)
+            let page = try await client.request(
+                "/oauth2/authorize?client_id=app&response_type=code&token_access_type=offline&code_challenge=\(challenge)&code_challenge_method=S256",
+                method: "GET")
+            let code = try #require(page.text.split(separator: ">").first { $0.hasSuffix("</code") }?.dropLast(6))
+            let tokens = try await client.request("/oauth2/token", headers: ["Content-Type": "application/x-www-form-urlencoded"],
+                body: Data("grant_type=authorization_code&code=\(code)&client_id=app&code_verifier=\(verifier)".utf8))
+            let access = try #require(tokens.json["access_token"]?.stringValue)
+            let refresh = try #require(tokens.json["refresh_token"]?.stringValue)
+            #expect(try await client.rpc("users/get_current_account", nil, token: access).status == 200)
+            // Wait for expiry (lifetime 1 s, whole-second clock), checking rather than sleeping blindly.
+            var reply = try await client.rpc("users/get_current_account", nil, token: access)
+            let deadline = ContinuousClock.now + .seconds(5)
+            while reply.status == 200 && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(200))
+                reply = try await client.rpc("users/get_current_account", nil, token: access)
+            }
+            #expect(reply.status == 401)
+            #expect(reply.json["error"]?[".tag"]?.stringValue == "expired_access_token")
+            let renewed = try await client.request("/oauth2/token", body: Data("grant_type=refresh_token&refresh_token=\(refresh)&client_id=app".utf8))
+            let fresh = try #require(renewed.json["access_token"]?.stringValue)
+            #expect(try await client.rpc("users/get_current_account", nil, token: fresh).status == 200)
+            // The code was single-use.
+            let reuse = try await client.request("/oauth2/token",
+                body: Data("grant_type=authorization_code&code=\(code)&client_id=app&code_verifier=\(verifier)".utf8))
+            #expect(reuse.json["error"]?.stringValue == "invalid_grant")
+        }
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+@testable import DropboxEmulator
+
+@Suite("upload sessions", .timeLimit(.minutes(1)))
+struct EmulatorSessionTests {
+    @Test func sequentialSessionChecksOffsets() async throws {
+        try await withEmulator { client in
+            let start = try await client.upload("files/upload_session/start", "{}", Data("hello".utf8))
+            let id = try #require(start.json["session_id"]?.stringValue)
+
+            let wrong = try await client.upload("files/upload_session/append_v2",
+                                                #"{"cursor":{"session_id":"\#(id)","offset":3}}"#, Data(" world".utf8))
+            #expect(wrong.status == 409)
+            #expect(wrong.json["error"]?[".tag"]?.stringValue == "incorrect_offset")
+            #expect(wrong.json["error"]?["correct_offset"]?.intValue == 5)
+
+            let right = try await client.upload("files/upload_session/append_v2",
+                                                #"{"cursor":{"session_id":"\#(id)","offset":5}}"#, Data(" world".utf8))
+            #expect(right.status == 200)
+
+            let badFinish = try await client.upload("files/upload_session/finish",
+                #"{"cursor":{"session_id":"\#(id)","offset":5},"commit":{"path":"/s.txt"}}"#, Data())
+            #expect(badFinish.json["error_summary"]?.stringValue?.hasPrefix("lookup_failed/incorrect_offset") == true)
+            #expect(badFinish.json["error"]?["lookup_failed"]?["correct_offset"]?.intValue == 11)
+
+            let finish = try await client.upload("files/upload_session/finish",
+                #"{"cursor":{"session_id":"\#(id)","offset":11},"commit":{"path":"/s.txt"}}"#, Data("!".utf8))
+            #expect(finish.status == 200)
+            #expect(finish.json["size"]?.intValue == 12)
+            #expect(finish.json["content_hash"]?.stringValue == referenceContentHash(Data("hello world!".utf8)))
+            #expect(try await client.download("/s.txt").text == "hello world!")
+
+            let gone = try await client.upload("files/upload_session/append_v2",
+                                               #"{"cursor":{"session_id":"\#(id)","offset":12}}"#, Data("x".utf8))
+            #expect(gone.json["error"]?[".tag"]?.stringValue == "not_found")
+        }
+    }
+
+    @Test func closedSessionRefusesAppends() async throws {
+        try await withEmulator { client in
+            let start = try await client.upload("files/upload_session/start", #"{"close":true}"#, Data("abc".utf8))
+            let id = try #require(start.json["session_id"]?.stringValue)
+            let append = try await client.upload("files/upload_session/append_v2",
+                                                 #"{"cursor":{"session_id":"\#(id)","offset":3}}"#, Data("d".utf8))
+            #expect(append.json["error"]?[".tag"]?.stringValue == "closed")
+        }
+    }
+
+    @Test func concurrentSessionAssemblesPiecesInAnyOrder() async throws {
+        try await withEmulator { client in
+            let block = 4 * 1024 * 1024
+            let content = Data((0..<(2 * block + 1000)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })
+            let start = try await client.upload("files/upload_session/start", #"{"session_type":{".tag":"concurrent"}}"#, Data())
+            let id = try #require(start.json["session_id"]?.stringValue)
+
+            let misaligned = try await client.upload("files/upload_session/append_v2",
+                #"{"cursor":{"session_id":"\#(id)","offset":1000}}"#, content[0..<block])
+            #expect(misaligned.json["error"]?[".tag"]?.stringValue == "concurrent_session_invalid_offset")
+            let oddSize = try await client.upload("files/upload_session/append_v2",
+                #"{"cursor":{"session_id":"\#(id)","offset":0}}"#, content[0..<1000])
+            #expect(oddSize.json["error"]?[".tag"]?.stringValue == "concurrent_session_invalid_data_size")
+
+            let notClosed = try await client.upload("files/upload_session/finish",
+                #"{"cursor":{"session_id":"\#(id)","offset":0},"commit":{"path":"/c.bin"}}"#, Data())
+            #expect(notClosed.json["error"]?[".tag"]?.stringValue == "concurrent_session_not_closed")
+
+            // Pieces arrive out of order, in parallel; the last one closes the session.
+            async let second = client.upload("files/upload_session/append_v2",
+                #"{"cursor":{"session_id":"\#(id)","offset":\#(block)}}"#, content[block..<(2 * block)])
+            async let first = client.upload("files/upload_session/append_v2",
+                #"{"cursor":{"session_id":"\#(id)","offset":0}}"#, content[0..<block])
+            #expect(try await second.status == 200)
+            #expect(try await first.status == 200)
+            let last = try await client.upload("files/upload_session/append_v2",
+                #"{"cursor":{"session_id":"\#(id)","offset":\#(2 * block)},"close":true}"#, content[(2 * block)...])
+            #expect(last.status == 200)
+
+            let finish = try await client.upload("files/upload_session/finish",
+                #"{"cursor":{"session_id":"\#(id)","offset":\#(content.count)},"commit":{"path":"/c.bin"}}"#, Data())
+            #expect(finish.status == 200)
+            #expect(finish.json["content_hash"]?.stringValue == referenceContentHash(content))
+            #expect(try await client.download("/c.bin").body == content)
+        }
+    }
+
+    @Test func finishBatchCommitsManyAndReportsEachFailure() async throws {
+        try await withEmulator { client in
+            var entries: [String] = []
+            for i in 0..<5 {
+                let start = try await client.upload("files/upload_session/start", #"{"close":true}"#, Data("file \(i)".utf8))
+                let id = try #require(start.json["session_id"]?.stringValue)
+                entries.append(#"{"cursor":{"session_id":"\#(id)","offset":6},"commit":{"path":"/batch/f\#(i).txt"}}"#)
+            }
+            entries.append(#"{"cursor":{"session_id":"pid_upload_session:missing","offset":0},"commit":{"path":"/batch/x.txt"}}"#)
+            try await client.emulatorStatsReset()
+            let batch = try await client.rpc("files/upload_session/finish_batch_v2", #"{"entries":[\#(entries.joined(separator: ","))]}"#)
+            #expect(batch.status == 200)
+            let results = try #require(batch.json["entries"]?.arrayValue)
+            #expect(results.prefix(5).allSatisfy { $0[".tag"]?.stringValue == "success" })
+            #expect(results[5]["failure"]?["lookup_failed"]?[".tag"]?.stringValue == "not_found")
+            let list = try await client.rpc("files/list_folder", #"{"path":"/batch"}"#)
+            #expect(list.json["entries"]?.arrayValue?.count == 5)
+            #expect(try await client.stats()["routes"]?["files/upload_session/finish_batch_v2"]?["requests"]?.intValue == 1)
+        }
+    }
+}
+
+extension TestClient {
+    func emulatorStatsReset() async throws {
+        _ = try await request("/_emulator/stats/reset")
+    }
+}
