@@ -8,7 +8,7 @@ import pytest
 from dropbox import exceptions as dbx_exc
 from dropbox.files import DeletedMetadata, FileMetadata, FolderMetadata
 
-from dbxemu import dropbox_content_hash, payload
+from dbxemu import dropbox_content_hash, payload, wait_until
 
 LONGPOLL_CAP = 4  # conftest starts the module emulator with --longpoll-max-wait 4
 
@@ -131,8 +131,10 @@ def test_continue_with_garbage_cursor_is_rejected(dbx):
 # --------------------------------------------------------------------------- longpoll
 
 
-def _longpoll_in_thread(dbx, cursor, timeout=30):
+def _longpoll_in_thread(dbx, cursor, timeout=30, emu=None):
+    """Starts a longpoll in a thread; with `emu`, returns once the emulator has received it."""
     box = {}
+    before = _longpolls_seen(emu) if emu else 0
 
     def run():
         t0 = time.monotonic()
@@ -145,7 +147,14 @@ def _longpoll_in_thread(dbx, cursor, timeout=30):
 
     th = threading.Thread(target=run, daemon=True)
     th.start()
+    if emu:
+        wait_until(lambda: _longpolls_seen(emu) > before, 10, what="the longpoll to reach the emulator")
     return th, box
+
+
+def _longpolls_seen(emu):
+    route = emu.stats().get("routes", {}).get("files/list_folder/longpoll", {})
+    return route.get("requests", 0)
 
 
 def test_longpoll_without_changes_returns_false(dbx, base):
@@ -161,11 +170,10 @@ def test_longpoll_without_changes_returns_false(dbx, base):
         assert res.backoff >= 0
 
 
-def test_longpoll_wakes_promptly_on_change(dbx, base):
+def test_longpoll_wakes_promptly_on_change(emu, dbx, base):
     dbx.files_create_folder_v2(base)
     cursor = dbx.files_list_folder_get_latest_cursor(base).cursor
-    th, box = _longpoll_in_thread(dbx, cursor)
-    time.sleep(0.5)  # let the longpoll request reach the server
+    th, box = _longpoll_in_thread(dbx, cursor, emu=emu)
     assert th.is_alive(), box
     changed_at = time.monotonic()
     dbx.files_upload(b"ping", base + "/ping.txt")
@@ -187,12 +195,11 @@ def test_longpoll_returns_immediately_if_already_changed(dbx, base):
     assert time.monotonic() - t0 < LONGPOLL_CAP * 0.6
 
 
-def test_longpoll_ignores_changes_outside_cursor_path(dbx, base):
+def test_longpoll_ignores_changes_outside_cursor_path(emu, dbx, base):
     dbx.files_create_folder_v2(base + "/watched")
     dbx.files_create_folder_v2(base + "/other")
     cursor = dbx.files_list_folder_get_latest_cursor(base + "/watched").cursor
-    th, box = _longpoll_in_thread(dbx, cursor)
-    time.sleep(0.5)
+    th, box = _longpoll_in_thread(dbx, cursor, emu=emu)
     dbx.files_upload(b"elsewhere", base + "/other/f.txt")
     th.join(timeout=LONGPOLL_CAP + 15)
     assert not th.is_alive()
