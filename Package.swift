@@ -11,7 +11,9 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "dropbox-emulator", targets: ["dropbox-emulator"]),
+        .executable(name: "dropboxfs", targets: ["dropboxfs"]),
         .library(name: "DropboxEmulator", targets: ["DropboxEmulator"]),
+        .library(name: "DropboxAPI", targets: ["DropboxAPI"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -21,6 +23,22 @@ let package = Package(
         // C shims: thin, typed forwards to system libraries Swift cannot call directly.
         .target(name: "CSQLite", linkerSettings: [.linkedLibrary("sqlite3")]),
         .target(name: "CCryptoShim", linkerSettings: [.linkedLibrary("crypto")]),
+        .target(name: "CCurlShim", linkerSettings: [.linkedLibrary("curl")]),
+
+        // The Dropbox API v2 client: transport on libcurl, routes, errors, OAuth, transfers.
+        .target(
+            name: "DropboxAPI",
+            dependencies: ["CCurlShim", "CCryptoShim"],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "dropboxfs",
+            dependencies: [
+                "DropboxAPI",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
 
         .target(
             name: "DropboxEmulator",
@@ -38,6 +56,11 @@ let package = Package(
                 "DropboxEmulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "DropboxAPITests",
+            dependencies: ["DropboxAPI", "DropboxEmulator"],
             swiftSettings: strictSettings
         ),
         .testTarget(

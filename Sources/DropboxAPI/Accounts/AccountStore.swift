@@ -1,0 +1,129 @@
+import Foundation
+
+/// Saved accounts: `$DROPBOXFS_CONFIG_DIR` or `$XDG_CONFIG_HOME/dropboxfs` (default
+/// `~/.config/dropboxfs`), file `accounts.json`, mode 0600 in a 0700 directory, written
+/// atomically. Tokens are stored here and nowhere else; nothing prints them.
+public struct AccountStore: Sendable {
+    public struct Account: Codable, Sendable, Equatable {
+        public var apiURL: String?
+        public var accessToken: String?
+        public var refreshToken: String?
+        public var appKey: String?
+        public var appSecret: String?
+        public var expiresAt: Date?
+        public var email: String?
+
+        public init(apiURL: String? = nil, accessToken: String? = nil, refreshToken: String? = nil, appKey: String? = nil,
+                    appSecret: String? = nil, expiresAt: Date? = nil, email: String? = nil) {
+            self.apiURL = apiURL
+            self.accessToken = accessToken
+            self.refreshToken = refreshToken
+            self.appKey = appKey
+            self.appSecret = appSecret
+            self.expiresAt = expiresAt
+            self.email = email
+        }
+
+        public var kind: String { refreshToken != nil ? "refresh token" : "access token" }
+    }
+
+    struct File: Codable {
+        var defaultAccount: String?
+        var accounts: [String: Account] = [:]
+    }
+
+    public let directory: URL
+    var file: URL { directory.appendingPathComponent("accounts.json") }
+
+    public init(directory: URL? = nil) {
+        let environment = ProcessInfo.processInfo.environment
+        if let directory { self.directory = directory }
+        else if let dir = environment["DROPBOXFS_CONFIG_DIR"], !dir.isEmpty { self.directory = URL(fileURLWithPath: dir) }
+        else if let xdg = environment["XDG_CONFIG_HOME"], !xdg.isEmpty { self.directory = URL(fileURLWithPath: xdg).appendingPathComponent("dropboxfs") }
+        else { self.directory = FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".config/dropboxfs") }
+    }
+
+    public func list() throws -> (defaultAccount: String?, accounts: [String: Account]) {
+        let contents = try load()
+        return (contents.defaultAccount, contents.accounts)
+    }
+
+    /// The named account, or the default one.
+    public func account(_ name: String?) throws -> (String, Account) {
+        let contents = try load()
+        guard let chosen = name ?? contents.defaultAccount ?? (contents.accounts.count == 1 ? contents.accounts.keys.first : nil) else {
+            throw ClientError.notAuthenticated(contents.accounts.isEmpty
+                ? "no account yet: run 'dropboxfs auth login' or 'dropboxfs auth add-token', or set DROPBOXFS_ACCESS_TOKEN"
+                : "several accounts: choose one with --account (\(contents.accounts.keys.sorted().joined(separator: ", ")))")
+        }
+        guard let account = contents.accounts[chosen] else { throw ClientError.notAuthenticated("no account named '\(chosen)'") }
+        return (chosen, account)
+    }
+
+    public func save(_ name: String, _ account: Account, makeDefault: Bool = false) throws {
+        try update { contents in
+            contents.accounts[name] = account
+            if makeDefault || contents.defaultAccount == nil { contents.defaultAccount = name }
+        }
+    }
+
+    public func remove(_ name: String) throws {
+        try update { contents in
+            contents.accounts.removeValue(forKey: name)
+            if contents.defaultAccount == name { contents.defaultAccount = contents.accounts.keys.sorted().first }
+        }
+    }
+
+    private func load() throws -> File {
+        guard let data = FileManager.default.contents(atPath: file.path) else { return File() }
+        do { return try JSONDecoder().decode(File.self, from: data) } catch {
+            throw ClientError.local("\(file.path) is damaged (\(error)); remove it and sign in again")
+        }
+    }
+
+    private func update(_ change: (inout File) -> Void) throws {
+        var contents = try load()
+        change(&contents)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data = try encoder.encode(contents)
+        let temporary = directory.appendingPathComponent(".accounts.json.\(getpid())")
+        guard FileManager.default.createFile(atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600]),
+              rename(temporary.path, file.path) == 0 else {
+            unlink(temporary.path)
+            throw ClientError.local("cannot write \(file.path): \(String(cString: strerror(errno)))")
+        }
+    }
+}
+
+extension AccountStore {
+    /// A client for an account: `DROPBOXFS_ACCESS_TOKEN` if set (nothing stored), else the
+    /// saved account, whose refreshed tokens are written back.
+    public func client(account name: String?, apiURL: String?, retry: RetryPolicy = RetryPolicy()) throws -> DropboxClient {
+        let environment = ProcessInfo.processInfo.environment
+        let transport = CurlTransport(userAgent: DropboxClient.userAgent)
+        if let token = environment["DROPBOXFS_ACCESS_TOKEN"], !token.isEmpty {
+            return DropboxClient(endpoints: try Endpoints.fromEnvironment(apiURL), tokens: StaticAccessToken(token), retry: retry, transport: transport)
+        }
+        let (chosen, account) = try self.account(name)
+        let endpoints = try Endpoints.fromEnvironment(apiURL ?? account.apiURL)
+        let tokens: any AccessTokenProvider
+        if let refresh = account.refreshToken, let appKey = account.appKey {
+            let state = RefreshingAccessToken.State(accessToken: account.accessToken, expiresAt: account.expiresAt,
+                                                    refreshToken: refresh, appKey: appKey, appSecret: account.appSecret)
+            let store = self
+            tokens = RefreshingAccessToken(state: state, oauth: OAuthClient(endpoints: endpoints, transport: transport)) { renewed in
+                var updated = account
+                updated.accessToken = renewed.accessToken
+                updated.expiresAt = renewed.expiresAt
+                try? store.save(chosen, updated)
+            }
+        } else if let token = account.accessToken {
+            tokens = StaticAccessToken(token)
+        } else {
+            throw ClientError.notAuthenticated("account '\(chosen)' has no token")
+        }
+        return DropboxClient(endpoints: endpoints, tokens: tokens, retry: retry, transport: transport)
+    }
+}

@@ -1,0 +1,179 @@
+import Foundation
+
+/// The Dropbox API v2 client: the three request styles (RPC, upload, download) over
+/// `CurlTransport`, errors decoded into `CallError`, transient failures retried, access
+/// tokens supplied (and renewed on `expired_access_token`) by an `AccessTokenProvider`.
+///
+/// Layers: typed route methods (`Files.swift`, `Users.swift`) → `call` here (styles, auth,
+/// retries, error decoding) → `CurlTransport` (libcurl). Higher-level transfers (sessions,
+/// batches, whole-file get/put with content hashes) live in `Transfers/`.
+public final class DropboxClient: Sendable {
+    public let endpoints: Endpoints
+    public let transport: CurlTransport
+    public let tokens: (any AccessTokenProvider)?
+    public let retry: RetryPolicy
+
+    public static let version = "0.1.0"
+    public static let userAgent = "dropboxfs/\(version) (Swift; libcurl)"
+
+    public init(endpoints: Endpoints, tokens: (any AccessTokenProvider)?, retry: RetryPolicy = RetryPolicy(),
+                transport: CurlTransport = CurlTransport(userAgent: DropboxClient.userAgent)) {
+        self.endpoints = endpoints
+        self.tokens = tokens
+        self.retry = retry
+        self.transport = transport
+    }
+
+    /// What a download route returned: its result and the response headers.
+    public struct Downloaded<Result: Sendable>: Sendable {
+        public var result: Result
+        public var status: Int
+    }
+
+    public func rpc<A, R, E>(_ route: Route<A, R, E>, _ argument: A, timeout: Int = 120) async throws -> R {
+        var request = HTTPRequest(url: endpoints.url(route.host, route: route.name))
+        let body = try APIJSON.encode(argument)
+        if argument is NoArgument {
+            request.body = .none
+        } else {
+            request.headers.append(("Content-Type", "application/json"))
+            request.body = .bytes(body)
+        }
+        request.totalTimeout = timeout
+        return try await call(route, request).0
+    }
+
+    public func upload<A, R, E>(_ route: Route<A, R, E>, _ argument: A, body: RequestBody,
+                                progress: (@Sendable (Int64) -> Void)? = nil) async throws -> R {
+        var request = HTTPRequest(url: endpoints.url(route.host, route: route.name))
+        request.headers = [("Content-Type", "application/octet-stream"), ("Dropbox-API-Arg", try APIJSON.headerValue(argument))]
+        request.body = body
+        if let progress { request.progress = { sent, _ in progress(sent) } }
+        return try await call(route, request).0
+    }
+
+    /// A download, its bytes streamed to `consume`. `range` asks for part of the content.
+    /// `restart` is called before each retry, so the consumer can drop what a broken attempt
+    /// delivered.
+    public func download<A, R, E>(_ route: Route<A, R, E>, _ argument: A, range: Range<Int64>? = nil,
+                                  restart: @Sendable () throws -> Void = {},
+                                  progress: (@Sendable (Int64) -> Void)? = nil,
+                                  consume: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) async throws -> Downloaded<R> {
+        var request = HTTPRequest(url: endpoints.url(route.host, route: route.name))
+        request.headers = [("Dropbox-API-Arg", try APIJSON.headerValue(argument))]
+        if let range { request.headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")) }
+        request.sink = .stream(consume)
+        if let progress { request.progress = { _, received in progress(received) } }
+        let (result, response) = try await call(route, request, beforeRetry: restart)
+        return Downloaded(result: result, status: response.status)
+    }
+
+    // MARK: The call loop
+
+    private func call<A, R, E>(_ route: Route<A, R, E>, _ base: HTTPRequest,
+                               beforeRetry: () throws -> Void = {}) async throws -> (R, HTTPResponse) {
+        var renewedToken = false
+        var attempt = 0
+        while true {
+            var request = base
+            var token: String?
+            if route.authenticated {
+                guard let tokens else { throw CallError<E>.client(.notAuthenticated("no access token configured")) }
+                token = try await tokens.accessToken()
+                request.headers.append(("Authorization", "Bearer \(token!)"))
+            }
+            let outcome: Outcome<R, E>
+            do {
+                let response = try await transport.perform(request)
+                outcome = try decode(route, response)
+            } catch let error as TransportError {
+                outcome = .failed(.client(.transport(error)),
+                                  retryable: error.kind == .cannotConnect || (error.isTransient && route.retry == .idempotent), after: nil)
+            } catch is CancellationError {
+                throw CallError<E>.client(.cancelled)
+            }
+            switch outcome {
+            case .success(let result, let response):
+                return (result, response)
+            case .expiredToken(let failure):
+                guard !renewedToken, let token, let tokens, try await tokens.renew(after: token) != nil else { throw failure }
+                renewedToken = true
+            case .failed(let failure, let retryable, let retryAfter):
+                attempt += 1
+                guard retryable, attempt < retry.maxAttempts else { throw failure }
+                let wait = retryAfter.map { min($0, retry.maxRetryAfter) } ?? retry.backoff(attempt: attempt - 1)
+                if let retryAfter, retryAfter > retry.maxRetryAfter { throw failure }
+                do { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) } catch { throw CallError<E>.client(.cancelled) }
+                try beforeRetry()
+            }
+        }
+    }
+
+    private enum Outcome<R, E: Sendable> {
+        case success(R, HTTPResponse)
+        case expiredToken(CallError<E>)
+        case failed(CallError<E>, retryable: Bool, after: Double?)
+    }
+
+    /// Classifies a response by status and decodes its result or error.
+    private func decode<A, R, E>(_ route: Route<A, R, E>, _ response: HTTPResponse) throws -> Outcome<R, E> {
+        let requestID = response.header("x-dropbox-request-id")
+        let text = String(decoding: response.body.prefix(2000), as: UTF8.self)
+        switch response.status {
+        case 200, 206:
+            do {
+                let bytes = route.style == .download ? Array((response.header("dropbox-api-result") ?? "null").utf8) : response.body
+                let result = R.self == NoResult.self ? NoResult() as! R : try APIJSON.decode(R.self, from: bytes.isEmpty ? Array("null".utf8) : bytes)
+                return .success(result, response)
+            } catch {
+                throw CallError<E>.client(.undecodable("\(route.name): \(error)"))
+            }
+        case 400:
+            return .failed(.badInput(text, requestID: requestID), retryable: false, after: nil)
+        case 401:
+            let envelope = try? APIJSON.decode(ErrorEnvelope<AuthError>.self, from: response.body)
+            let error = envelope?.error ?? .other("unknown")
+            let failure = CallError<E>.auth(error, summary: envelope?.errorSummary ?? text, requestID: requestID)
+            return error == .expiredAccessToken ? .expiredToken(failure) : .failed(failure, retryable: false, after: nil)
+        case 403:
+            return .failed(.access((try? APIJSON.decode(ErrorEnvelope<NoRouteError>.self, from: response.body))?.errorSummary ?? text,
+                                   requestID: requestID), retryable: false, after: nil)
+        case 409:
+            guard let envelope = try? APIJSON.decode(ErrorEnvelope<E>.self, from: response.body) else {
+                throw CallError<E>.client(.undecodable("\(route.name): error body \(text)"))
+            }
+            let failure = CallError<E>.route(envelope.error, summary: envelope.errorSummary ?? "",
+                                             userMessage: envelope.userMessage?.text, requestID: requestID)
+            let transient = (envelope.error as? any TransientRouteError)?.isTransient ?? false
+            return .failed(failure, retryable: transient, after: transient ? 1 : nil)
+        case 429:
+            let envelope = try? APIJSON.decode(ErrorEnvelope<RateLimitBody>.self, from: response.body)
+            let retryAfter = response.header("retry-after").flatMap(Double.init) ?? envelope?.error.retryAfter ?? 1
+            return .failed(.rateLimited(envelope?.error.reason ?? .tooManyRequests, retryAfter: retryAfter, requestID: requestID),
+                           retryable: true, after: retryAfter)
+        case 500...599:
+            // 503 means the request was not served; after another 5xx it may have been.
+            return .failed(.server(status: response.status, message: text, requestID: requestID),
+                           retryable: route.retry == .idempotent || response.status == 503, after: nil)
+        default:
+            return .failed(.http(status: response.status, message: text, requestID: requestID), retryable: false, after: nil)
+        }
+    }
+}
+
+/// The JSON body of 401/403/409/429 answers.
+struct ErrorEnvelope<E: Decodable>: Decodable {
+    struct UserMessage: Decodable {
+        var text: String
+        var locale: String?
+    }
+
+    var error: E
+    var errorSummary: String?
+    var userMessage: UserMessage?
+}
+
+struct RateLimitBody: Decodable {
+    var reason: RateLimitReason
+    var retryAfter: Double?
+}

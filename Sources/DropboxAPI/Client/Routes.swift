@@ -1,0 +1,38 @@
+/// Every route the client uses, typed by argument, result and error.
+public enum Routes {
+    // users, auth
+    public static let getCurrentAccount = Route<NoArgument, FullAccount, NoRouteError>("users/get_current_account")
+    public static let getSpaceUsage = Route<NoArgument, SpaceUsage, NoRouteError>("users/get_space_usage")
+    public static let revokeToken = Route<NoArgument, NoResult, NoRouteError>("auth/token/revoke", retry: .notProcessed)
+
+    // metadata and listing
+    public static let getMetadata = Route<GetMetadataArgument, Metadata, PathLookupError>("files/get_metadata")
+    public static let listFolder = Route<ListFolderArgument, ListFolderResult, PathLookupError>("files/list_folder")
+    public static let listFolderContinue = Route<CursorArgument, ListFolderResult, PathLookupError>("files/list_folder/continue")
+    public static let getLatestCursor = Route<ListFolderArgument, CursorResult, PathLookupError>("files/list_folder/get_latest_cursor")
+    public static let longpoll = Route<LongpollArgument, LongpollResult, PathLookupError>(
+        "files/list_folder/longpoll", host: .notify, authenticated: false)
+
+    // content
+    public static let download = Route<DownloadArgument, FileMetadata, PathLookupError>(
+        "files/download", host: .content, style: .download)
+    /// Re-sending the same bytes to the same path changes nothing, so uploads are idempotent
+    /// (autorename aside: callers that set it must not retry blindly).
+    public static let upload = Route<UploadArgument, FileMetadata, PathWriteError>("files/upload", host: .content, style: .upload)
+    public static let uploadSessionStart = Route<UploadSessionStartArgument, UploadSessionStartResult, UploadSessionLookupError>(
+        "files/upload_session/start", host: .content, style: .upload, retry: .notProcessed)
+    /// Idempotent at a fixed offset: a repeated append is refused with `incorrect_offset`
+    /// pointing past it, which the uploader takes as success.
+    public static let uploadSessionAppend = Route<UploadSessionAppendArgument, NoResult, UploadSessionLookupError>(
+        "files/upload_session/append_v2", host: .content, style: .upload)
+    public static let uploadSessionFinish = Route<UploadSessionFinishArgument, FileMetadata, UploadSessionFinishError>(
+        "files/upload_session/finish", host: .content, style: .upload, retry: .notProcessed)
+    public static let uploadSessionFinishBatch = Route<UploadSessionFinishBatchArgument, UploadSessionFinishBatchResult, NoRouteError>(
+        "files/upload_session/finish_batch_v2", retry: .notProcessed)
+
+    // tree operations: not repeatable blindly (a second delete fails with not_found)
+    public static let createFolder = Route<CreateFolderArgument, FolderResult, PathWriteError>("files/create_folder_v2", retry: .notProcessed)
+    public static let delete = Route<DeleteArgument, MetadataResult, DeleteError>("files/delete_v2", retry: .notProcessed)
+    public static let move = Route<RelocationArgument, MetadataResult, RelocationError>("files/move_v2", retry: .notProcessed)
+    public static let copy = Route<RelocationArgument, MetadataResult, RelocationError>("files/copy_v2", retry: .notProcessed)
+}

@@ -1,0 +1,113 @@
+import Foundation
+
+extension DropboxClient {
+    /// One file of a batch: what to send and where it lands.
+    public struct BatchItem: Sendable {
+        public var localPath: String
+        public var commit: CommitInfo
+        public init(localPath: String, commit: CommitInfo) {
+            self.localPath = localPath
+            self.commit = commit
+        }
+    }
+
+    /// Uploads many files with few commits: each file's bytes go into its own closed upload
+    /// session (`parallelism` at once), then up to 1,000 sessions are committed by one
+    /// `finish_batch_v2` call — Dropbox serialises writes per namespace, so one commit for many
+    /// files is far faster than one each. Entries refused for contention are committed again;
+    /// an ambiguous batch failure is settled by checking each file's content hash.
+    /// Returns one result per item, in order.
+    public func uploadBatch(_ items: [BatchItem], tuning: UploadTuning = UploadTuning(), parallelism: Int = 8,
+                            progress: (@Sendable (Int) -> Void)? = nil) async throws -> [Result<FileMetadata, any Error>] {
+        var results = [Result<FileMetadata, any Error>?](repeating: nil, count: items.count)
+        var staged: [(index: Int, session: String, size: Int64, hash: String)] = []
+
+        try await withThrowingTaskGroup(of: (Int, Result<(String, Int64, String), any Error>).self) { group in
+            var next = 0
+            func launch() {
+                let index = next
+                let item = items[index]
+                next += 1
+                group.addTask { (index, await Result { try await self.stage(item, tuning: tuning) }) }
+            }
+            for _ in 0..<min(parallelism, items.count) { launch() }
+            while let (index, outcome) = try await group.next() {
+                switch outcome {
+                case .success(let (session, size, hash)): staged.append((index, session, size, hash))
+                case .failure(let error): results[index] = .failure(error)
+                }
+                if next < items.count { launch() }
+            }
+        }
+
+        staged.sort { $0.index < $1.index }
+        var pending = staged
+        var rounds = 0
+        while !pending.isEmpty {
+            rounds += 1
+            var retry: [(index: Int, session: String, size: Int64, hash: String)] = []
+            for group in stride(from: 0, to: pending.count, by: tuning.batchSize).map({ Array(pending[$0..<min($0 + tuning.batchSize, pending.count)]) }) {
+                let argument = UploadSessionFinishBatchArgument(entries: group.map {
+                    UploadSessionFinishArgument(cursor: UploadSessionCursor(sessionId: $0.session, offset: $0.size), commit: items[$0.index].commit)
+                })
+                let entries: [UploadSessionFinishBatchResultEntry]
+                do {
+                    entries = try await rpc(Routes.uploadSessionFinishBatch, argument, timeout: 600).entries
+                } catch let error as CallError<NoRouteError> where Self.ambiguous(error) {
+                    // Unknown outcome: a file holding our bytes was committed; others are retried.
+                    for item in group {
+                        if let file = try await committedFile(at: items[item.index].commit.path, hash: item.hash) {
+                            results[item.index] = .success(file)
+                        } else {
+                            retry.append(item)
+                        }
+                    }
+                    continue
+                }
+                for (item, entry) in zip(group, entries) {
+                    switch entry {
+                    case .success(let file):
+                        results[item.index] = file.contentHash == nil || file.contentHash == item.hash
+                            ? .success(file)
+                            : .failure(CallError<PathWriteError>.client(.contentHashMismatch(expected: item.hash, actual: file.contentHash!)))
+                    case .failure(let failure) where failure.isTransient && rounds < self.retry.maxAttempts:
+                        retry.append(item)
+                    case .failure(let failure) where failure == .lookupFailed(.notFound) && rounds > 1:
+                        // Committed by an earlier round whose answer was lost.
+                        if let file = try await committedFile(at: items[item.index].commit.path, hash: item.hash) {
+                            results[item.index] = .success(file)
+                        } else {
+                            results[item.index] = .failure(CallError.route(failure, summary: "lookup_failed/not_found", userMessage: nil, requestID: nil))
+                        }
+                    case .failure(let failure):
+                        results[item.index] = .failure(CallError.route(failure, summary: "\(failure)", userMessage: nil, requestID: nil))
+                    }
+                }
+                progress?(results.compactMap { $0 }.count)
+            }
+            if !retry.isEmpty { try await Task.sleep(for: .milliseconds(Int(self.retry.backoff(attempt: rounds) * 1000))) }
+            pending = retry
+        }
+        return results.map { $0 ?? .failure(CallError<NoRouteError>.client(.local("not uploaded"))) }
+    }
+
+    /// Sends one file into a closed session; returns (session, size, content hash).
+    private func stage(_ item: BatchItem, tuning: UploadTuning) async throws -> (String, Int64, String) {
+        let (fd, size) = try FileIO.openForReading(item.localPath)
+        defer { close(fd) }
+        if size > tuning.singleRequestLimit {
+            let (session, hash) = try await sendConcurrentSession(fd: fd, size: size, tuning: tuning, progress: nil)
+            return (session, size, hash)
+        }
+        let hash = ContentHasher.combine(try FileIO.blockDigests(fd, offset: 0, length: size))
+        let start = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(close: true, contentHash: hash),
+                                     body: .file(descriptor: fd, offset: 0, length: size))
+        return (start.sessionId, size, hash)
+    }
+}
+
+extension Result where Failure == any Error {
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}

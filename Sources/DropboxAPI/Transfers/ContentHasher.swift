@@ -1,0 +1,54 @@
+import CCryptoShim
+
+/// Dropbox's `content_hash`, computed as bytes stream: SHA-256 of each 4 MiB block, then
+/// SHA-256 of the concatenated block digests, in hex. (The emulator has its own
+/// implementation on purpose: the two check each other.)
+public final class ContentHasher: @unchecked Sendable {
+    public static let blockSize = 4 * 1024 * 1024
+
+    private let block: OpaquePointer
+    private var inBlock = 0
+    private var digests: [UInt8] = []
+
+    public init() { block = ccrypto_sha256_new() }
+    deinit { ccrypto_sha256_free(block) }
+
+    public func update(_ bytes: UnsafeRawBufferPointer) {
+        var offset = 0
+        while offset < bytes.count {
+            let take = min(bytes.count - offset, Self.blockSize - inBlock)
+            ccrypto_sha256_update(block, bytes.baseAddress! + offset, take)
+            inBlock += take
+            offset += take
+            if inBlock == Self.blockSize { closeBlock() }
+        }
+    }
+
+    /// The block digests so far, closing a partial block: for hashing pieces separately
+    /// (each a multiple of 4 MiB but the last) and combining them with `combine`.
+    public func finishBlockDigests() -> [UInt8] {
+        if inBlock > 0 { closeBlock() }
+        return digests
+    }
+
+    public func finish() -> String { Self.combine(finishBlockDigests()) }
+
+    public static func combine(_ blockDigests: [UInt8]) -> String {
+        var digest = [UInt8](repeating: 0, count: 32)
+        ccrypto_sha256_oneshot(blockDigests, blockDigests.count, &digest)
+        return digest.map { String(format: "%02x", $0) }.joined()
+    }
+
+    public static func hash(_ bytes: [UInt8]) -> String {
+        let hasher = ContentHasher()
+        bytes.withUnsafeBytes { hasher.update($0) }
+        return hasher.finish()
+    }
+
+    private func closeBlock() {
+        var digest = [UInt8](repeating: 0, count: 32)
+        ccrypto_sha256_finish(block, &digest)
+        digests += digest
+        inBlock = 0
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+
+/// Small POSIX helpers for transfers: files are read and written by offset, never loaded whole.
+enum FileIO {
+    static func openForReading(_ path: String) throws -> (fd: Int32, size: Int64) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw ClientError.local("cannot open \(path): \(String(cString: strerror(errno)))") }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            close(fd)
+            throw ClientError.local("cannot stat \(path): \(String(cString: strerror(errno)))")
+        }
+        return (fd, Int64(info.st_size))
+    }
+
+    /// Hashes `length` bytes of `fd` from `offset` (block digests; 1 MiB reads).
+    static func blockDigests(_ fd: Int32, offset: Int64, length: Int64) throws -> [UInt8] {
+        let hasher = ContentHasher()
+        try feed(fd, offset: offset, length: length, into: hasher)
+        return hasher.finishBlockDigests()
+    }
+
+    /// Feeds `length` bytes of `fd` from `offset` to `hasher`.
+    static func feed(_ fd: Int32, offset: Int64 = 0, length: Int64, into hasher: ContentHasher) throws {
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var done: Int64 = 0
+        while done < length {
+            let want = Int(min(Int64(buffer.count), length - done))
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, want, off_t(offset + done)) }
+            guard n > 0 else { throw ClientError.local("read failed: \(String(cString: strerror(errno)))") }
+            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+            done += Int64(n)
+        }
+    }
+
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+        var done = 0
+        while done < bytes.count {
+            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ClientError.local("write failed: \(String(cString: strerror(errno)))")
+            }
+            done += n
+        }
+    }
+}

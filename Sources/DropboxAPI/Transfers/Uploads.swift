@@ -1,0 +1,119 @@
+import Foundation
+import Synchronization
+
+/// How large uploads are cut up.
+public struct UploadTuning: Sendable {
+    /// Files up to this size go in one `files/upload` request (Dropbox's limit is 150 MiB).
+    public var singleRequestLimit: Int64 = 150 << 20
+    /// Session chunk size: a multiple of 4 MiB, as concurrent sessions require.
+    public var chunkSize: Int64 = 32 << 20
+    /// Appends in flight at once for one file.
+    public var parallelism = 4
+    /// Files in one `finish_batch_v2` call (Dropbox allows 1,000).
+    public var batchSize = 1000
+
+    public init() {}
+}
+
+extension DropboxClient {
+    /// Uploads a local file, checking the content hash Dropbox computed against ours.
+    /// Small files go in one request; larger ones through a concurrent upload session whose
+    /// 4 MiB-aligned chunks are sent in parallel.
+    public func uploadFile(_ localPath: String, to commit: CommitInfo, tuning: UploadTuning = UploadTuning(),
+                           progress: (@Sendable (Int64, Int64) -> Void)? = nil) async throws -> FileMetadata {
+        let (fd, size) = try FileIO.openForReading(localPath)
+        defer { close(fd) }
+        if size <= tuning.singleRequestLimit {
+            let hash = ContentHasher.combine(try FileIO.blockDigests(fd, offset: 0, length: size))
+            let file = try await upload(Routes.upload, UploadArgument(commit, contentHash: hash), body: .file(descriptor: fd, offset: 0, length: size),
+                                        progress: { sent in progress?(sent, size) })
+            try Self.check(file, hash: hash)
+            return file
+        }
+        let (sessionID, hash) = try await sendConcurrentSession(fd: fd, size: size, tuning: tuning, progress: progress)
+        let finish = UploadSessionFinishArgument(cursor: UploadSessionCursor(sessionId: sessionID, offset: size), commit: commit)
+        do {
+            let file = try await upload(Routes.uploadSessionFinish, finish, body: .none)
+            try Self.check(file, hash: hash)
+            return file
+        } catch let error as CallError<UploadSessionFinishError> where Self.ambiguous(error) {
+            // The commit may have happened before the failure: believe the server's state.
+            if let file = try await committedFile(at: commit.path, hash: hash) { return file }
+            throw error
+        }
+    }
+
+    /// Sends a file's bytes into a new concurrent session (closed by its last chunk) and
+    /// returns the session and the content hash, assembled from the chunks' block digests.
+    func sendConcurrentSession(fd: Int32, size: Int64, tuning: UploadTuning,
+                               progress: (@Sendable (Int64, Int64) -> Void)?) async throws -> (String, String) {
+        let start = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(sessionType: .concurrent), body: .none)
+        let chunk = max(4 << 20, tuning.chunkSize / (4 << 20) * (4 << 20))
+        let offsets = Array(stride(from: Int64(0), to: max(size, 1), by: Int(chunk)))
+        let chunks = ChunkLedger()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var next = 0
+            func launch() {
+                let offset = offsets[next]
+                let length = min(chunk, size - offset)
+                let last = next == offsets.count - 1
+                next += 1
+                group.addTask {
+                    let blockDigests = try FileIO.blockDigests(fd, offset: offset, length: length)
+                    chunks.record(offset, digests: blockDigests)
+                    let argument = UploadSessionAppendArgument(cursor: UploadSessionCursor(sessionId: start.sessionId, offset: offset),
+                                                               close: last, contentHash: ContentHasher.combine(blockDigests))
+                    _ = try await self.upload(Routes.uploadSessionAppend, argument, body: .file(descriptor: fd, offset: offset, length: length),
+                                              progress: { bytes in
+                                                  progress?(chunks.sent(offset, bytes), size)
+                                              })
+                }
+            }
+            for _ in 0..<min(tuning.parallelism, offsets.count) { launch() }
+            while try await group.next() != nil {
+                if next < offsets.count { launch() }
+            }
+        }
+        return (start.sessionId, ContentHasher.combine(chunks.digests(in: offsets)))
+    }
+
+    /// The file at `path` if it holds content with `hash` (after an ambiguous failure).
+    func committedFile(at path: String, hash: String) async throws -> FileMetadata? {
+        do {
+            let file = try await rpc(Routes.getMetadata, GetMetadataArgument(path: path)).fileMetadata
+            return file?.contentHash == hash ? file : nil
+        } catch let error as CallError<PathLookupError> {
+            if case .route(.path(.notFound), _, _, _) = error { return nil }
+            throw error
+        }
+    }
+
+    /// Failures after which a commit may or may not have happened.
+    static func ambiguous<E>(_ error: CallError<E>) -> Bool {
+        switch error {
+        case .server: return true
+        case .client(.transport(let transport)): return transport.kind == .connectionLost || transport.kind == .timedOut
+        default: return false
+        }
+    }
+
+    static func check(_ file: FileMetadata, hash: String) throws {
+        if let remote = file.contentHash, remote != hash {
+            throw CallError<PathWriteError>.client(.contentHashMismatch(expected: hash, actual: remote))
+        }
+    }
+}
+
+/// Block digests and bytes sent per chunk of a parallel upload.
+private final class ChunkLedger: Sendable {
+    private let state = Mutex<(digests: [Int64: [UInt8]], sent: [Int64: Int64])>(([:], [:]))
+
+    func record(_ offset: Int64, digests: [UInt8]) { state.withLock { $0.digests[offset] = digests } }
+
+    /// Records progress of one chunk; returns the total sent over all chunks.
+    func sent(_ offset: Int64, _ bytes: Int64) -> Int64 {
+        state.withLock { $0.sent[offset] = bytes; return $0.sent.values.reduce(0, +) }
+    }
+
+    func digests(in offsets: [Int64]) -> [UInt8] { state.withLock { map in offsets.flatMap { map.digests[$0] ?? [] } } }
+}

@@ -1,0 +1,209 @@
+import CCurlShim
+import Dispatch
+import Foundation
+import Synchronization
+
+/// HTTP over libcurl's easy interface. Handles are pooled and reused, so connections stay
+/// alive between requests (keep-alive; HTTP/2 over TLS where the server offers it). A request
+/// runs `curl_easy_perform` on a Dispatch worker thread and its caller awaits the result;
+/// bodies stream through curl's read and write callbacks in both directions.
+///
+/// Cancelling the awaiting task aborts the transfer at curl's next progress callback.
+public final class CurlTransport: Sendable {
+    public let userAgent: String
+    private let pool = Mutex<[HandleBox]>([])
+
+    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+
+    public init(userAgent: String) {
+        _ = Self.globalInit
+        self.userAgent = userAgent
+    }
+
+    deinit {
+        for box in pool.withLock({ $0 }) { curl_easy_cleanup(box.handle) }
+    }
+
+    public func perform(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let transfer = Transfer(request: request)
+        let box = checkout()
+        defer { checkin(box) }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
+                DispatchQueue.global(qos: .userInitiated).async {
+                    continuation.resume(with: Result { try transfer.run(on: box.handle, userAgent: self.userAgent) })
+                }
+            }
+        } onCancel: {
+            transfer.cancel()
+        }
+    }
+
+    private func checkout() -> HandleBox {
+        if let box = pool.withLock({ $0.popLast() }) { return box }
+        return HandleBox(handle: curl_easy_init())
+    }
+
+    private func checkin(_ box: HandleBox) {
+        curl_easy_reset(box.handle)  // keeps live connections and caches
+        pool.withLock { $0.append(box) }
+    }
+}
+
+/// A curl easy handle, owned by the pool or by the one request using it.
+private struct HandleBox: @unchecked Sendable {
+    let handle: UnsafeMutableRawPointer
+}
+
+/// The state of one transfer, reached from curl's C callbacks through an unmanaged pointer.
+/// Only the worker thread running the transfer touches it, except `cancelled`.
+private final class Transfer: @unchecked Sendable {
+    let request: HTTPRequest
+    private let cancelled = Atomic<Bool>(false)
+    private var status = 0
+    private var headers: [String: String] = [:]
+    private var body: [UInt8] = []
+    private var uploaded: Int64 = 0
+    private var consumerError: (any Error)?
+    private var overLimit = false
+
+    init(request: HTTPRequest) { self.request = request }
+
+    func cancel() { cancelled.store(true, ordering: .relaxed) }
+
+    func run(on handle: UnsafeMutableRawPointer, userAgent: String) throws -> HTTPResponse {
+        var headerList: UnsafeMutablePointer<curl_slist>?
+        // Never wait for "100 Continue": Dropbox and the emulator do not send it.
+        for (name, value) in request.headers + [("Expect", "")] {
+            headerList = curl_slist_append(headerList, "\(name): \(value)")
+        }
+        defer { curl_slist_free_all(headerList) }
+
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        ccurl_setopt_string(handle, CURLOPT_URL, request.url)
+        ccurl_setopt_string(handle, CURLOPT_USERAGENT, userAgent)
+        ccurl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList)
+        ccurl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+        ccurl_setopt_long(handle, CURLOPT_TCP_NODELAY, 1)
+        ccurl_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        ccurl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1)
+        ccurl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2)
+        ccurl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, 15_000)
+        ccurl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1)
+        ccurl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, request.stallTimeout)
+        if request.totalTimeout > 0 { ccurl_setopt_long(handle, CURLOPT_TIMEOUT, request.totalTimeout) }
+        ccurl_setopt_long(handle, CURLOPT_BUFFERSIZE, 512 * 1024)
+        ccurl_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, 2 * 1024 * 1024)
+        ccurl_setopt_pointer(handle, CURLOPT_WRITEDATA, context)
+        ccurl_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, { buffer, size, count, context in
+            Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue().received(buffer!, size * count)
+        })
+        ccurl_setopt_pointer(handle, CURLOPT_HEADERDATA, context)
+        ccurl_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, { buffer, size, count, context in
+            Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue().headerLine(buffer!, size * count)
+        })
+        ccurl_setopt_long(handle, CURLOPT_NOPROGRESS, 0)
+        ccurl_setopt_pointer(handle, CURLOPT_XFERINFODATA, context)
+        ccurl_setopt_progress_callback(handle, { context, _, downloaded, _, uploaded in
+            Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue().progressed(sent: uploaded, received: downloaded)
+        })
+        switch request.method {
+        case "GET": ccurl_setopt_long(handle, CURLOPT_HTTPGET, 1)
+        default:
+            ccurl_setopt_long(handle, CURLOPT_POST, 1)
+            ccurl_setopt_off(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.length))
+            ccurl_setopt_pointer(handle, CURLOPT_READDATA, context)
+            ccurl_setopt_data_callback(handle, CURLOPT_READFUNCTION, { buffer, size, count, context in
+                Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue().send(into: buffer!, size * count)
+            })
+        }
+
+        let code = curl_easy_perform(handle)
+        if code != CURLE_OK { throw failure(code, handle: handle) }
+        if overLimit { throw TransportError(kind: .consumerFailed, message: "response body larger than expected") }
+        return HTTPResponse(status: status, headers: headers, body: body)
+    }
+
+    // MARK: Callbacks (worker thread)
+
+    private func received(_ buffer: UnsafeMutablePointer<CChar>, _ count: Int) -> Int {
+        let bytes = UnsafeRawBufferPointer(start: buffer, count: count)
+        if status >= 300 || status == 0 {
+            if body.count < 1 << 20 { body += bytes }
+            return count
+        }
+        switch request.sink {
+        case .memory(let limit):
+            guard body.count + count <= limit else { overLimit = true; return 0 }
+            body += bytes
+        case .stream(let consume):
+            do { try consume(bytes) } catch {
+                consumerError = error
+                return 0
+            }
+        }
+        return count
+    }
+
+    private func headerLine(_ buffer: UnsafeMutablePointer<CChar>, _ count: Int) -> Int {
+        let line = String(decoding: UnsafeRawBufferPointer(start: buffer, count: count), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        if line.hasPrefix("HTTP/") {
+            // A new response (after an interim one): start over.
+            let parts = line.split(separator: " ")
+            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            headers = [:]
+        } else if let colon = line.firstIndex(of: ":") {
+            let name = line[..<colon].lowercased()
+            headers[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return count
+    }
+
+    private func send(into buffer: UnsafeMutablePointer<CChar>, _ capacity: Int) -> Int {
+        let remaining = request.body.length - uploaded
+        let count = Int(min(Int64(capacity), remaining))
+        guard count > 0 else { return 0 }
+        switch request.body {
+        case .none: return 0
+        case .bytes(let bytes):
+            bytes.withUnsafeBytes { source in
+                UnsafeMutableRawPointer(buffer).copyMemory(from: source.baseAddress! + Int(uploaded), byteCount: count)
+            }
+        case .file(let fd, let offset, _):
+            let n = pread(fd, buffer, count, off_t(offset + uploaded))
+            guard n > 0 else {
+                consumerError = POSIXError(POSIXErrorCode(rawValue: n < 0 ? errno : EIO) ?? .EIO)
+                return Int(CURL_READFUNC_ABORT)
+            }
+            uploaded += Int64(n)
+            return n
+        }
+        uploaded += Int64(count)
+        return count
+    }
+
+    private func progressed(sent: curl_off_t, received: curl_off_t) -> Int32 {
+        if cancelled.load(ordering: .relaxed) { return 1 }
+        request.progress?(Int64(sent), Int64(received))
+        return 0
+    }
+
+    private func failure(_ code: CURLcode, handle: UnsafeMutableRawPointer) -> any Error {
+        if let consumerError { return consumerError }
+        let message = String(cString: curl_easy_strerror(code))
+        switch code {
+        case CURLE_ABORTED_BY_CALLBACK:
+            return cancelled.load(ordering: .relaxed) ? CancellationError() : TransportError(kind: .other, message: message)
+        case CURLE_OPERATION_TIMEDOUT:
+            return TransportError(kind: .timedOut, message: message)
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+            let server = URL(string: request.url).map { "\($0.scheme ?? "")://\($0.host ?? "")\($0.port.map { ":\($0)" } ?? "")" } ?? ""
+            return TransportError(kind: .cannotConnect, message: "\(message): \(server)")
+        case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_HTTP2, CURLE_HTTP2_STREAM:
+            return TransportError(kind: .connectionLost, message: message)
+        default:
+            return TransportError(kind: .other, message: message)
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+
+/// `Metadata`: a file, a folder, or the trace of a deleted entry (in listings and cursors).
+public enum Metadata: Decodable, Sendable, Equatable {
+    case file(FileMetadata)
+    case folder(FolderMetadata)
+    case deleted(DeletedMetadata)
+
+    public init(from decoder: any Decoder) throws {
+        let union = try UnionReader(from: decoder)
+        switch union.tag {
+        case "file": self = .file(try FileMetadata(from: decoder))
+        case "folder": self = .folder(try FolderMetadata(from: decoder))
+        default: self = .deleted(try DeletedMetadata(from: decoder))
+        }
+    }
+
+    public var name: String {
+        switch self {
+        case .file(let m): return m.name
+        case .folder(let m): return m.name
+        case .deleted(let m): return m.name
+        }
+    }
+
+    public var pathLower: String? {
+        switch self {
+        case .file(let m): return m.pathLower
+        case .folder(let m): return m.pathLower
+        case .deleted(let m): return m.pathLower
+        }
+    }
+
+    public var pathDisplay: String? {
+        switch self {
+        case .file(let m): return m.pathDisplay
+        case .folder(let m): return m.pathDisplay
+        case .deleted(let m): return m.pathDisplay
+        }
+    }
+}
+
+public struct FileMetadata: Decodable, Sendable, Equatable {
+    public var name: String
+    public var id: String
+    public var pathLower: String?
+    public var pathDisplay: String?
+    public var clientModified: String
+    public var serverModified: String
+    public var rev: String
+    public var size: Int64
+    public var contentHash: String?
+    public var isDownloadable: Bool?
+
+    /// `server_modified` as a date (Dropbox writes whole seconds, UTC).
+    public var serverModifiedDate: Date? { DropboxDate.parse(serverModified) }
+    public var clientModifiedDate: Date? { DropboxDate.parse(clientModified) }
+}
+
+public struct FolderMetadata: Decodable, Sendable, Equatable {
+    public var name: String
+    public var id: String
+    public var pathLower: String?
+    public var pathDisplay: String?
+}
+
+public struct DeletedMetadata: Decodable, Sendable, Equatable {
+    public var name: String
+    public var pathLower: String?
+    public var pathDisplay: String?
+}
+
+/// Dropbox's timestamp format, `2015-05-12T15:50:38Z`.
+public enum DropboxDate {
+    public static func parse(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
+    }
+
+    public static func format(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.string(from: Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down)))
+    }
+}

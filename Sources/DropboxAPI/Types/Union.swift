@@ -1,0 +1,108 @@
+import Foundation
+
+/// Dropbox serialises unions as `{".tag": "member", ...}` (void members may also be a bare
+/// string). These helpers read that shape; unknown tags decode as `other`, as the SDKs do,
+/// so a new member on Dropbox's side never breaks decoding.
+struct UnionKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(_ string: String) { stringValue = string }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+
+    static let tag = UnionKey(".tag")
+
+    /// The key as the decoder sees it: `APIJSON` decodes with `convertFromSnakeCase`, so
+    /// `correct_offset` in the document is looked up as `correctOffset`.
+    static func member(_ name: String) -> UnionKey {
+        let parts = name.split(separator: "_")
+        guard parts.count > 1 else { return UnionKey(name) }
+        return UnionKey(parts[0] + parts.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined())
+    }
+}
+
+struct UnionReader {
+    let tag: String
+    let container: KeyedDecodingContainer<UnionKey>?
+
+    init(from decoder: any Decoder) throws {
+        if let single = try? decoder.singleValueContainer(), let tag = try? single.decode(String.self) {
+            self.tag = tag
+            container = nil
+            return
+        }
+        let keyed = try decoder.container(keyedBy: UnionKey.self)
+        tag = try keyed.decode(String.self, forKey: .tag)
+        container = keyed
+    }
+
+    /// The member's value nested under its own name (a union- or primitive-typed member).
+    func nested<T: Decodable>(_ type: T.Type) throws -> T {
+        guard let container else { throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "\(tag) has no value")) }
+        return try container.decode(T.self, forKey: .member(tag))
+    }
+
+    /// A field inlined beside `.tag` (a struct-typed member).
+    func field<T: Decodable>(_ name: String, _ type: T.Type) throws -> T {
+        guard let container else { throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "\(tag) has no fields")) }
+        return try container.decode(T.self, forKey: .member(name))
+    }
+
+    func optionalField<T: Decodable>(_ name: String, _ type: T.Type) -> T? {
+        try? container?.decodeIfPresent(T.self, forKey: .member(name))
+    }
+}
+
+/// JSON coding as the API wants it: snake_case keys; the `Dropbox-API-Arg` header variant
+/// escapes every non-ASCII character as `\uXXXX`.
+enum APIJSON {
+    static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return Array(try encoder.encode(value))
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        return try decoder.decode(T.self, from: Data(bytes))
+    }
+
+    /// Encodes for an HTTP header: ASCII only, other characters as `\uXXXX` (UTF-16 units).
+    static func headerValue<T: Encodable>(_ value: T) throws -> String {
+        let text = String(decoding: try encode(value), as: UTF8.self)
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for unit in text.utf16 {
+            if unit < 0x80 {
+                out.unicodeScalars.append(Unicode.Scalar(unit)!)
+            } else {
+                let hex = String(unit, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            }
+        }
+        return out
+    }
+}
+
+/// The argument of routes that take none: serialised as `null`.
+public struct NoArgument: Encodable, Sendable {
+    public init() {}
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encodeNil()
+    }
+}
+
+/// The result of routes that return nothing (`null`).
+public struct NoResult: Decodable, Sendable {
+    public init(from decoder: any Decoder) throws {}
+    public init() {}
+}
+
+/// A route error union with no members Dropbox documents beyond `other`.
+public struct NoRouteError: Decodable, Sendable, Equatable {
+    public let tag: String
+    public init(from decoder: any Decoder) throws { tag = (try? UnionReader(from: decoder).tag) ?? "other" }
+}
