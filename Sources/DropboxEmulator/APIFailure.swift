@@ -7,6 +7,9 @@ enum APIFailure: Error {
     case auth(String)
     /// 409: the route's own error union, e.g. `{".tag": "path", "path": {".tag": "not_found"}}`.
     case route(JSON, userMessage: String? = nil)
+    /// 403: the app may not do this (`AccessError`; only injected, the emulator has no
+    /// team or scope restrictions of its own).
+    case accessDenied
     /// 429 with `Retry-After`; reason `too_many_requests` or `too_many_write_operations`.
     case rateLimited(reason: String, retryAfter: Int)
     /// 500 or 503.

@@ -4,7 +4,7 @@ import Synchronization
 /// Injected faults, from `--fault SPEC` or `POST /_emulator/faults`. A spec is
 /// `KIND[:key=value[,key=value]...]`:
 ///
-/// - `429`, `500`, `503`, `too_many_write_operations`: fail the request (`every=N` for every
+/// - `403`, `429`, `500`, `503`, `too_many_write_operations`: fail the request (`every=N` for every
 ///   Nth matching request, `p=P` for a probability; `retry_after=S` for 429-style answers);
 /// - `reset`: drop the connection after `after=BYTES` of the response body (default: half);
 /// - `latency`: delay each matching request by `ms=N`;
@@ -42,7 +42,7 @@ struct FaultRule: Sendable, CustomStringConvertible {
             return value
         }
         switch name {
-        case "429", "500", "503": kind = .status(Int(name)!)
+        case "403", "429", "500", "503": kind = .status(Int(name)!)
         case "too_many_write_operations": kind = .tooManyWriteOperations
         case "reset": kind = .reset(after: try number("after"))
         case "latency":
@@ -52,7 +52,7 @@ struct FaultRule: Sendable, CustomStringConvertible {
             guard let bps: Int64 = try number("bps"), bps > 0 else { throw FaultSpecError(spec: spec, reason: "bandwidth needs bps=N > 0") }
             kind = .bandwidth(bytesPerSecond: bps)
         default:
-            throw FaultSpecError(spec: spec, reason: "unknown kind '\(name)' (429, 500, 503, too_many_write_operations, reset, latency, bandwidth)")
+            throw FaultSpecError(spec: spec, reason: "unknown kind '\(name)' (403, 429, 500, 503, too_many_write_operations, reset, latency, bandwidth)")
         }
         every = try number("every")
         probability = try number("p")
@@ -113,6 +113,7 @@ final class FaultPlan: Sendable {
                     switch rule.kind {
                     case .status(429):
                         decision.failure = decision.failure ?? .rateLimited(reason: "too_many_requests", retryAfter: rule.retryAfter)
+                    case .status(403): decision.failure = decision.failure ?? .accessDenied
                     case .status(let code): decision.failure = decision.failure ?? .server(status: code)
                     case .tooManyWriteOperations:
                         decision.failure = decision.failure ?? .rateLimited(reason: "too_many_write_operations", retryAfter: rule.retryAfter)

@@ -50,6 +50,9 @@ final class ResponseWriter {
             let error = JSON.tagged(tag)
             try await sendJSON(.object([("error_summary", .string(APIFailure.summary(of: error))), ("error", error)]),
                                status: .unauthorized)
+        case .accessDenied:
+            let error = JSON.tagged("no_permission")
+            try await sendJSON(.object([("error_summary", .string(APIFailure.summary(of: error))), ("error", error)]), status: .forbidden)
         case .route(let error, let userMessage):
             var fields: [(String, JSON)] = [("error_summary", .string(APIFailure.summary(of: error))), ("error", error)]
             if let userMessage {

@@ -16,7 +16,7 @@ struct DropboxEmulatorCommand: AsyncParsableCommand {
 
             Fault specs (--fault, or POST /_emulator/faults {"faults": [...]}):
               429:every=10            every 10th request answers 429 (retry_after=S sets Retry-After)
-              500:p=0.1  503:p=0.05   server errors with a probability
+              500:p=0.1  503:p=0.05   server errors with a probability (403 too)
               reset:p=0.02,after=4096 drop the connection after 4096 bytes of the response body
               latency:ms=50           delay every request
               bandwidth:bps=10000000  cap body transfer rates (bytes per second)

@@ -34,14 +34,20 @@ struct ListCommand: AsyncParsableCommand {
                 guard long else { print(shown); continue }
                 switch entry {
                 case .file(let file):
-                    print(String(format: "%12lld  %@  %@", file.size, file.serverModified, shown))
+                    print(Self.column(String(file.size), 12) + "  " + file.serverModified + "  " + shown)
                 case .folder:
-                    print(String(format: "%12@  %@  %@/", "-", String(repeating: " ", count: 20), shown))
+                    print(Self.column("-", 12) + "  " + String(repeating: " ", count: 20) + "  " + shown + "/")
                 case .deleted:
                     continue
                 }
             }
         }
+    }
+}
+
+extension ListCommand {
+    static func column(_ text: String, _ width: Int) -> String {
+        String(repeating: " ", count: max(0, width - text.count)) + text
     }
 }
 
@@ -81,38 +87,12 @@ struct GetCommand: AsyncParsableCommand {
     }
 
     private func getTree(_ client: DropboxClient, source: String, destination: String) async throws {
-        let entries = try await client.listAll(source, recursive: true)
-        let prefix = source.lowercased()
-        func localPath(_ entry: Metadata) -> String {
-            // Relative path from the entry's own lower-case path, cased by display where it matches.
-            let display = entry.pathDisplay ?? entry.name
-            let relative = String(display.dropFirst(prefix.count)).drop { $0 == "/" }
-            return (destination as NSString).appendingPathComponent(String(relative))
-        }
-        try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
-        for case .folder(let folder) in entries where folder.pathLower != prefix {
-            try FileManager.default.createDirectory(atPath: localPath(.folder(folder)), withIntermediateDirectories: true)
-        }
-        let files = entries.compactMap(\.fileMetadata)
-        let total = files.reduce(Int64(0)) { $0 + $1.size }
-        let bar = ProgressBar("\(files.count) files")
-        let done = ByteCounter()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var next = 0
-            func launch() {
-                let file = files[next]
-                next += 1
-                let target = localPath(.file(file))
-                group.addTask {
-                    try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-                    try await client.downloadFile(file.pathLower ?? file.id, to: target)
-                    bar.update(done.add(file.size), of: total)
-                }
-            }
-            for _ in 0..<min(parallel, files.count) { launch() }
-            while try await group.next() != nil { if next < files.count { launch() } }
+        let bar = ProgressBar("files")
+        let report = try await client.downloadTree(source, to: destination, parallelism: parallel) { done, total in
+            bar.update(done, of: total)
         }
         bar.finish()
+        try finishTreeReport(report, verb: "downloaded", place: destination)
     }
 }
 
@@ -157,43 +137,20 @@ struct PutCommand: AsyncParsableCommand {
     }
 
     private func putTree(_ client: DropboxClient, destination: String, mode: WriteMode) async throws {
-        var items: [DropboxClient.BatchItem] = []
-        var emptyFolders: [String] = [destination]
-        let base = URL(fileURLWithPath: local).standardizedFileURL.path
-        guard let walker = FileManager.default.enumerator(atPath: base) else { throw ClientError.local("cannot read \(local)") }
-        while let relative = walker.nextObject() as? String {
-            let full = (base as NSString).appendingPathComponent(relative)
-            var isDirectory: ObjCBool = false
-            _ = FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory)
-            let target = destination + "/" + relative
-            if isDirectory.boolValue {
-                if (try? FileManager.default.contentsOfDirectory(atPath: full).isEmpty) == true { emptyFolders.append(target) }
-            } else {
-                items.append(.init(localPath: full, commit: CommitInfo(path: target, mode: mode)))
-            }
+        let bar = ProgressBar("files")
+        let report = try await client.uploadTree(local, to: destination, mode: mode) { done, total in
+            bar.update(Int64(done), of: Int64(total))
         }
-        if items.isEmpty == false { emptyFolders.removeFirst() }
-        for folder in emptyFolders {
-            do { _ = try await client.rpc(Routes.createFolder, CreateFolderArgument(path: folder)) } catch let error as CallError<PathWriteError> {
-                guard case .route(.path(.conflict(.folder)), _, _, _) = error else { throw error }
-            }
-        }
-        let bar = ProgressBar("\(items.count) files")
-        let count = Int64(items.count)
-        let results = try await client.uploadBatch(items) { done in bar.update(Int64(done), of: count) }
         bar.finish()
-        let failures = zip(items, results).compactMap { item, result -> String? in
-            if case .failure(let error) = result { return "\(item.commit.path): \(describe(error))" }
-            return nil
-        }
-        for failure in failures.prefix(20) { FileHandle.standardError.write(Data("dropboxfs: put: \(failure)\n".utf8)) }
-        if !failures.isEmpty { throw ClientError.local("\(failures.count) of \(items.count) files failed") }
-        print("\(items.count) files uploaded to \(destination)")
+        try finishTreeReport(report, verb: "uploaded", place: destination)
     }
 }
 
-final class ByteCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var total: Int64 = 0
-    func add(_ n: Int64) -> Int64 { lock.withLock { total += n; return total } }
+/// Prints a tree transfer's outcome; failures (the first 20) on stderr and a non-zero exit.
+func finishTreeReport(_ report: DropboxClient.TreeReport, verb: String, place: String) throws {
+    for (path, why) in report.failures.prefix(20) {
+        FileHandle.standardError.write(Data("dropboxfs: \(path): \(why)\n".utf8))
+    }
+    if !report.failures.isEmpty { throw ClientError.local("\(report.failures.count) of \(report.files) files failed") }
+    print("\(report.files) files (\(ByteFormat.string(report.bytes))) \(verb): \(place)")
 }

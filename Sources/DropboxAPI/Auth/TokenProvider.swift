@@ -37,13 +37,15 @@ public actor RefreshingAccessToken: AccessTokenProvider {
         }
     }
 
-    /// Refresh this long before the stated expiry.
+    /// Refresh this long before the stated expiry, or a quarter of the token's lifetime if
+    /// that is shorter.
     static let margin: TimeInterval = 300
 
     private var state: State
     private let oauth: OAuthClient
     private let onRefresh: @Sendable (State) -> Void
     private var inFlight: Task<OAuthClient.Grant, any Error>?
+    private var margin = RefreshingAccessToken.margin
     public private(set) var refreshCount = 0
 
     public init(state: State, oauth: OAuthClient, onRefresh: @escaping @Sendable (State) -> Void = { _ in }) {
@@ -53,7 +55,7 @@ public actor RefreshingAccessToken: AccessTokenProvider {
     }
 
     public func accessToken() async throws -> String {
-        if let token = state.accessToken, let expiry = state.expiresAt, expiry.timeIntervalSinceNow > Self.margin {
+        if let token = state.accessToken, let expiry = state.expiresAt, expiry.timeIntervalSinceNow > margin {
             return token
         }
         return try await refresh()
@@ -67,14 +69,23 @@ public actor RefreshingAccessToken: AccessTokenProvider {
     private func refresh() async throws -> String {
         if let inFlight { return try await inFlight.value.accessToken }
         let (oauth, refreshToken, appKey, appSecret) = (self.oauth, state.refreshToken, state.appKey, state.appSecret)
-        let task = Task { try await oauth.refresh(refreshToken: refreshToken, appKey: appKey, appSecret: appSecret) }
+        // The task records the new token itself, so that every waiter, resumed in any order,
+        // finds the state already updated.
+        let task = Task {
+            let grant = try await oauth.refresh(refreshToken: refreshToken, appKey: appKey, appSecret: appSecret)
+            self.apply(grant)
+            return grant
+        }
         inFlight = task
         defer { inFlight = nil }
-        let grant = try await task.value
+        return try await task.value.accessToken
+    }
+
+    private func apply(_ grant: OAuthClient.Grant) {
         refreshCount += 1
         state.accessToken = grant.accessToken
         state.expiresAt = grant.expiresIn.map { Date().addingTimeInterval(TimeInterval($0)) }
+        margin = min(Self.margin, TimeInterval(grant.expiresIn ?? 0) / 4)
         onRefresh(state)
-        return grant.accessToken
     }
 }

@@ -100,7 +100,9 @@ public final class DropboxClient: Sendable {
                 renewedToken = true
             case .failed(let failure, let retryable, let retryAfter):
                 attempt += 1
-                guard retryable, attempt < retry.maxAttempts else { throw failure }
+                var limit = retry.maxAttempts
+                if case .client(.transport(let error)) = failure, error.kind == .cannotConnect { limit = retry.maxConnectAttempts }
+                guard retryable, attempt < limit else { throw failure }
                 let wait = retryAfter.map { min($0, retry.maxRetryAfter) } ?? retry.backoff(attempt: attempt - 1)
                 if let retryAfter, retryAfter > retry.maxRetryAfter { throw failure }
                 do { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) } catch { throw CallError<E>.client(.cancelled) }

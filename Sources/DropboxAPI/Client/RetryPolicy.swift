@@ -4,6 +4,8 @@ import Foundation
 /// full jitter, `Retry-After` honoured, a cap per wait and a budget of attempts.
 public struct RetryPolicy: Sendable {
     public var maxAttempts = 8
+    /// Attempts when no connection can be made at all: a dead server should fail fast.
+    public var maxConnectAttempts = 3
     public var baseDelay = 0.25
     public var maxDelay = 10.0
     /// The longest `Retry-After` obeyed; beyond it the error is surfaced.

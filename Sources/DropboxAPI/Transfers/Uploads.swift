@@ -32,14 +32,27 @@ extension DropboxClient {
         }
         let (sessionID, hash) = try await sendConcurrentSession(fd: fd, size: size, tuning: tuning, progress: progress)
         let finish = UploadSessionFinishArgument(cursor: UploadSessionCursor(sessionId: sessionID, offset: size), commit: commit)
-        do {
-            let file = try await upload(Routes.uploadSessionFinish, finish, body: .none)
-            try Self.check(file, hash: hash)
-            return file
-        } catch let error as CallError<UploadSessionFinishError> where Self.ambiguous(error) {
-            // The commit may have happened before the failure: believe the server's state.
-            if let file = try await committedFile(at: commit.path, hash: hash) { return file }
-            throw error
+        return try await commitSettlingAmbiguity(path: commit.path, hash: hash) {
+            try await self.upload(Routes.uploadSessionFinish, finish, body: .none)
+        }
+    }
+
+    /// Runs a commit that cannot be blindly repeated. After a failure that leaves its outcome
+    /// unknown (a 500, a dropped connection), the server's state decides: a file at the path
+    /// holding our bytes means it happened; otherwise the commit is tried again.
+    func commitSettlingAmbiguity(path: String, hash: String, _ commit: () async throws -> FileMetadata) async throws -> FileMetadata {
+        var attempt = 0
+        while true {
+            do {
+                let file = try await commit()
+                try Self.check(file, hash: hash)
+                return file
+            } catch where (error as? any OutcomeReporting)?.outcomeUnknown == true {
+                if let file = try await committedFile(at: path, hash: hash) { return file }
+                attempt += 1
+                guard attempt < retry.maxAttempts else { throw error }
+                try await Task.sleep(for: .milliseconds(Int(retry.backoff(attempt: attempt - 1) * 1000)))
+            }
         }
     }
 
@@ -51,27 +64,37 @@ extension DropboxClient {
         let chunk = max(4 << 20, tuning.chunkSize / (4 << 20) * (4 << 20))
         let offsets = Array(stride(from: Int64(0), to: max(size, 1), by: Int(chunk)))
         let chunks = ChunkLedger()
+        // The closing chunk goes last, once every other chunk is in: then a retried close that
+        // finds the session already closed can only mean our own earlier attempt closed it.
         try await withThrowingTaskGroup(of: Void.self) { group in
             var next = 0
+            var running = 0
             func launch() {
                 let offset = offsets[next]
                 let length = min(chunk, size - offset)
                 let last = next == offsets.count - 1
                 next += 1
+                running += 1
                 group.addTask {
                     let blockDigests = try FileIO.blockDigests(fd, offset: offset, length: length)
                     chunks.record(offset, digests: blockDigests)
                     let argument = UploadSessionAppendArgument(cursor: UploadSessionCursor(sessionId: start.sessionId, offset: offset),
                                                                close: last, contentHash: ContentHasher.combine(blockDigests))
-                    _ = try await self.upload(Routes.uploadSessionAppend, argument, body: .file(descriptor: fd, offset: offset, length: length),
-                                              progress: { bytes in
-                                                  progress?(chunks.sent(offset, bytes), size)
-                                              })
+                    do {
+                        _ = try await self.upload(Routes.uploadSessionAppend, argument, body: .file(descriptor: fd, offset: offset, length: length),
+                                                  progress: { bytes in progress?(chunks.sent(offset, bytes), size) })
+                    } catch let error as CallError<UploadSessionLookupError> {
+                        guard last, case .route(.closed, _, _, _) = error else { throw error }
+                    }
                 }
             }
-            for _ in 0..<min(tuning.parallelism, offsets.count) { launch() }
+            func launchable() -> Bool {
+                next < offsets.count && (next < offsets.count - 1 || running == 0) && running < tuning.parallelism
+            }
+            while launchable() { launch() }
             while try await group.next() != nil {
-                if next < offsets.count { launch() }
+                running -= 1
+                while launchable() { launch() }
             }
         }
         return (start.sessionId, ContentHasher.combine(chunks.digests(in: offsets)))
@@ -89,13 +112,7 @@ extension DropboxClient {
     }
 
     /// Failures after which a commit may or may not have happened.
-    static func ambiguous<E>(_ error: CallError<E>) -> Bool {
-        switch error {
-        case .server: return true
-        case .client(.transport(let transport)): return transport.kind == .connectionLost || transport.kind == .timedOut
-        default: return false
-        }
-    }
+    static func ambiguous<E>(_ error: CallError<E>) -> Bool { error.outcomeUnknown }
 
     static func check(_ file: FileMetadata, hash: String) throws {
         if let remote = file.contentHash, remote != hash {
@@ -116,4 +133,20 @@ private final class ChunkLedger: Sendable {
     }
 
     func digests(in offsets: [Int64]) -> [UInt8] { state.withLock { map in offsets.flatMap { map.digests[$0] ?? [] } } }
+}
+
+/// Errors that can say whether the request may have been carried out.
+protocol OutcomeReporting {
+    var outcomeUnknown: Bool { get }
+}
+
+extension CallError: OutcomeReporting {
+    /// True after a 5xx or a connection lost mid-exchange: the server may have acted.
+    var outcomeUnknown: Bool {
+        switch self {
+        case .server: return true
+        case .client(.transport(let transport)): return transport.kind == .connectionLost || transport.kind == .timedOut
+        default: return false
+        }
+    }
 }

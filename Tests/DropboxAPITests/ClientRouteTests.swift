@@ -1,0 +1,102 @@
+import DropboxAPI
+import DropboxEmulator
+import Foundation
+import Testing
+
+@Suite("client: routes and request styles", .timeLimit(.minutes(2)))
+struct ClientRouteTests {
+    @Test func accountAndSpace() async throws {
+        try await withClient({ $0.quota = 1 << 30 }) { client, _ in
+            let account = try await client.rpc(Routes.getCurrentAccount, NoArgument())
+            #expect(account.accountId.hasPrefix("dbid:"))
+            #expect(account.email.contains("@"))
+            let usage = try await client.rpc(Routes.getSpaceUsage, NoArgument())
+            #expect(usage.allocation.allocated == 1 << 30)
+        }
+    }
+
+    @Test func uploadDownloadRangeAndNonASCIIPaths() async throws {
+        try await withClient { client, _ in
+            let path = "/Ünïcødé 文件/naïve 😀.txt"
+            let bytes = Array("hello, wörld — 0123456789".utf8)
+            let uploaded = try await client.upload(Routes.upload, UploadArgument(CommitInfo(path: path), contentHash: ContentHasher.hash(bytes)),
+                                                   body: .bytes(bytes))
+            #expect(uploaded.name == "naïve 😀.txt")
+            #expect(uploaded.contentHash == ContentHasher.hash(bytes))
+            let all = try await client.downloadRange(path, range: 0..<Int64(bytes.count))
+            #expect(all == bytes)
+            let middle = try await client.downloadRange(path.lowercased(), range: 7..<13)
+            #expect(middle == Array(bytes[7..<13]))
+            let metadata = try await client.rpc(Routes.getMetadata, GetMetadataArgument(path: path))
+            #expect(metadata.pathDisplay == path)
+            #expect(metadata.fileMetadata?.rev == uploaded.rev)
+        }
+    }
+
+    @Test func listingCursorsAndLongpoll() async throws {
+        try await withClient({ $0.seeds = ["files=2500,dirs=3,depth=1,size=10"] }) { client, _ in
+            let all = try await client.listAll("", recursive: true)
+            #expect(all.count == 2503)  // more than one page of 2,000
+            let cursor = try await client.rpc(Routes.getLatestCursor, ListFolderArgument(path: "", recursive: true)).cursor
+            async let poll = client.rpc(Routes.longpoll, LongpollArgument(cursor: cursor, timeout: 30), timeout: 60)
+            _ = try await client.rpc(Routes.createFolder, CreateFolderArgument(path: "/fresh"))
+            #expect(try await poll.changes)
+            let changes = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
+            #expect(changes.entries.map(\.pathLower) == ["/fresh"])
+        }
+    }
+
+    @Test func treeOperationsAndTheirRouteErrors() async throws {
+        try await withClient { client, _ in
+            _ = try await client.rpc(Routes.createFolder, CreateFolderArgument(path: "/a"))
+            _ = try await client.upload(Routes.upload, UploadArgument(CommitInfo(path: "/a/f.txt"), contentHash: nil), body: .bytes([1, 2, 3]))
+            let copied = try await client.rpc(Routes.copy, RelocationArgument(from: "/a", to: "/b")).metadata
+            #expect(copied.pathDisplay == "/b")
+            let moved = try await client.rpc(Routes.move, RelocationArgument(from: "/b/f.txt", to: "/c.txt")).metadata
+            #expect(moved.name == "c.txt")
+            _ = try await client.rpc(Routes.delete, DeleteArgument(path: "/a"))
+
+            await #expect { try await client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/a/f.txt")) } throws: {
+                $0.routeError(PathLookupError.self) == .path(.notFound)
+            }
+            await #expect { try await client.rpc(Routes.createFolder, CreateFolderArgument(path: "/b")) } throws: {
+                $0.routeError(PathWriteError.self) == .path(.conflict(.folder))
+            }
+            await #expect { try await client.upload(Routes.upload, UploadArgument(CommitInfo(path: "/c.txt"), contentHash: nil), body: .bytes([9])) } throws: {
+                $0.routeError(PathWriteError.self) == .path(.conflict(.file))
+            }
+            await #expect { try await client.rpc(Routes.move, RelocationArgument(from: "/nope", to: "/x")) } throws: {
+                $0.routeError(RelocationError.self) == .fromLookup(.notFound)
+            }
+            await #expect { try await client.rpc(Routes.move, RelocationArgument(from: "/b", to: "/b/inner")) } throws: {
+                $0.routeError(RelocationError.self) == .cantMoveFolderIntoItself
+            }
+            await #expect { try await client.rpc(Routes.delete, DeleteArgument(path: "/a")) } throws: {
+                $0.routeError(DeleteError.self) == .pathLookup(.notFound)
+            }
+            await #expect { try await client.rpc(Routes.listFolder, ListFolderArgument(path: "/c.txt")) } throws: {
+                $0.routeError(PathLookupError.self) == .path(.notFolder)
+            }
+            await #expect { try await client.upload(Routes.upload, UploadArgument(CommitInfo(path: "/desktop.ini"), contentHash: nil), body: .bytes([1])) } throws: {
+                $0.routeError(PathWriteError.self) == .path(.disallowedName)
+            }
+            await #expect { try await client.upload(Routes.upload, UploadArgument(CommitInfo(path: "/h.txt"), contentHash: "00"), body: .bytes([1])) } throws: {
+                $0.routeError(PathWriteError.self) == .contentHashMismatch
+            }
+        }
+    }
+
+    @Test func uploadSessionErrorsCarryTheCorrectOffset() async throws {
+        try await withClient { client, _ in
+            let start = try await client.upload(Routes.uploadSessionStart, UploadSessionStartArgument(), body: .bytes([1, 2, 3]))
+            await #expect {
+                try await client.upload(Routes.uploadSessionAppend,
+                                        UploadSessionAppendArgument(cursor: UploadSessionCursor(sessionId: start.sessionId, offset: 1)), body: .bytes([4]))
+            } throws: { $0.routeError(UploadSessionLookupError.self) == .incorrectOffset(correctOffset: 3) }
+            let file = try await client.upload(Routes.uploadSessionFinish,
+                UploadSessionFinishArgument(cursor: UploadSessionCursor(sessionId: start.sessionId, offset: 3), commit: CommitInfo(path: "/s.bin")),
+                body: .bytes([4]))
+            #expect(file.size == 4)
+        }
+    }
+}
