@@ -146,8 +146,11 @@ extension Emulator {
     /// the session's length stays where it was, so the client can retry from the same offset.
     private func streamAppend(_ call: RouteCall, grant: AppendGrant, firstChunk: ByteBuffer?, close: Bool,
                               expectedHash: String?, _ errorJSON: (SessionFailure) -> JSON) async throws -> Int64 {
+        // A piece's own hash is needed for concurrent sessions (their block digests) and to
+        // check a `content_hash` argument; otherwise the running hash is enough.
         let piece = ContentHasher()
-        var hashers = [piece]
+        var hashers: [ContentHasher] = []
+        if grant.session.concurrent || expectedHash != nil { hashers.append(piece) }
         if let running = grant.runningHash { hashers.append(running) }
         var count: Int64 = 0
         do {

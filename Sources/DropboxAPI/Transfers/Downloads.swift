@@ -14,11 +14,12 @@ extension DropboxClient {
         let fd = open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw Failure.client(.local("cannot create \(temporary): \(String(cString: strerror(errno)))")) }
         var complete = false
+        let sink = DownloadSink(fd: fd)
         defer {
+            sink.abandon()
             close(fd)
             if !complete { unlink(temporary) }
         }
-        let sink = DownloadSink(fd: fd)
         var metadata: FileMetadata?
         var source = path
         var failures = 0
@@ -46,7 +47,7 @@ extension DropboxClient {
             }
         }
         guard let metadata else { throw Failure.client(.undecodable("no metadata")) }
-        let actual = sink.hasher.finish()
+        let actual = try sink.contentHash()
         if let expected = metadata.contentHash, expected != actual {
             throw Failure.client(.contentHashMismatch(expected: expected, actual: actual))
         }
@@ -87,35 +88,39 @@ extension Metadata {
     public var fileMetadata: FileMetadata? { if case .file(let file) = self { return file }; return nil }
 }
 
-/// Writes downloaded bytes at the running offset and hashes them. Only curl's worker thread
-/// appends; `rewind` runs between attempts.
+/// Writes downloaded bytes at the running offset; a `FollowingHasher` hashes them on another
+/// thread. Only curl's worker thread appends; `rewind` runs between attempts.
 private final class DownloadSink: @unchecked Sendable {
     let fd: Int32
     private let lock = NSLock()
     private var count: Int64 = 0
-    private(set) var hasher = ContentHasher()
+    private let hasher: FollowingHasher
 
-    init(fd: Int32) { self.fd = fd }
+    init(fd: Int32) {
+        self.fd = fd
+        hasher = FollowingHasher(fd: fd)
+    }
 
     var written: Int64 { lock.withLock { count } }
 
     func append(_ bytes: UnsafeRawBufferPointer) throws {
         try lock.withLock {
             try FileIO.writeAll(fd, bytes, at: count)
-            hasher.update(bytes)
             count += Int64(bytes.count)
+            hasher.advance(to: count)
         }
     }
 
-    /// Forgets bytes past `offset`; the hash is rebuilt from the file (rare: failures only).
+    /// Forgets bytes past `offset`.
     func rewind(to offset: Int64) throws {
-        try lock.withLock {
+        lock.withLock {
             guard count != offset else { return }
-            let rebuilt = ContentHasher()
-            try FileIO.feed(fd, length: offset, into: rebuilt)
-            hasher = rebuilt
             count = offset
             ftruncate(fd, off_t(offset))
+            hasher.rewind(to: offset)
         }
     }
+
+    func contentHash() throws -> String { try hasher.finish() }
+    func abandon() { hasher.abandon() }
 }
