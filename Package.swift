@@ -64,6 +64,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
+            name: "DropboxFSCLITests",
+            dependencies: ["DropboxEmulator"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
             name: "DropboxEmulatorTests",
             dependencies: ["DropboxEmulator"],
             swiftSettings: strictSettings

@@ -1,0 +1,174 @@
+import DropboxEmulator
+import Foundation
+import Testing
+
+/// The `dropboxfs` binary as a user runs it: a child process against a real emulator.
+@Suite("dropboxfs CLI", .timeLimit(.minutes(2)))
+struct CLITests {
+    @Test(arguments: [["auth"], ["auth", "login"], ["auth", "add-token"], ["auth", "list"], ["auth", "logout"],
+                      ["account"], ["ls"], ["get"], ["put"]])
+    func everyCommandExplainsItself(_ command: [String]) async throws {
+        let result = try await CLI.run(command + ["--help"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("OVERVIEW:"))
+        #expect(result.stdout.contains("USAGE:"))
+    }
+
+    @Test func failuresAreOneClearLine() async throws {
+        try await withCLIEmulator { url, _ in
+            let badToken = try await CLI.run(["account", "--api-url", url], environment: ["DROPBOXFS_ACCESS_TOKEN": "wrong"])
+            #expect(badToken.status == 1)
+            #expect(badToken.stderrLines == ["dropboxfs: account: not authorized: invalid_access_token/... (request id \(badToken.requestID ?? "?"))"])
+            #expect(badToken.stdout.isEmpty)
+
+            let dead = try await CLI.run(["ls", "/", "--api-url", "http://127.0.0.1:9"], environment: ["DROPBOXFS_ACCESS_TOKEN": "t"])
+            #expect(dead.status == 1)
+            #expect(dead.stderrLines.count == 1)
+            #expect(dead.stderr.contains("Couldn't connect to server: http://127.0.0.1:9"))
+
+            let missing = try await CLI.run(["get", "/no/such/file", "/tmp/x", "--api-url", url], environment: ["DROPBOXFS_ACCESS_TOKEN": "cli-token"])
+            #expect(missing.status == 1)
+            #expect(missing.stderrLines.count == 1)
+            #expect(missing.stderr.contains("path/not_found"))
+
+            let cleartext = try await CLI.run(["ls", "--api-url", "http://example.com"], environment: ["DROPBOXFS_ACCESS_TOKEN": "t"])
+            #expect(cleartext.status == 1)
+            #expect(cleartext.stderr.contains("refusing plain http"))
+
+            let noAccount = try await CLI.run(["account"], environment: ["DROPBOXFS_CONFIG_DIR": "/nonexistent/dropboxfs-test"])
+            #expect(noAccount.status == 1)
+            #expect(noAccount.stderr.contains("dropboxfs auth login"))
+        }
+    }
+
+    @Test func accountsLifecycleKeepsTokensPrivate() async throws {
+        try await withCLIEmulator { url, config in
+            let env = ["DROPBOXFS_CONFIG_DIR": config]
+            let add = try await CLI.run(["auth", "add-token", "--account", "work", "--access-token", "cli-token", "--api-url", url], environment: env)
+            #expect(add.status == 0, "\(add.stderr)")
+            let file = config + "/accounts.json"
+            let mode = try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+            let list = try await CLI.run(["auth", "list"], environment: env)
+            #expect(list.stdout.contains("work"))
+            #expect(!list.stdout.contains("cli-token"))
+            let account = try await CLI.run(["account"], environment: env)
+            #expect(account.stdout.contains("@"))
+            #expect(!account.stdout.contains("cli-token") && !account.stderr.contains("cli-token"))
+
+            let bad = try await CLI.run(["auth", "add-token", "--account", "bad", "--access-token", "wrong", "--api-url", url], environment: env)
+            #expect(bad.status == 1)
+            #expect(!(try await CLI.run(["auth", "list"], environment: env).stdout.contains("bad")))
+
+            let logout = try await CLI.run(["auth", "logout", "--account", "work"], environment: env)
+            #expect(logout.status == 0)
+            #expect(!(try await CLI.run(["auth", "list"], environment: env).stdout.contains("work")))
+            // The token was revoked on the server, not just forgotten here.
+            let revoked = try await CLI.run(["account", "--api-url", url], environment: ["DROPBOXFS_ACCESS_TOKEN": "cli-token"])
+            #expect(revoked.stderr.contains("invalid_access_token"))
+        }
+    }
+
+    @Test func putAndGetTreesRoundTrip() async throws {
+        try await withCLIEmulator { url, config in
+            let env = ["DROPBOXFS_ACCESS_TOKEN": "cli-token", "DROPBOXFS_API_URL": url]
+            let local = config + "/src"
+            for i in 0..<30 {
+                let dir = local + "/sub\(i % 3)"
+                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+                try Data("file \(i) — ünïcødé\n".utf8).write(to: URL(fileURLWithPath: dir + "/f\(i).txt"))
+            }
+            try FileManager.default.createDirectory(atPath: local + "/empty", withIntermediateDirectories: true)
+            let put = try await CLI.run(["put", local, "/backup"], environment: env)
+            #expect(put.status == 0, "\(put.stderr)")
+            #expect(put.stdout.contains("30 files"))
+            let ls = try await CLI.run(["ls", "-R", "/backup"], environment: env)
+            #expect(ls.stdout.split(separator: "\n").count == 30 + 4)  // 30 files, 3 subfolders, 1 empty folder
+            let get = try await CLI.run(["get", "/backup", config + "/copy"], environment: env)
+            #expect(get.status == 0, "\(get.stderr)")
+            for i in 0..<30 {
+                let name = "/sub\(i % 3)/f\(i).txt"
+                #expect(FileManager.default.contents(atPath: config + "/copy" + name) == FileManager.default.contents(atPath: local + name))
+            }
+            #expect(FileManager.default.fileExists(atPath: config + "/copy/empty"))
+        }
+    }
+}
+
+/// Starts an emulator (token `cli-token`) and a scratch config directory for one test.
+func withCLIEmulator(_ body: (String, String) async throws -> Void) async throws {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("cli-test-" + UUID().uuidString)
+    defer { try? FileManager.default.removeItem(at: root) }
+    var configuration = EmulatorConfiguration(dataDirectory: root.appendingPathComponent("data"))
+    configuration.tokens = ["cli-token"]
+    let emulator = try await Emulator.start(configuration)
+    do {
+        try await body(emulator.baseURL, root.appendingPathComponent("config").path)
+    } catch {
+        await emulator.shutdown()
+        throw error
+    }
+    await emulator.shutdown()
+}
+
+enum CLI {
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+        var stderrLines: [String] { stderr.split(separator: "\n").map(String.init) }
+        var requestID: String? {
+            stderr.components(separatedBy: "request id ").dropFirst().first?.components(separatedBy: ")").first
+        }
+    }
+
+    /// The built binary: beside the test bundle (`swift build` puts products together).
+    static var binary: String {
+        if let path = ProcessInfo.processInfo.environment["DROPBOXFS_BIN"] { return path }
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        if directory.lastPathComponent == "MacOS" || directory.lastPathComponent.hasSuffix(".xctest") {
+            directory = directory.deletingLastPathComponent()
+        }
+        for candidate in [directory, directory.deletingLastPathComponent()] {
+            let path = candidate.appendingPathComponent("dropboxfs").path
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        return ".build/debug/dropboxfs"
+    }
+
+    /// Runs the CLI with a clean environment plus `environment`, killed after 60 s. Waits
+    /// without blocking Swift's cooperative threads: the emulator in this process needs them
+    /// to answer the CLI.
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        var env = ["PATH": "/usr/bin:/bin", "HOME": FileManager.default.temporaryDirectory.path,
+                   "DROPBOXFS_CONFIG_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("cli-unused-config").path]
+        env.merge(environment) { _, new in new }
+        process.environment = env
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        let exited = AsyncStream<Void> { continuation in
+            process.terminationHandler = { _ in continuation.yield(); continuation.finish() }
+        }
+        try process.run()
+        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)
+        async let stdout = readAll(out.fileHandleForReading)
+        async let stderr = readAll(err.fileHandleForReading)
+        for await _ in exited {}
+        watchdog.cancel()
+        return Result(status: process.terminationStatus, stdout: String(decoding: await stdout, as: UTF8.self),
+                      stderr: String(decoding: await stderr, as: UTF8.self))
+    }
+
+    private static func readAll(_ handle: FileHandle) async -> Data {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: handle.readDataToEndOfFile()) }
+        }
+    }
+}
