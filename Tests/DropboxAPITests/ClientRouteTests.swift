@@ -100,3 +100,55 @@ struct ClientRouteTests {
         }
     }
 }
+
+@Suite("client: sessions and batches", .timeLimit(.minutes(2)))
+struct ClientSessionTests {
+    @Test func sequentialSessionResumesFromCorrectOffset() async throws {
+        try await withClient { client, emulator in
+            try await withScratch { scratch in
+                let local = scratch.appendingPathComponent("seq.bin")
+                try writePattern(local, size: 10 << 20)
+                let fd = open(local.path, O_RDONLY)
+                defer { close(fd) }
+                let start = try await client.upload(Routes.uploadSessionStart, UploadSessionStartArgument(), body: .none)
+                // The server already has the first 3 MiB (as after a lost answer): the client
+                // is told so by incorrect_offset and goes on from there.
+                _ = try await client.appendSequential(session: start.sessionId, fd: fd, from: 0, length: 3 << 20, chunkSize: 3 << 20)
+                let reached = try await client.appendSequential(session: start.sessionId, fd: fd, from: 1 << 20, length: 9 << 20, chunkSize: 2 << 20)
+                #expect(reached == 10 << 20)
+                let file = try await client.upload(Routes.uploadSessionFinish,
+                    UploadSessionFinishArgument(cursor: UploadSessionCursor(sessionId: start.sessionId, offset: reached), commit: CommitInfo(path: "/seq.bin")),
+                    body: .none)
+                #expect(file.contentHash == (try localContentHash(local)))
+                #expect(try await emulator.routeStats()["files/upload_session/append_v2"]?["requests"] == 1 + 1 + 4)
+            }
+        }
+    }
+
+    @Test func finishBatchV1AndCheck() async throws {
+        try await withClient { client, _ in
+            var entries: [UploadSessionFinishArgument] = []
+            for i in 0..<3 {
+                let bytes = Array("v1 file \(i)".utf8)
+                let start = try await client.upload(Routes.uploadSessionStart, UploadSessionStartArgument(close: true), body: .bytes(bytes))
+                entries.append(UploadSessionFinishArgument(cursor: UploadSessionCursor(sessionId: start.sessionId, offset: Int64(bytes.count)),
+                                                           commit: CommitInfo(path: "/v1/f\(i).txt")))
+            }
+            let launch = try await client.rpc(Routes.uploadSessionFinishBatchV1, UploadSessionFinishBatchArgument(entries: entries))
+            var results: [UploadSessionFinishBatchResultEntry] = []
+            switch launch {
+            case .complete(let done): results = done
+            case .asyncJobID(let job):
+                let deadline = ContinuousClock.now + .seconds(20)
+                while results.isEmpty && ContinuousClock.now < deadline {
+                    if case .complete(let done) = try await client.rpc(Routes.uploadSessionFinishBatchCheck, AsyncJobArgument(asyncJobId: job)) {
+                        results = done
+                    }
+                }
+            case .other(let tag): Issue.record("unexpected launch \(tag)")
+            }
+            #expect(results.count == 3)
+            #expect(results.allSatisfy { if case .success = $0 { return true }; return false })
+        }
+    }
+}

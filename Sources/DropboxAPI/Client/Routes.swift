@@ -29,6 +29,11 @@ public enum Routes {
         "files/upload_session/finish", host: .content, style: .upload, retry: .notProcessed)
     public static let uploadSessionFinishBatch = Route<UploadSessionFinishBatchArgument, UploadSessionFinishBatchResult, NoRouteError>(
         "files/upload_session/finish_batch_v2", retry: .notProcessed)
+    /// The older batch commit: answers with a job to poll through `finishBatchCheck`.
+    public static let uploadSessionFinishBatchV1 = Route<UploadSessionFinishBatchArgument, UploadSessionFinishBatchLaunch, NoRouteError>(
+        "files/upload_session/finish_batch", retry: .notProcessed)
+    public static let uploadSessionFinishBatchCheck = Route<AsyncJobArgument, UploadSessionFinishBatchJobStatus, NoRouteError>(
+        "files/upload_session/finish_batch/check")
 
     // tree operations: not repeatable blindly (a second delete fails with not_found)
     public static let createFolder = Route<CreateFolderArgument, FolderResult, PathWriteError>("files/create_folder_v2", retry: .notProcessed)
