@@ -22,8 +22,23 @@ let package = Package(
     targets: [
         // C shims: thin, typed forwards to system libraries Swift cannot call directly.
         .target(name: "CSQLite", linkerSettings: [.linkedLibrary("sqlite3")]),
+        // A small Swift wrapper over SQLite, shared infrastructure (no Dropbox logic).
+        .target(name: "SQLiteStore", dependencies: ["CSQLite"], swiftSettings: strictSettings),
         .target(name: "CCryptoShim", linkerSettings: [.linkedLibrary("crypto")]),
         .target(name: "CCurlShim", linkerSettings: [.linkedLibrary("curl")]),
+        .target(
+            name: "CFuseShim",
+            path: "CFuseShim",
+            linkerSettings: [.linkedLibrary("fuse3"), .linkedLibrary("pthread")]
+        ),
+
+        // The filesystem core: metadata store, block cache, reader, change watcher, errno
+        // mapping, and the thin FUSE adapter.
+        .target(
+            name: "DropboxFS",
+            dependencies: ["DropboxAPI", "CFuseShim", "SQLiteStore"],
+            swiftSettings: strictSettings
+        ),
 
         // The Dropbox API v2 client: transport on libcurl, routes, errors, OAuth, transfers.
         .target(
@@ -34,7 +49,7 @@ let package = Package(
         .executableTarget(
             name: "dropboxfs",
             dependencies: [
-                "DropboxAPI",
+                "DropboxAPI", "DropboxFS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
@@ -43,7 +58,7 @@ let package = Package(
         .target(
             name: "DropboxEmulator",
             dependencies: [
-                "CSQLite", "CCryptoShim",
+                "SQLiteStore", "CCryptoShim",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

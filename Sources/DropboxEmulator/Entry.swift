@@ -1,3 +1,4 @@
+import SQLiteStore
 import Foundation
 
 /// One row of the namespace: a live file or folder, or the tombstone of a deleted one

@@ -1,3 +1,4 @@
+import SQLiteStore
 import Foundation
 
 /// A `list_folder` cursor. It is opaque to clients (base64 of this JSON) and carries all

@@ -1,3 +1,4 @@
+import SQLiteStore
 import Foundation
 
 /// The emulated Dropbox namespace: one account's tree of files and folders, persisted in a

@@ -231,6 +231,7 @@ private struct SeedPlan {
                     entry.serverModified = now
                     entry.changeSeq = seq
                     try namespace.upsertLocked(entry)
+                    try namespace.recordRevisionLocked(entry)
                     namespace.adjustUsedLocked(by: file.size)
                 }
             }

@@ -14,8 +14,29 @@ struct DropboxFSCommand: AsyncParsableCommand {
             DROPBOXFS_API_URL (or --api-url) points at another server, such as the bundled emulator.
             """,
         version: DropboxClient.version,
-        subcommands: [AuthCommand.self, AccountCommand.self, ListCommand.self, GetCommand.self, PutCommand.self]
+        subcommands: [AuthCommand.self, AccountCommand.self, ListCommand.self, GetCommand.self, PutCommand.self,
+                      MountCommand.self, UnmountCommand.self, StatusCommand.self]
     )
+
+    /// Also serves as the mount helper: mount.fuse3 runs `dropboxfs SOURCE MOUNTPOINT -o OPTIONS`
+    /// for an fstab line of type fuse.dropboxfs, which is `dropboxfs mount SOURCE MOUNTPOINT -o …`.
+    static func main() async {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        let names = Set(configuration.subcommands.map { $0._commandName } + ["help"])
+        if let first = arguments.first, !first.hasPrefix("-"), !names.contains(first) {
+            arguments.insert("mount", at: 0)
+        }
+        do {
+            var command = try parseAsRoot(arguments)
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// Options every command that talks to Dropbox takes.

@@ -12,6 +12,10 @@ import Synchronization
 public final class CurlTransport: Sendable {
     public let userAgent: String
     private let pool = Mutex<[HandleBox]>([])
+    private let performed = Atomic<Int64>(0)
+
+    /// HTTP requests made so far (for `dropboxfs status`).
+    public var requestCount: Int64 { performed.load(ordering: .relaxed) }
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
@@ -26,6 +30,7 @@ public final class CurlTransport: Sendable {
 
     public func perform(_ request: HTTPRequest) async throws -> HTTPResponse {
         let transfer = Transfer(request: request)
+        performed.add(1, ordering: .relaxed)
         let box = checkout()
         defer { checkin(box) }
         return try await withTaskCancellationHandler {

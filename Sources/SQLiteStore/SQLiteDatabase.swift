@@ -2,18 +2,19 @@ import CSQLite
 import Foundation
 
 /// A minimal SQLite connection: prepared statements cached by SQL text, typed binds and
-/// column reads. Not thread-safe by itself: `Namespace` owns the one connection behind a lock.
-final class SQLiteDatabase {
+/// column reads. Not thread-safe by itself: each owner keeps its one connection behind a lock
+/// (the emulator's `Namespace`, the filesystem's `MetadataStore` and `BlockCache`).
+public final class SQLiteDatabase {
     private var handle: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
 
-    struct Failure: Error, CustomStringConvertible {
-        let code: Int32
-        let message: String
-        var description: String { "SQLite error \(code): \(message)" }
+    public struct Failure: Error, CustomStringConvertible {
+        public let code: Int32
+        public let message: String
+        public var description: String { "SQLite error \(code): \(message)" }
     }
 
-    init(path: String) throws {
+    public init(path: String) throws {
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
         guard rc == SQLITE_OK else {
@@ -32,7 +33,7 @@ final class SQLiteDatabase {
         sqlite3_close(handle)
     }
 
-    func execute(_ sql: String) throws {
+    public func execute(_ sql: String) throws {
         var error: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &error)
         if rc != SQLITE_OK {
@@ -43,7 +44,7 @@ final class SQLiteDatabase {
     }
 
     /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
-    func transaction<T>(_ body: () throws -> T) throws -> T {
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
         try execute("BEGIN IMMEDIATE")
         do {
             let result = try body()
@@ -56,12 +57,12 @@ final class SQLiteDatabase {
     }
 
     /// Runs a statement that returns no rows.
-    func run(_ sql: String, _ values: [SQLValue] = []) throws {
+    public func run(_ sql: String, _ values: [SQLValue] = []) throws {
         try query(sql, values) { _ in }
     }
 
     /// Runs a statement and calls `row` for each result row.
-    func query(_ sql: String, _ values: [SQLValue] = [], row: (SQLiteRow) throws -> Void) throws {
+    public func query(_ sql: String, _ values: [SQLValue] = [], row: (SQLiteRow) throws -> Void) throws {
         let statement = try prepare(sql)
         defer {
             sqlite3_reset(statement)
@@ -86,13 +87,13 @@ final class SQLiteDatabase {
     }
 
     /// The first row mapped by `map`, or nil.
-    func first<T>(_ sql: String, _ values: [SQLValue] = [], map: (SQLiteRow) throws -> T) throws -> T? {
+    public func first<T>(_ sql: String, _ values: [SQLValue] = [], map: (SQLiteRow) throws -> T) throws -> T? {
         var result: T?
         try query(sql, values) { row in if result == nil { result = try map(row) } }
         return result
     }
 
-    var changes: Int { Int(sqlite3_changes(handle)) }
+    public var changes: Int { Int(sqlite3_changes(handle)) }
 
     private func prepare(_ sql: String) throws -> OpaquePointer {
         if let cached = statements[sql] { return cached }
@@ -108,30 +109,30 @@ final class SQLiteDatabase {
     }
 }
 
-enum SQLValue {
+public enum SQLValue {
     case null
     case int(Int64)
     case text(String)
     case blob([UInt8])
 
-    static func optional(_ s: String?) -> SQLValue { s.map { .text($0) } ?? .null }
+    public static func optional(_ s: String?) -> SQLValue { s.map { .text($0) } ?? .null }
 }
 
-struct SQLiteRow {
+public struct SQLiteRow {
     let statement: OpaquePointer
 
-    func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
-    func bool(_ column: Int32) -> Bool { int(column) != 0 }
-    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+    public func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+    public func bool(_ column: Int32) -> Bool { int(column) != 0 }
+    public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
 
-    func text(_ column: Int32) -> String {
+    public func text(_ column: Int32) -> String {
         guard let bytes = sqlite3_column_text(statement, column) else { return "" }
         return String(cString: bytes)
     }
 
-    func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
+    public func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
 
-    func blob(_ column: Int32) -> [UInt8] {
+    public func blob(_ column: Int32) -> [UInt8] {
         let count = Int(sqlite3_column_bytes(statement, column))
         guard count > 0, let base = sqlite3_column_blob(statement, column) else { return [] }
         return Array(UnsafeRawBufferPointer(start: base, count: count))

@@ -1,0 +1,33 @@
+#include "cfuse.h"
+#include <stddef.h>
+
+struct fuse_session *cfuse_session_new(int argc, char **argv, const struct fuse_lowlevel_ops *ops, void *userdata) {
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct fuse_session *session = fuse_session_new(&args, ops, sizeof(*ops), userdata);
+    fuse_opt_free_args(&args);
+    return session;
+}
+
+int cfuse_session_loop(struct fuse_session *session, unsigned max_threads) {
+    struct fuse_loop_config *config = fuse_loop_cfg_create();
+    if (config == NULL) return -1;
+    fuse_loop_cfg_set_max_threads(config, max_threads);
+    fuse_loop_cfg_set_clone_fd(config, 0);
+    int result = fuse_session_loop_mt(session, config);
+    fuse_loop_cfg_destroy(config);
+    return result;
+}
+
+void cfuse_file_info_set_keep_cache(struct fuse_file_info *info, int keep) { info->keep_cache = keep ? 1 : 0; }
+void cfuse_file_info_set_direct_io(struct fuse_file_info *info, int direct) { info->direct_io = direct ? 1 : 0; }
+
+void cfuse_conn_configure(struct fuse_conn_info *conn, unsigned max_readahead) {
+    if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+    if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO) conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+    if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+    if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+    if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
+    if (conn->capable & FUSE_CAP_SPLICE_MOVE) conn->want |= FUSE_CAP_SPLICE_MOVE;
+    conn->max_readahead = max_readahead;
+    conn->max_read = 0;
+}

@@ -1,0 +1,24 @@
+#ifndef CFUSE_SHIM_H
+#define CFUSE_SHIM_H
+// The only code that includes libfuse's headers. Swift fills `struct fuse_lowlevel_ops`
+// and calls the reply functions directly; this shim exists for what Swift cannot reach:
+// FUSE_USE_VERSION must be set before the headers, FUSE_ARGS_INIT and
+// fuse_session_loop_mt are macros, and the loop's configuration object wants a typed setup.
+#define FUSE_USE_VERSION 34
+#include <fuse3/fuse_lowlevel.h>
+
+/// fuse_session_new over an argv (copied by libfuse): FUSE_ARGS_INIT is a macro.
+struct fuse_session *cfuse_session_new(int argc, char **argv, const struct fuse_lowlevel_ops *ops, void *userdata);
+
+/// Runs the multithreaded loop until unmount or a signal: fuse_session_loop_mt is a macro
+/// that picks a versioned symbol.
+int cfuse_session_loop(struct fuse_session *session, unsigned max_threads);
+
+/// The `fuse_file_info` bitfields Swift may not set reliably, as plain calls.
+void cfuse_file_info_set_keep_cache(struct fuse_file_info *info, int keep);
+void cfuse_file_info_set_direct_io(struct fuse_file_info *info, int direct);
+
+/// Sets the FUSE_CAP_* flags we want, from the connection's capable set (init callback).
+void cfuse_conn_configure(struct fuse_conn_info *conn, unsigned max_readahead);
+
+#endif

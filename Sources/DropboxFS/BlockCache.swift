@@ -1,0 +1,155 @@
+import Foundation
+import SQLiteStore
+
+/// File content on local disk in fixed-size blocks, keyed by the file's `content_hash` and
+/// the block index: a changed file has a new hash, so stale blocks can never be served, and
+/// identical files share blocks. An SQLite index tracks sizes and last use; past the size
+/// limit the least recently used blocks are evicted. Blocks are written to a temporary name
+/// and renamed into place, and checked for their expected length when read, so a block torn
+/// by a crash is detected and fetched again. Kept across remounts.
+///
+/// Lock: `lock` guards the index connection and the in-memory totals; block files are read
+/// and written outside it.
+public final class BlockCache: @unchecked Sendable {
+    public let directory: URL
+    public let limit: Int64
+    private let lock = NSLock()
+    private let db: SQLiteDatabase
+    private var total: Int64 = 0
+    private var lastTouch: [String: Int64] = [:]
+    public private(set) var hits: Int64 = 0
+    public private(set) var misses: Int64 = 0
+
+    public init(directory: URL, limit: Int64) throws {
+        self.directory = directory
+        self.limit = limit
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("blocks"), withIntermediateDirectories: true)
+        db = try SQLiteDatabase(path: directory.appendingPathComponent("blocks.sqlite").path)
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS blocks (key TEXT PRIMARY KEY, size INTEGER NOT NULL, last_used INTEGER NOT NULL) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS blocks_lru ON blocks(last_used);
+            """)
+        total = try db.first("SELECT COALESCE(SUM(size), 0) FROM blocks") { $0.int(0) } ?? 0
+    }
+
+    public var size: Int64 { lock.withLock { total } }
+
+    public static func key(contentHash: String, index: Int64) -> String { "\(contentHash)-\(index)" }
+
+    func file(_ key: String) -> String {
+        directory.appendingPathComponent("blocks/\(key.prefix(2))/\(key)").path
+    }
+
+    /// Copies `length` bytes at `offset` within a cached block into `buffer`; false if the
+    /// block is missing or not of its `expected` length (torn: it is dropped).
+    public func read(_ key: String, expected: Int, offset: Int, length: Int, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        let path = file(key)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return miss() }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, Int(info.st_size) == expected else {
+            drop(key)
+            return miss()
+        }
+        var done = 0
+        while done < length {
+            let n = pread(fd, buffer.baseAddress! + done, length - done, off_t(offset + done))
+            guard n > 0 else { return miss() }
+            done += n
+        }
+        touch(key)
+        return true
+    }
+
+    /// Stores a block (atomically: temporary file, then rename) and evicts if over the limit.
+    public func store(_ key: String, _ bytes: [UInt8]) {
+        let path = file(key)
+        let folder = (path as NSString).deletingLastPathComponent
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let temporary = path + ".tmp.\(UInt32.random(in: 0 ... .max))"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }  // a full or broken cache disk only costs a refetch
+        let ok = bytes.withUnsafeBytes { raw -> Bool in
+            var done = 0
+            while done < raw.count {
+                let n = write(fd, raw.baseAddress! + done, raw.count - done)
+                if n <= 0 { return false }
+                done += n
+            }
+            return true
+        }
+        close(fd)
+        guard ok, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            return
+        }
+        lock.withLock {
+            let previous = (try? db.first("SELECT size FROM blocks WHERE key = ?", [.text(key)]) { $0.int(0) }) ?? nil
+            try? db.run("INSERT OR REPLACE INTO blocks (key, size, last_used) VALUES (?, ?, ?)",
+                        [.text(key), .int(Int64(bytes.count)), .int(Self.now())])
+            total += Int64(bytes.count) - (previous ?? 0)
+        }
+        evictIfNeeded()
+    }
+
+    public var hitRate: Double {
+        lock.withLock { hits + misses == 0 ? 0 : Double(hits) / Double(hits + misses) }
+    }
+
+    private func miss() -> Bool {
+        lock.withLock { misses += 1 }
+        return false
+    }
+
+    /// Marks a block used (in SQLite at most once a minute per block: reads stay cheap).
+    private func touch(_ key: String) {
+        let now = Self.now()
+        lock.withLock {
+            hits += 1
+            if let last = lastTouch[key], now - last < 60 { return }
+            lastTouch[key] = now
+            try? db.run("UPDATE blocks SET last_used = ? WHERE key = ?", [.int(now), .text(key)])
+        }
+    }
+
+    private func drop(_ key: String) {
+        unlink(file(key))
+        lock.withLock {
+            if let size = (try? db.first("SELECT size FROM blocks WHERE key = ?", [.text(key)]) { $0.int(0) }) ?? nil {
+                total -= size
+            }
+            try? db.run("DELETE FROM blocks WHERE key = ?", [.text(key)])
+        }
+    }
+
+    private func evictIfNeeded() {
+        let victims: [(String, Int64)] = lock.withLock {
+            guard total > limit else { return [] }
+            var chosen: [(String, Int64)] = []
+            var freed: Int64 = 0
+            try? db.query("SELECT key, size FROM blocks ORDER BY last_used LIMIT 256") { row in
+                if total - freed > limit * 9 / 10 {
+                    chosen.append((row.text(0), row.int(1)))
+                    freed += row.int(1)
+                }
+            }
+            for (key, size) in chosen {
+                try? db.run("DELETE FROM blocks WHERE key = ?", [.text(key)])
+                total -= size
+                lastTouch.removeValue(forKey: key)
+            }
+            return chosen
+        }
+        for (key, _) in victims { unlink(file(key)) }
+    }
+
+    private static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+}
+
+extension BlockCache {
+    /// True if the block is present (without counting a hit or checking it).
+    public func contains(_ key: String) -> Bool {
+        access(file(key), F_OK) == 0
+    }
+}

@@ -1,0 +1,173 @@
+import DropboxAPI
+import Foundation
+import Synchronization
+
+/// The filesystem core, independent of FUSE (testable without a kernel): it answers lookups,
+/// attributes, listings, reads, statfs and extended attributes from the metadata store and
+/// the block cache, going to Dropbox only for what they do not hold.
+///
+/// Data flow: lookup/getattr/readdir → `MetadataStore` (a folder is listed from Dropbox the
+/// first time it is needed, then served from SQLite, across mounts too); read → `Reader` →
+/// `BlockCache`; remote changes → `ChangeWatcher` → store + kernel invalidation.
+public final class DropboxFileSystem: Sendable {
+    public struct Options: Sendable {
+        public var uid: UInt32 = getuid()
+        public var gid: UInt32 = getgid()
+        public var umask: UInt32 = 0o022
+        public var readOnly = true
+        public init() {}
+    }
+
+    public let client: DropboxClient
+    public let store: MetadataStore
+    public let reader: Reader
+    public let inodes = InodeTable()
+    public let options: Options
+    private let listings = Mutex<[String: Task<Void, any Error>]>([:])
+    private let handles = Mutex<(next: UInt64, open: [UInt64: OpenFile])>((1, [:]))
+    private let lastOpenedHash = Mutex<[UInt64: String]>([:])
+    private let space = Mutex<(value: (used: Int64, allocated: Int64)?, at: ContinuousClock.Instant)>((nil, .now))
+
+    public init(client: DropboxClient, store: MetadataStore, cache: BlockCache, options: Options = Options()) {
+        self.client = client
+        self.store = store
+        self.reader = Reader(client: client, cache: cache)
+        self.options = options
+    }
+
+    // MARK: Metadata
+
+    public func node(_ inode: UInt64) throws -> Node {
+        guard let path = inodes.path(of: inode) else { throw FSError.notFound }
+        guard let node = try store.node(path) else { throw FSError.notFound }
+        return node
+    }
+
+    public func lookup(parent: UInt64, name: String) async throws -> (UInt64, Node) {
+        guard let parentPath = inodes.path(of: parent) else { throw FSError.notFound }
+        try await ensureListed(parentPath)
+        guard let node = try store.node(Node.child(parentPath, name)) else { throw FSError.notFound }
+        return (inodes.inode(for: node.pathLower), node)
+    }
+
+    public func children(of inode: UInt64) async throws -> [(UInt64, Node)] {
+        let folder = try node(inode)
+        guard folder.isFolder else { throw FSError.notDirectory }
+        try await ensureListed(folder.pathLower)
+        return try store.children(folder.pathLower).map { (inodes.inode(for: $0.pathLower), $0) }
+    }
+
+    /// Lists a folder from Dropbox unless the store already has it complete. Concurrent
+    /// callers for one folder share one listing.
+    func ensureListed(_ folderLower: String) async throws {
+        if try store.isListed(folderLower) { return }
+        let task: Task<Void, any Error> = listings.withLock { running in
+            if let existing = running[folderLower] { return existing }
+            let task = Task { [client, store] in
+                let entries = try await client.listAll(folderLower, recursive: false)
+                try store.storeListing(folderLower, entries.compactMap(Node.init))
+            }
+            running[folderLower] = task
+            return task
+        }
+        defer { _ = listings.withLock { $0.removeValue(forKey: folderLower) } }
+        try await task.value
+    }
+
+    public func attributes(_ inode: UInt64, _ node: Node) -> stat {
+        var attributes = stat()
+        attributes.st_ino = UInt(inode)
+        attributes.st_uid = options.uid
+        attributes.st_gid = options.gid
+        if node.isFolder {
+            attributes.st_mode = S_IFDIR | (0o777 & ~options.umask)
+            attributes.st_nlink = 2
+            attributes.st_size = 4096
+        } else {
+            attributes.st_mode = S_IFREG | (0o666 & ~options.umask)
+            attributes.st_nlink = 1
+            attributes.st_size = Int(node.size)
+            attributes.st_blocks = Int((node.size + 511) / 512)
+        }
+        attributes.st_blksize = Int(Reader.blockSize)
+        attributes.st_mtim = timespec(tv_sec: Int(node.modified), tv_nsec: 0)
+        attributes.st_ctim = attributes.st_mtim
+        attributes.st_atim = attributes.st_mtim
+        return attributes
+    }
+
+    // MARK: Content
+
+    /// An open file: its node as of `open` (reads serve that revision) and its stream state.
+    public struct OpenFile: Sendable {
+        public var node: Node
+        public var stream: ReadStream
+    }
+
+    /// Opens for reading; `keepCache` tells the kernel its cached pages are still good
+    /// (the content hash is the one it saw at the last open).
+    public func open(_ inode: UInt64, writable: Bool) throws -> (handle: UInt64, keepCache: Bool) {
+        if writable && options.readOnly { throw FSError.readOnly }
+        let file = try node(inode)
+        if file.isFolder { throw FSError.isDirectory }
+        let keep = lastOpenedHash.withLock { seen in
+            defer { seen[inode] = file.contentHash }
+            return file.contentHash != nil && seen[inode] == file.contentHash
+        }
+        let handle = handles.withLock { state in
+            let id = state.next
+            state.next += 1
+            state.open[id] = OpenFile(node: file, stream: ReadStream())
+            return id
+        }
+        return (handle, keep)
+    }
+
+    public func read(handle: UInt64, offset: Int64, size: Int) async throws -> [UInt8] {
+        guard let file = handles.withLock({ $0.open[handle] }) else { throw FSError.io("unknown file handle") }
+        return try await reader.read(file.node, offset: offset, size: size, stream: file.stream)
+    }
+
+    public func release(handle: UInt64) {
+        _ = handles.withLock { $0.open.removeValue(forKey: handle) }
+    }
+
+    /// Forgets what the kernel may hold for an inode whose content changed remotely.
+    func forgetKeptPages(_ inode: UInt64) {
+        _ = lastOpenedHash.withLock { $0.removeValue(forKey: inode) }
+    }
+
+    // MARK: statfs, xattrs
+
+    /// Space used and allocated, from `users/get_space_usage`, cached for 30 s.
+    public func spaceUsage() async throws -> (used: Int64, allocated: Int64) {
+        if let cached = space.withLock({ $0.value != nil && ContinuousClock.now - $0.at < .seconds(30) ? $0.value : nil }) {
+            return cached
+        }
+        let usage = try await client.rpc(Routes.getSpaceUsage, NoArgument())
+        let value = (usage.used, usage.allocation.allocated ?? max(usage.used, 1 << 40))
+        space.withLock { $0 = (value, .now) }
+        return value
+    }
+
+    public static let xattrNames = ["user.dropbox.id", "user.dropbox.rev", "user.dropbox.content_hash"]
+
+    public func extendedAttribute(_ inode: UInt64, name: String) throws -> [UInt8] {
+        let node = try node(inode)
+        let value: String?
+        switch name {
+        case "user.dropbox.id": value = node.id.isEmpty ? nil : node.id
+        case "user.dropbox.rev": value = node.rev
+        case "user.dropbox.content_hash": value = node.contentHash
+        default: value = nil
+        }
+        guard let value else { throw FSError.noAttribute }
+        return Array(value.utf8)
+    }
+
+    public func extendedAttributeNames(_ inode: UInt64) throws -> [String] {
+        let node = try node(inode)
+        if node.pathLower.isEmpty { return [] }
+        return node.isFolder ? ["user.dropbox.id"] : Self.xattrNames
+    }
+}

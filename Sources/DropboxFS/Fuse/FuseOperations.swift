@@ -1,0 +1,216 @@
+import CFuseShim
+import Foundation
+
+/// The low-level operation table. Each entry copies its borrowed arguments, then calls the
+/// core; network-bound work continues in a task that replies when done.
+enum FuseOperations {
+    static func table() -> fuse_lowlevel_ops {
+        var ops = fuse_lowlevel_ops()
+        ops.`init` = { _, conn in cfuse_conn_configure(conn, 1 << 20) }
+        ops.lookup = { req, parent, name in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let name = String(cString: name!)
+            Task {
+                do {
+                    let (inode, node) = try await mount.fs.lookup(parent: UInt64(parent), name: name)
+                    var entry = mount.entryParam(inode, node)
+                    fuse_reply_entry(request.raw, &entry)
+                } catch FSError.notFound {
+                    // A negative entry the kernel may cache briefly.
+                    var entry = fuse_entry_param()
+                    entry.entry_timeout = mount.cacheTimeout
+                    fuse_reply_entry(request.raw, &entry)
+                } catch {
+                    request.fail(error)
+                }
+            }
+        }
+        ops.forget = { req, _, _ in fuse_reply_none(req) }
+        ops.forget_multi = { req, _, _ in fuse_reply_none(req) }
+        ops.getattr = { req, ino, _ in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            do {
+                var attributes = mount.fs.attributes(UInt64(ino), try mount.fs.node(UInt64(ino)))
+                fuse_reply_attr(request.raw, &attributes, mount.cacheTimeout)
+            } catch {
+                request.fail(error)
+            }
+        }
+        ops.opendir = { req, ino, fi in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let info = FileInfo(fi!.pointee)
+            Task {
+                do {
+                    let children = try await mount.fs.children(of: UInt64(ino))
+                    var copy = info.value
+                    copy.fh = mount.directories.withLock { state in
+                        let id = state.next
+                        state.next += 1
+                        state.open[id] = children
+                        return id
+                    }
+                    fuse_reply_open(request.raw, &copy)
+                } catch {
+                    request.fail(error)
+                }
+            }
+        }
+        ops.readdirplus = { req, ino, size, offset, fi in
+            FuseMount.from(req).readDirectory(Request(raw: req!), ino: UInt64(ino), size: size, offset: Int(offset), handle: fi!.pointee.fh)
+        }
+        ops.releasedir = { req, _, fi in
+            let mount = FuseMount.from(req)
+            _ = mount.directories.withLock { $0.open.removeValue(forKey: fi!.pointee.fh) }
+            fuse_reply_err(req, 0)
+        }
+        ops.open = { req, ino, fi in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let writable = (fi!.pointee.flags & O_ACCMODE) != O_RDONLY || (fi!.pointee.flags & O_TRUNC) != 0
+            do {
+                let (handle, keep) = try mount.fs.open(UInt64(ino), writable: writable)
+                fi!.pointee.fh = handle
+                cfuse_file_info_set_keep_cache(fi, keep ? 1 : 0)
+                fuse_reply_open(request.raw, fi)
+            } catch {
+                request.fail(error)
+            }
+        }
+        ops.read = { req, _, size, offset, fi in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let handle = fi!.pointee.fh
+            Task {
+                do {
+                    let bytes = try await mount.fs.read(handle: handle, offset: Int64(offset), size: size)
+                    _ = bytes.withUnsafeBytes { fuse_reply_buf(request.raw, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+                } catch {
+                    request.fail(error)
+                }
+            }
+        }
+        ops.release = { req, _, fi in
+            FuseMount.from(req).fs.release(handle: fi!.pointee.fh)
+            fuse_reply_err(req, 0)
+        }
+        // Never ENOSYS for flush/fsync: libfuse would take that as success forever. There is
+        // nothing to flush on a read-only mount.
+        ops.flush = { req, _, _ in fuse_reply_err(req, 0) }
+        ops.fsync = { req, _, _, _ in fuse_reply_err(req, 0) }
+        ops.fsyncdir = { req, _, _, _ in fuse_reply_err(req, 0) }
+        ops.statfs = { req, _ in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            Task {
+                do {
+                    let (used, allocated) = try await mount.fs.spaceUsage()
+                    var info = statvfs()
+                    let block: UInt = 4096
+                    info.f_bsize = block
+                    info.f_frsize = block
+                    info.f_blocks = UInt(allocated) / block
+                    info.f_bfree = UInt(max(0, allocated - used)) / block
+                    info.f_bavail = info.f_bfree
+                    info.f_files = 1 << 32
+                    info.f_ffree = 1 << 31
+                    info.f_favail = info.f_ffree
+                    info.f_namemax = 255
+                    fuse_reply_statfs(request.raw, &info)
+                } catch {
+                    request.fail(error)
+                }
+            }
+        }
+        ops.getxattr = { req, ino, name, size in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            do {
+                let value = try mount.fs.extendedAttribute(UInt64(ino), name: String(cString: name!))
+                mount.replyXattr(request, value, size: size)
+            } catch {
+                request.fail(error)
+            }
+        }
+        ops.listxattr = { req, ino, size in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            do {
+                let names: [UInt8] = try mount.fs.extendedAttributeNames(UInt64(ino)).flatMap { Array($0.utf8) + [UInt8(0)] }
+                mount.replyXattr(request, names, size: size)
+            } catch {
+                request.fail(error)
+            }
+        }
+        // Writes arrive with the write path; until then every change is refused cleanly.
+        ops.setattr = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.mknod = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.mkdir = { req, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.unlink = { req, _, _ in fuse_reply_err(req, EROFS) }
+        ops.rmdir = { req, _, _ in fuse_reply_err(req, EROFS) }
+        ops.rename = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.create = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.write = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.setxattr = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.removexattr = { req, _, _ in fuse_reply_err(req, EROFS) }
+        ops.symlink = { req, _, _, _ in fuse_reply_err(req, EPERM) }
+        ops.link = { req, _, _, _ in fuse_reply_err(req, EPERM) }
+        return ops
+    }
+}
+
+/// A copy of a `fuse_file_info`, sendable to the task that replies.
+struct FileInfo: @unchecked Sendable {
+    let value: fuse_file_info
+    init(_ value: fuse_file_info) { self.value = value }
+}
+
+extension FuseMount {
+    func entryParam(_ inode: UInt64, _ node: Node) -> fuse_entry_param {
+        var entry = fuse_entry_param()
+        entry.ino = fuse_ino_t(inode)
+        entry.attr = fs.attributes(inode, node)
+        entry.attr_timeout = cacheTimeout
+        entry.entry_timeout = cacheTimeout
+        return entry
+    }
+
+    /// Fills one readdirplus buffer from the directory's snapshot taken at opendir.
+    /// Offsets are positions in the snapshot ("." and ".." first).
+    func readDirectory(_ request: Request, ino: UInt64, size: Int, offset: Int, handle: UInt64) {
+        guard let children = directories.withLock({ $0.open[handle] }) else { return request.fail(EBADF) }
+        var buffer = [CChar](repeating: 0, count: size)
+        var used = 0
+        var position = offset
+        let total = children.count + 2
+        while position < total {
+            let name: String
+            var entry: fuse_entry_param
+            if position < 2 {
+                name = position == 0 ? "." : ".."
+                entry = fuse_entry_param()
+                entry.attr.st_ino = UInt(ino)
+                entry.attr.st_mode = S_IFDIR
+            } else {
+                let (inode, node) = children[position - 2]
+                name = node.name
+                entry = entryParam(inode, node)
+            }
+            let needed = buffer.withUnsafeMutableBufferPointer { raw in
+                fuse_add_direntry_plus(request.raw, raw.baseAddress! + used, size - used, name, &entry, off_t(position + 1))
+            }
+            if needed > size - used { break }
+            used += needed
+            position += 1
+        }
+        fuse_reply_buf(request.raw, buffer, used)
+    }
+
+    func replyXattr(_ request: Request, _ value: [UInt8], size: Int) {
+        if size == 0 { fuse_reply_xattr(request.raw, value.count); return }
+        if size < value.count { return request.fail(ERANGE) }
+        _ = value.withUnsafeBytes { fuse_reply_buf(request.raw, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+    }
+}

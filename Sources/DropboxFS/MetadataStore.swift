@@ -1,0 +1,136 @@
+import DropboxAPI
+import Foundation
+import SQLiteStore
+
+/// The mount's metadata cache in SQLite (WAL): every node seen, which folders are fully
+/// listed, and the account-wide change cursor. It survives remounts, so an unchanged tree
+/// is served without listing Dropbox again.
+///
+/// Lock: `lock` guards the connection; every method takes it for its whole duration and
+/// none does network I/O.
+public final class MetadataStore: @unchecked Sendable {
+    private let lock = NSLock()
+    private let db: SQLiteDatabase
+
+    public init(path: String) throws {
+        db = try SQLiteDatabase(path: path)
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS nodes (
+                path_lower TEXT PRIMARY KEY,
+                parent_lower TEXT NOT NULL,
+                name TEXT NOT NULL,
+                is_folder INTEGER NOT NULL,
+                size INTEGER NOT NULL,
+                rev TEXT,
+                content_hash TEXT,
+                modified INTEGER NOT NULL,
+                id TEXT NOT NULL
+            ) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS nodes_parent ON nodes(parent_lower);
+            CREATE TABLE IF NOT EXISTS listed (path_lower TEXT PRIMARY KEY) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            """)
+    }
+
+    public func node(_ pathLower: String) throws -> Node? {
+        if pathLower.isEmpty { return .root }
+        return try lock.withLock {
+            try db.first("SELECT \(Self.columns) FROM nodes WHERE path_lower = ?", [.text(pathLower)], map: Self.node)
+        }
+    }
+
+    public func children(_ folderLower: String) throws -> [Node] {
+        try lock.withLock {
+            var result: [Node] = []
+            try db.query("SELECT \(Self.columns) FROM nodes WHERE parent_lower = ? ORDER BY path_lower", [.text(folderLower)]) {
+                result.append(Self.node($0))
+            }
+            return result
+        }
+    }
+
+    public func isListed(_ folderLower: String) throws -> Bool {
+        try lock.withLock { try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(folderLower)]) { _ in true } ?? false }
+    }
+
+    /// Records a complete listing of a folder: its children are exactly `nodes`.
+    public func storeListing(_ folderLower: String, _ nodes: [Node]) throws {
+        try lock.withLock {
+            try db.transaction {
+                try db.run("DELETE FROM nodes WHERE parent_lower = ?", [.text(folderLower)])
+                for node in nodes { try upsertLocked(node) }
+                try db.run("INSERT OR REPLACE INTO listed (path_lower) VALUES (?)", [.text(folderLower)])
+            }
+        }
+    }
+
+    /// Applies a page of changes from the cursor; returns what changed, for invalidation.
+    public func apply(_ changes: [Metadata]) throws -> [StoreChange] {
+        try lock.withLock {
+            try db.transaction {
+                var applied: [StoreChange] = []
+                for change in changes {
+                    guard let lower = change.pathLower, !lower.isEmpty else { continue }
+                    let old = try db.first("SELECT \(Self.columns) FROM nodes WHERE path_lower = ?", [.text(lower)], map: Self.node)
+                    if let node = Node(change) {
+                        // Only keep what a listed folder would show, or what we already knew.
+                        let parentListed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(node.parentLower)]) { _ in true } ?? false
+                        let parentKnown = node.parentLower.isEmpty || parentListed
+                        if parentKnown || old != nil {
+                            try upsertLocked(node)
+                            applied.append(StoreChange(pathLower: lower, name: node.name, old: old, new: node))
+                        }
+                    } else if let old {
+                        try db.run("DELETE FROM nodes WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)",
+                                   [.text(lower), .text(lower + "/"), .text(lower + "0")])
+                        try db.run("DELETE FROM listed WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)",
+                                   [.text(lower), .text(lower + "/"), .text(lower + "0")])
+                        applied.append(StoreChange(pathLower: lower, name: old.name, old: old, new: nil))
+                    }
+                }
+                return applied
+            }
+        }
+    }
+
+    /// Forgets everything (after a cursor `reset`): folders are listed again when needed.
+    public func clear() throws {
+        try lock.withLock {
+            try db.execute("DELETE FROM nodes; DELETE FROM listed; DELETE FROM state;")
+        }
+    }
+
+    public func value(_ key: String) throws -> String? {
+        try lock.withLock { try db.first("SELECT value FROM state WHERE key = ?", [.text(key)]) { $0.text(0) } }
+    }
+
+    public func setValue(_ key: String, _ value: String) throws {
+        try lock.withLock { try db.run("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)", [.text(key), .text(value)]) }
+    }
+
+    private func upsertLocked(_ node: Node) throws {
+        try db.run("INSERT OR REPLACE INTO nodes (path_lower, parent_lower, name, is_folder, size, rev, content_hash, modified, id) VALUES (?,?,?,?,?,?,?,?,?)",
+                   [.text(node.pathLower), .text(node.parentLower), .text(node.name), .int(node.isFolder ? 1 : 0), .int(node.size),
+                    .optional(node.rev), .optional(node.contentHash), .int(node.modified), .text(node.id)])
+    }
+
+    private static let columns = "path_lower, name, is_folder, size, rev, content_hash, modified, id"
+
+    private static func node(_ row: SQLiteRow) -> Node {
+        var node = Node(pathLower: row.text(0), name: row.text(1), isFolder: row.bool(2))
+        node.size = row.int(3)
+        node.rev = row.optionalText(4)
+        node.contentHash = row.optionalText(5)
+        node.modified = row.int(6)
+        node.id = row.text(7)
+        return node
+    }
+}
+
+/// One change the store applied: the node before and after (nil when absent).
+public struct StoreChange: Sendable {
+    public var pathLower: String
+    public var name: String
+    public var old: Node?
+    public var new: Node?
+}

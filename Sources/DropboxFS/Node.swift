@@ -1,0 +1,50 @@
+import DropboxAPI
+
+/// A file or folder as the mount knows it. Identity is the lower-case path (Dropbox's
+/// case-insensitive key); `name` keeps the entry's own casing.
+public struct Node: Sendable, Equatable {
+    public var pathLower: String
+    public var name: String
+    public var isFolder: Bool
+    public var size: Int64 = 0
+    public var rev: String?
+    public var contentHash: String?
+    /// Seconds since 1970 (the file's `client_modified`: what the user's program set).
+    public var modified: Int64 = 0
+    public var id: String = ""
+
+    public static let root = Node(pathLower: "", name: "", isFolder: true)
+
+    public var parentLower: String { Node.parent(of: pathLower) }
+
+    static func parent(of pathLower: String) -> String {
+        guard let slash = pathLower.lastIndex(of: "/") else { return "" }
+        return String(pathLower[..<slash])
+    }
+
+    static func child(_ parentLower: String, _ name: String) -> String { parentLower + "/" + name.lowercased() }
+
+    /// From API metadata (nil for deleted entries).
+    init?(_ metadata: Metadata) {
+        switch metadata {
+        case .file(let file):
+            self.init(pathLower: file.pathLower ?? "", name: file.name, isFolder: false)
+            size = file.size
+            rev = file.rev
+            contentHash = file.contentHash
+            modified = Int64((file.clientModifiedDate ?? file.serverModifiedDate)?.timeIntervalSince1970 ?? 0)
+            id = file.id
+        case .folder(let folder):
+            self.init(pathLower: folder.pathLower ?? "", name: folder.name, isFolder: true)
+            id = folder.id
+        case .deleted:
+            return nil
+        }
+    }
+
+    public init(pathLower: String, name: String, isFolder: Bool) {
+        self.pathLower = pathLower
+        self.name = name
+        self.isFolder = isFolder
+    }
+}

@@ -1,0 +1,130 @@
+import ArgumentParser
+import DropboxAPI
+import DropboxFS
+import Foundation
+
+struct MountCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mount",
+        abstract: "Mount a Dropbox account at a directory (read-only for now).",
+        discussion: """
+            Returns once the mount is ready, or fails with one line saying why (bad token, \
+            unreachable server, unusable mountpoint). The filesystem keeps running in the \
+            background until 'dropboxfs unmount MOUNTPOINT'.
+
+            -o takes FUSE options (allow_other, ro, …) and ours: account=NAME, api_url=URL, \
+            cache_dir=DIR, cache_size=SIZE, uid=, gid=, umask=. fstab:
+              work  /mnt/dropbox  fuse.dropboxfs  _netdev,x-systemd.automount,allow_other  0 0
+            """
+    )
+
+    @Argument(help: "[ACCOUNT] MOUNTPOINT: the saved account (default: the default one) and the directory.")
+    var targets: [String]
+
+    @Option(name: .short, help: "Mount options, comma-separated (repeatable).")
+    var options: [String] = []
+
+    @Flag(help: "Stay in the foreground (logs to stderr) instead of returning once mounted.")
+    var foreground = false
+
+    @Option(help: "API base URL (default: Dropbox, or $DROPBOXFS_API_URL).")
+    var apiURL: String?
+
+    @Option(help: "Cache directory (default: $XDG_CACHE_HOME/dropboxfs or ~/.cache/dropboxfs).")
+    var cacheDir: String?
+
+    @Option(help: "Block cache size limit, e.g. 10G (default 10G).")
+    var cacheSize: String?
+
+    func validate() throws {
+        guard (1...2).contains(targets.count) else { throw ValidationError("give MOUNTPOINT, or ACCOUNT MOUNTPOINT") }
+    }
+
+    func run() async throws {
+        if foreground || ProcessInfo.processInfo.environment["DROPBOXFS_DAEMON"] == "1" {
+            try await MountDaemon(command: self).run()
+        } else {
+            try await reportingErrors("mount") { try Self.startInBackground() }
+        }
+    }
+
+    var mountpoint: String { URL(fileURLWithPath: targets.last!).standardizedFileURL.path }
+    var accountArgument: String? { targets.count == 2 ? targets[0] : nil }
+
+    /// Runs this same command again as a detached daemon and waits for its first line:
+    /// "ready", or the reason it could not mount.
+    static func startInBackground() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = Array(CommandLine.arguments.dropFirst())
+        var environment = ProcessInfo.processInfo.environment
+        environment["DROPBOXFS_DAEMON"] = "1"
+        process.environment = environment
+        let readiness = Pipe()
+        process.standardOutput = readiness
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let line = String(decoding: readiness.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        if line == "ready" { return }
+        if !process.isRunning { process.waitUntilExit() }
+        throw ClientError.local(line.isEmpty ? "the filesystem process exited (status \(process.terminationStatus))" : line)
+    }
+}
+
+struct UnmountCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unmount", abstract: "Unmount a dropboxfs mount (also one whose process died).")
+
+    @Argument(help: "The mountpoint.")
+    var mountpoint: String
+
+    func run() async throws {
+        try await reportingErrors("unmount \(mountpoint)") {
+            let path = URL(fileURLWithPath: mountpoint).standardizedFileURL.path
+            guard MountTable.isMounted(path) else { throw ClientError.local("not mounted") }
+            try Unmounter.unmount(path)
+        }
+    }
+}
+
+/// Mounts listed by the kernel.
+enum MountTable {
+    static func entries() -> [(source: String, mountpoint: String, type: String)] {
+        guard let text = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ").map { unescape(String($0)) }
+            return fields.count >= 3 ? (fields[0], fields[1], fields[2]) : nil
+        }
+    }
+
+    static func isMounted(_ path: String) -> Bool { entries().contains { $0.mountpoint == path && $0.type.hasPrefix("fuse") } }
+
+    /// /proc/mounts escapes space, tab, newline and backslash as octal.
+    static func unescape(_ text: String) -> String {
+        text.replacingOccurrences(of: "\\040", with: " ").replacingOccurrences(of: "\\011", with: "\t")
+            .replacingOccurrences(of: "\\012", with: "\n").replacingOccurrences(of: "\\134", with: "\\")
+    }
+}
+
+enum Unmounter {
+    /// `fusermount3 -u`; if the filesystem's process is gone (or busy), a lazy unmount.
+    static func unmount(_ path: String) throws {
+        if run(["fusermount3", "-u", path]) == 0 { return }
+        if run(["fusermount3", "-u", "-z", path]) == 0 { return }
+        if umount2(path, Int32(MNT_DETACH)) == 0 { return }
+        throw ClientError.local("cannot unmount: \(String(cString: strerror(errno)))")
+    }
+
+    @discardableResult
+    static func run(_ arguments: [String]) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return -1 }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}

@@ -1,0 +1,140 @@
+import ArgumentParser
+import DropboxAPI
+import DropboxFS
+import Foundation
+
+/// The mounted filesystem's process: checks the account, opens the caches, catches up with
+/// remote changes, mounts, then serves until unmounted or signalled (SIGTERM/SIGINT unmount
+/// cleanly). In the background it reports "ready" (or why not) on its stdout, which the
+/// `mount` command waits for, then writes its log to the cache directory.
+struct MountDaemon {
+    let command: MountCommand
+
+    func run() async throws {
+        let daemon = ProcessInfo.processInfo.environment["DROPBOXFS_DAEMON"] == "1"
+        if daemon { setsid() }
+        let mountpoint = command.mountpoint
+        let prepared: Prepared
+        do {
+            prepared = try await prepare(mountpoint)
+        } catch {
+            let line = "mount \(mountpoint): \(describe(error))"
+            if daemon { print(line) } else { FileHandle.standardError.write(Data("dropboxfs: \(line)\n".utf8)) }
+            throw ExitCode(1)
+        }
+        if daemon {
+            print("ready")
+            fflush(nil)
+            let log = open(prepared.cacheRoot + "/dropboxfs.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            if log >= 0 { dup2(log, STDOUT_FILENO); dup2(log, STDERR_FILENO); close(log) }
+        }
+        let watching = Task { await prepared.watcher.run() }
+        let status = StatusReporter(mountpoint: mountpoint, prepared: prepared)
+        let reporting = Task { await status.run() }
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
+            let thread = Thread { continuation.resume(returning: prepared.mount.serve()) }
+            thread.name = "dropboxfs-fuse"
+            thread.start()
+        }
+        watching.cancel()
+        reporting.cancel()
+        status.remove()
+        if result != 0 { throw ExitCode(1) }
+    }
+
+    struct Prepared: Sendable {
+        let client: DropboxClient
+        let account: FullAccount
+        let cacheRoot: String
+        let cache: BlockCache
+        let fs: DropboxFileSystem
+        let mount: FuseMount
+        let watcher: ChangeWatcher
+    }
+
+    private func prepare(_ mountpoint: String) async throws -> Prepared {
+        let options = try MountOptions(command.options)
+        let client = try AccountStore().client(account: command.accountArgument ?? options.account, apiURL: command.apiURL ?? options.apiURL)
+        // Fails here, before anything is mounted, on a bad token or an unreachable server.
+        let account = try await client.rpc(Routes.getCurrentAccount, NoArgument())
+
+        var isDirectory: ObjCBool = false
+        if MountTable.isMounted(mountpoint) {
+            var info = stat()
+            guard stat(mountpoint, &info) != 0, errno == ENOTCONN else { throw ClientError.local("already mounted") }
+            try Unmounter.unmount(mountpoint)  // left by a process that died: recover
+        }
+        guard FileManager.default.fileExists(atPath: mountpoint, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ClientError.local("no such directory")
+        }
+
+        let base = command.cacheDir ?? options.cacheDir ?? Self.defaultCacheDirectory()
+        let cacheRoot = base + "/" + Self.sanitize(account.accountId)
+        try FileManager.default.createDirectory(atPath: cacheRoot, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let limit = try command.cacheSize.map {
+            guard let size = ByteSize.parse($0) else { throw ClientError.local("--cache-size \($0): not a size") }
+            return size
+        } ?? options.cacheSize ?? 10 << 30
+        let store = try MetadataStore(path: cacheRoot + "/metadata.sqlite")
+        let cache = try BlockCache(directory: URL(fileURLWithPath: cacheRoot), limit: limit)
+        let fs = DropboxFileSystem(client: client, store: store, cache: cache, options: options.fs)
+        let mount = FuseMount(fs: fs)
+        let watcher = ChangeWatcher(client: client, store: store) { changes, everything in
+            mount.invalidate(changes, everything: everything)
+        }
+        try await watcher.catchUp()
+        try mount.mount(at: mountpoint, options: options.fuse)
+        return Prepared(client: client, account: account, cacheRoot: cacheRoot, cache: cache, fs: fs, mount: mount, watcher: watcher)
+    }
+
+    static func defaultCacheDirectory() -> String {
+        let environment = ProcessInfo.processInfo.environment
+        if let xdg = environment["XDG_CACHE_HOME"], !xdg.isEmpty { return xdg + "/dropboxfs" }
+        return FileManager.default.homeDirectoryForCurrentUser.path + "/.cache/dropboxfs"
+    }
+
+    static func sanitize(_ text: String) -> String {
+        String(text.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
+    }
+}
+
+/// Writes the mount's figures for `dropboxfs status` every two seconds.
+struct StatusReporter: Sendable {
+    let mountpoint: String
+    let prepared: MountDaemon.Prepared
+
+    static var directory: String {
+        if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/dropboxfs" }
+        return "/tmp/dropboxfs-\(getuid())"
+    }
+
+    static func file(for mountpoint: String) -> String {
+        directory + "/" + MountDaemon.sanitize(mountpoint) + ".json"
+    }
+
+    func run() async {
+        try? FileManager.default.createDirectory(atPath: Self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        while !Task.isCancelled {
+            write()
+            try? await Task.sleep(for: .seconds(2))
+        }
+    }
+
+    func write() {
+        let cache = prepared.cache
+        let report: [String: Any] = [
+            "mountpoint": mountpoint, "pid": Int(getpid()), "account": prepared.account.email,
+            "api": prepared.client.endpoints.api, "cache_dir": prepared.cacheRoot,
+            "cache_bytes": cache.size, "cache_limit": cache.limit, "cache_hit_rate": cache.hitRate,
+            "downloaded_bytes": prepared.fs.reader.bytesDownloaded, "requests": prepared.client.transport.requestCount,
+        ]
+        guard let data = try? JSONSerialization.data(withJSONObject: report, options: [.sortedKeys]) else { return }
+        let path = Self.file(for: mountpoint)
+        let temporary = path + ".tmp"
+        if FileManager.default.createFile(atPath: temporary, contents: data, attributes: [.posixPermissions: 0o600]) {
+            rename(temporary, path)
+        }
+    }
+
+    func remove() { unlink(Self.file(for: mountpoint)) }
+}

@@ -1,0 +1,65 @@
+import DropboxAPI
+import DropboxFS
+import Foundation
+
+/// `-o` options of `dropboxfs mount` (and of fstab lines, through mount.fuse3): ours are
+/// taken out, fstab-only words are dropped, and the rest goes to FUSE.
+struct MountOptions {
+    var account: String?
+    var apiURL: String?
+    var cacheDir: String?
+    var cacheSize: Int64?
+    var fs = DropboxFileSystem.Options()
+    var fuse: [String] = ["fsname=dropboxfs", "subtype=dropboxfs", "default_permissions"]
+
+    /// Words that only mean something to mount(8) or systemd.
+    static let ignored: Set<String> = ["_netdev", "auto", "noauto", "user", "nouser", "users", "nofail", "defaults", "rw", "exec",
+                                       "noexec", "suid", "nosuid", "dev", "nodev", "atime", "noatime", "relatime"]
+
+    init(_ lists: [String]) throws {
+        for option in lists.flatMap({ $0.split(separator: ",").map(String.init) }) where !option.isEmpty {
+            let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
+            let key = parts[0]
+            let value = parts.count > 1 ? parts[1] : nil
+            func required() throws -> String {
+                guard let value, !value.isEmpty else { throw ClientError.local("mount option \(key) needs a value (\(key)=…)") }
+                return value
+            }
+            switch key {
+            case "account": account = try required()
+            case "api_url": apiURL = try required()
+            case "cache_dir": cacheDir = try required()
+            case "cache_size":
+                guard let size = ByteSize.parse(try required()) else { throw ClientError.local("cache_size=\(value ?? ""): not a size (e.g. 10G)") }
+                cacheSize = size
+            case "uid":
+                guard let id = UInt32(try required()) else { throw ClientError.local("uid=\(value ?? ""): not a number") }
+                fs.uid = id
+            case "gid":
+                guard let id = UInt32(try required()) else { throw ClientError.local("gid=\(value ?? ""): not a number") }
+                fs.gid = id
+            case "umask":
+                guard let mask = UInt32(try required(), radix: 8) else { throw ClientError.local("umask=\(value ?? ""): not octal") }
+                fs.umask = mask & 0o777
+            case "ro": fuse.append("ro")
+            case _ where Self.ignored.contains(key) || key.hasPrefix("x-systemd.") || key.hasPrefix("x-"): continue
+            default: fuse.append(option)
+            }
+        }
+    }
+}
+
+enum ByteSize {
+    static func parse(_ text: String) -> Int64? {
+        let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
+        var digits = text.uppercased()
+        if digits.hasSuffix("IB") { digits.removeLast(2) } else if digits.hasSuffix("B") { digits.removeLast() }
+        var multiplier: Int64 = 1
+        if let last = digits.last, let unit = units[last] {
+            multiplier = unit
+            digits.removeLast()
+        }
+        guard let value = Int64(digits), value > 0 else { return nil }
+        return value * multiplier
+    }
+}

@@ -1,0 +1,37 @@
+import ArgumentParser
+import DropboxAPI
+import Foundation
+
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show dropboxfs mounts: account, cache size and hit rate, requests made.")
+
+    @Argument(help: "Only this mountpoint.")
+    var mountpoint: String?
+
+    func run() async throws {
+        try await reportingErrors("status") {
+            let wanted = mountpoint.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+            let mounts = MountTable.entries().filter { $0.type == "fuse.dropboxfs" && (wanted == nil || $0.mountpoint == wanted) }
+            if mounts.isEmpty {
+                if wanted != nil { throw ClientError.local("\(wanted!) is not a dropboxfs mount") }
+                print("No dropboxfs mounts.")
+                return
+            }
+            for mount in mounts {
+                print(mount.mountpoint)
+                guard let data = FileManager.default.contents(atPath: StatusReporter.file(for: mount.mountpoint)),
+                      let report = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+                    print("  (no status: the filesystem process is not answering; 'dropboxfs unmount' recovers)")
+                    continue
+                }
+                let int = { (key: String) in (report[key] as? NSNumber)?.int64Value ?? 0 }
+                print("  account     \(report["account"] as? String ?? "?") (\(report["api"] as? String ?? "?"))")
+                print("  cache       \(ByteFormat.string(int("cache_bytes"))) of \(ByteFormat.string(int("cache_limit"))) in \(report["cache_dir"] as? String ?? "?")")
+                print("  hit rate    \(String(format: "%.1f%%", ((report["cache_hit_rate"] as? NSNumber)?.doubleValue ?? 0) * 100))")
+                print("  downloaded  \(ByteFormat.string(int("downloaded_bytes")))")
+                print("  requests    \(int("requests"))")
+            }
+        }
+    }
+}
