@@ -35,3 +35,7 @@ CURLcode ccurl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
 CURLcode ccurl_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value) {
     return curl_easy_getinfo(handle, info, value);
 }
+
+CURLcode ccurl_setopt_seek_callback(CURL *handle, ccurl_seek_callback callback) {
+    return curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, callback);
+}

@@ -143,7 +143,9 @@ public final class Emulator: Sendable {
         switch spec.style {
         case .rpc(let handler):
             let bytes = try await exchange.body.collect(limit: 8 << 20)
-            if !bytes.isEmpty { try Self.requireContentType(head, oneOf: ["application/json", "text/plain; charset=dropbox-cors-hack"], route: route) }
+            if !bytes.isEmpty || head.headers.first(name: "Content-Type") != nil {
+                try Self.requireContentType(head, oneOf: ["application/json", "text/plain; charset=dropbox-cors-hack"], route: route)
+            }
             call.argument = try Self.parseArgument(bytes.isEmpty ? [] : bytes, route: route)
             try await exchange.writer.sendJSON(try await handler(call))
         case .upload(let handler):
@@ -151,6 +153,10 @@ public final class Emulator: Sendable {
             call.argument = try Self.headerArgument(head, query: query, route: route)
             try await exchange.writer.sendJSON(try await handler(call))
         case .download(let handler):
+            // Dropbox refuses a Content-Type here, e.g. the form type some HTTP libraries add.
+            if let type = head.headers.first(name: "Content-Type"), !type.isEmpty, !type.lowercased().hasPrefix("text/plain") {
+                try Self.requireContentType(head, oneOf: ["text/plain"], route: route)
+            }
             call.argument = try Self.headerArgument(head, query: query, route: route)
             _ = try await exchange.body.drained()
             try await sendDownload(try await handler(call), exchange)

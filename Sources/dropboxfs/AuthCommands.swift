@@ -51,10 +51,10 @@ struct AuthCommand: AsyncParsableCommand {
         @Option(help: "Name to save the account under.")
         var account: String
 
-        @Option(help: "A long-lived access token (App Console).")
+        @Option(help: "A long-lived access token (App Console), or - to read it from standard input (keeps it out of ps and shell history).")
         var accessToken: String?
 
-        @Option(help: "A refresh token (needs --app-key).")
+        @Option(help: "A refresh token (needs --app-key), or - to read it from standard input.")
         var refreshToken: String?
 
         @Option(help: "The app key the refresh token belongs to.")
@@ -75,6 +75,12 @@ struct AuthCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingErrors("auth add-token") {
+                func token(_ given: String?) throws -> String? {
+                    guard let given else { return nil }
+                    return try AccountStore.cleanToken(given == "-" ? (readLine() ?? "") : given)
+                }
+                let accessToken = try token(self.accessToken)
+                let refreshToken = try token(self.refreshToken)
                 let endpoints = try Endpoints.fromEnvironment(apiURL)
                 var saved = AccountStore.Account(apiURL: apiURL, accessToken: accessToken, refreshToken: refreshToken,
                                                  appKey: appKey, appSecret: appSecret)
@@ -119,7 +125,7 @@ struct AuthCommand: AsyncParsableCommand {
                 let store = AccountStore()
                 let (name, _) = try store.account(account)
                 do {
-                    _ = try await store.client(account: name, apiURL: nil).rpc(Routes.revokeToken, NoArgument())
+                    _ = try await store.client(account: name, apiURL: nil, savedOnly: true).rpc(Routes.revokeToken, NoArgument())
                 } catch {
                     FileHandle.standardError.write(Data("dropboxfs: warning: could not revoke the token (\(describe(error))); forgetting it anyway\n".utf8))
                 }

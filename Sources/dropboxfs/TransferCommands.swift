@@ -118,11 +118,19 @@ struct PutCommand: AsyncParsableCommand {
             guard FileManager.default.fileExists(atPath: local, isDirectory: &isDirectory) else {
                 throw ClientError.local("\(local): no such file or directory")
             }
+            // The item's own name, also for "." or "dir/..": resolved, like cp does.
+            let name = URL(fileURLWithPath: local).standardizedFileURL.resolvingSymlinksInPath().lastPathComponent
             var destination = remotePath(remote)
-            if !destination.isEmpty, case .folder? = try? await client.rpc(Routes.getMetadata, GetMetadataArgument(path: destination)) {
-                destination += "/" + (local as NSString).lastPathComponent
-            } else if destination.isEmpty {
-                destination = "/" + (local as NSString).lastPathComponent
+            if destination.isEmpty {
+                destination = "/" + name
+            } else {
+                do {
+                    if case .folder = try await client.rpc(Routes.getMetadata, GetMetadataArgument(path: destination)) {
+                        destination += "/" + name
+                    }
+                } catch let error as CallError<PathLookupError> {
+                    guard case .route(.path(.notFound), _, _, _) = error else { throw error }
+                }
             }
             let mode: WriteMode = overwrite ? .overwrite : .add
             if !isDirectory.boolValue {

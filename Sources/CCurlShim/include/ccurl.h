@@ -16,6 +16,8 @@ CURLcode ccurl_setopt_pointer(CURL *handle, CURLoption option, void *value);
 CURLcode ccurl_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value);
 CURLcode ccurl_setopt_data_callback(CURL *handle, CURLoption option, ccurl_data_callback callback);
 CURLcode ccurl_setopt_progress_callback(CURL *handle, ccurl_progress_callback callback);
+typedef int (*ccurl_seek_callback)(void *context, curl_off_t offset, int origin);
+CURLcode ccurl_setopt_seek_callback(CURL *handle, ccurl_seek_callback callback);
 
 CURLcode ccurl_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode ccurl_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value);

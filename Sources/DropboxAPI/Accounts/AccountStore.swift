@@ -85,6 +85,7 @@ public struct AccountStore: Sendable {
         var contents = try load()
         change(&contents)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        chmod(directory.path, 0o700)  // also when it existed before
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data = try encoder.encode(contents)
@@ -100,10 +101,11 @@ public struct AccountStore: Sendable {
 extension AccountStore {
     /// A client for an account: `DROPBOXFS_ACCESS_TOKEN` if set (nothing stored), else the
     /// saved account, whose refreshed tokens are written back.
-    public func client(account name: String?, apiURL: String?, retry: RetryPolicy = RetryPolicy()) throws -> DropboxClient {
+    /// `savedOnly` ignores `DROPBOXFS_ACCESS_TOKEN` (logout revokes the saved token).
+    public func client(account name: String?, apiURL: String?, retry: RetryPolicy = RetryPolicy(), savedOnly: Bool = false) throws -> DropboxClient {
         let environment = ProcessInfo.processInfo.environment
         let transport = CurlTransport(userAgent: DropboxClient.userAgent)
-        if let token = environment["DROPBOXFS_ACCESS_TOKEN"], !token.isEmpty {
+        if !savedOnly, let token = environment["DROPBOXFS_ACCESS_TOKEN"], !token.isEmpty {
             return DropboxClient(endpoints: try Endpoints.fromEnvironment(apiURL), tokens: StaticAccessToken(token), retry: retry, transport: transport)
         }
         let (chosen, account) = try self.account(name)
@@ -125,5 +127,17 @@ extension AccountStore {
             throw ClientError.notAuthenticated("account '\(chosen)' has no token")
         }
         return DropboxClient(endpoints: endpoints, tokens: tokens, retry: retry, transport: transport)
+    }
+}
+
+extension AccountStore {
+    /// A token as given by a person: trimmed, and refused if it holds characters no token has
+    /// (a stray newline would otherwise end up inside an HTTP header).
+    public static func cleanToken(_ raw: String) throws -> String {
+        let token = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !token.isEmpty, token.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+            throw ClientError.local("that does not look like a token (empty, or with spaces or control characters)")
+        }
+        return token
     }
 }

@@ -57,15 +57,25 @@ public struct OAuthClient: Sendable {
         return try await tokenRequest(form)
     }
 
+    /// Posts to `/oauth2/token`; transient failures (no connection, 429, 5xx) are retried a
+    /// few times, so a blip at refresh time does not look like being signed out.
     private func tokenRequest(_ form: [(String, String)]) async throws -> Grant {
         var request = HTTPRequest(url: endpoints.api + "/oauth2/token")
         request.headers = [("Content-Type", "application/x-www-form-urlencoded")]
         request.body = .bytes(Array(FormBody.encode(form).utf8))
         request.totalTimeout = 60
-        let response: HTTPResponse
-        do { response = try await transport.perform(request) } catch let error as TransportError {
-            throw CallError<NoRouteError>.client(.transport(error))
+        var response: HTTPResponse?
+        for attempt in 0..<4 {
+            if attempt > 0 { try await Task.sleep(for: .milliseconds(250 << attempt)) }
+            do {
+                let answer = try await transport.perform(request)
+                response = answer
+                if answer.status != 429 && answer.status < 500 { break }
+            } catch let error as TransportError {
+                if !error.isTransient || attempt == 3 { throw CallError<NoRouteError>.client(.transport(error)) }
+            }
         }
+        guard let response else { throw CallError<NoRouteError>.client(.notAuthenticated("token endpoint unreachable")) }
         guard response.status == 200 else {
             let reply = try? APIJSON.decode([String: String].self, from: response.body)
             let reason = reply.map { "\($0["error"] ?? "error"): \($0["error_description"] ?? "")" }

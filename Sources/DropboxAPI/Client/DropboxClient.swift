@@ -40,6 +40,7 @@ public final class DropboxClient: Sendable {
             request.body = .bytes(body)
         }
         request.totalTimeout = timeout
+        request.stallTimeout = timeout  // an RPC answer (a longpoll's above all) may be silent until it comes
         return try await call(route, request).0
     }
 
@@ -61,7 +62,10 @@ public final class DropboxClient: Sendable {
                                   consume: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) async throws -> Downloaded<R> {
         var request = HTTPRequest(url: endpoints.url(route.host, route: route.name))
         request.headers = [("Dropbox-API-Arg", try APIJSON.headerValue(argument))]
-        if let range { request.headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")) }
+        if let range {
+            request.headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)"))
+            request.requirePartialContent = true
+        }
         request.sink = .stream(consume)
         if let progress { request.progress = { _, received in progress(received) } }
         let (result, response) = try await call(route, request, beforeRetry: restart)
@@ -79,7 +83,7 @@ public final class DropboxClient: Sendable {
             var token: String?
             if route.authenticated {
                 guard let tokens else { throw CallError<E>.client(.notAuthenticated("no access token configured")) }
-                token = try await tokens.accessToken()
+                do { token = try await tokens.accessToken() } catch { throw Self.asCallError(error, E.self) }
                 request.headers.append(("Authorization", "Bearer \(token!)"))
             }
             let outcome: Outcome<R, E>
@@ -96,7 +100,10 @@ public final class DropboxClient: Sendable {
             case .success(let result, let response):
                 return (result, response)
             case .expiredToken(let failure):
-                guard !renewedToken, let token, let tokens, try await tokens.renew(after: token) != nil else { throw failure }
+                guard !renewedToken, let token, let tokens else { throw failure }
+                let renewed: String?
+                do { renewed = try await tokens.renew(after: token) } catch { throw Self.asCallError(error, E.self) }
+                guard renewed != nil else { throw failure }
                 renewedToken = true
             case .failed(let failure, let retryable, let retryAfter):
                 attempt += 1
@@ -109,6 +116,14 @@ public final class DropboxClient: Sendable {
                 try beforeRetry()
             }
         }
+    }
+
+    /// A token refresh failure, in the error type of the call that needed it.
+    static func asCallError<E>(_ error: any Error, _ type: E.Type) -> CallError<E> {
+        if let same = error as? CallError<E> { return same }
+        if case .client(let client)? = error as? CallError<NoRouteError> { return .client(client) }
+        if error is CancellationError { return .client(.cancelled) }
+        return .client(.notAuthenticated(String(describing: error)))
     }
 
     private enum Outcome<R, E: Sendable> {
@@ -156,7 +171,8 @@ public final class DropboxClient: Sendable {
         case 500...599:
             // 503 means the request was not served; after another 5xx it may have been.
             return .failed(.server(status: response.status, message: text, requestID: requestID),
-                           retryable: route.retry == .idempotent || response.status == 503, after: nil)
+                           retryable: route.retry == .idempotent || response.status == 503,
+                           after: response.header("retry-after").flatMap(Double.init))
         default:
             return .failed(.http(status: response.status, message: text, requestID: requestID), retryable: false, after: nil)
         }

@@ -19,6 +19,9 @@ public enum Routes {
     /// Re-sending the same bytes to the same path changes nothing, so uploads are idempotent
     /// (autorename aside: callers that set it must not retry blindly).
     public static let upload = Route<UploadArgument, FileMetadata, PathWriteError>("files/upload", host: .content, style: .upload)
+    /// With autorename a repeated upload would land beside the first as "name (1)".
+    public static let uploadAutorenaming = Route<UploadArgument, FileMetadata, PathWriteError>(
+        "files/upload", host: .content, style: .upload, retry: .notProcessed)
     public static let uploadSessionStart = Route<UploadSessionStartArgument, UploadSessionStartResult, UploadSessionLookupError>(
         "files/upload_session/start", host: .content, style: .upload, retry: .notProcessed)
     /// Idempotent at a fixed offset: a repeated append is refused with `incorrect_offset`

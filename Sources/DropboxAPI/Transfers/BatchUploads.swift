@@ -54,12 +54,15 @@ extension DropboxClient {
                 do {
                     entries = try await rpc(Routes.uploadSessionFinishBatch, argument, timeout: 600).entries
                 } catch let error as CallError<NoRouteError> where Self.ambiguous(error) {
-                    // Unknown outcome: a file holding our bytes was committed; others are retried.
+                    // Unknown outcome: a file holding our bytes was committed; others are
+                    // retried while the budget lasts.
                     for item in group {
                         if let file = try await committedFile(at: items[item.index].commit.path, hash: item.hash) {
                             results[item.index] = .success(file)
-                        } else {
+                        } else if rounds < self.retry.maxAttempts {
                             retry.append(item)
+                        } else {
+                            results[item.index] = .failure(error)
                         }
                     }
                     continue

@@ -48,7 +48,8 @@ extension DropboxClient {
         }
         guard let metadata else { throw Failure.client(.undecodable("no metadata")) }
         let actual = try sink.contentHash()
-        if let expected = metadata.contentHash, expected != actual {
+        guard let expected = metadata.contentHash else { throw Failure.client(.undecodable("no content_hash for \(path)")) }
+        if expected != actual {
             throw Failure.client(.contentHashMismatch(expected: expected, actual: actual))
         }
         guard rename(temporary, destination) == 0 else {

@@ -11,9 +11,12 @@ final class FollowingHasher: @unchecked Sendable {
     private var finished = false
     private var restart = false
     private var result: Result<String, any Error>?
+    private var stopped = false
 
+    /// Reads through its own duplicate of `fd`, closed when its thread ends, so the caller
+    /// may close the original at any time.
     init(fd: Int32) {
-        self.fd = fd
+        self.fd = dup(fd)
         let thread = Thread { [self] in follow() }
         thread.name = "dropboxfs-hash"
         thread.start()
@@ -36,9 +39,10 @@ final class FollowingHasher: @unchecked Sendable {
         }
     }
 
-    /// Lets the thread end without waiting for it (after a failed download).
+    /// Stops the thread without waiting for it (after a failed download): it reads no more.
     func abandon() {
         condition.withLock {
+            stopped = true
             finished = true
             condition.broadcast()
         }
@@ -55,6 +59,7 @@ final class FollowingHasher: @unchecked Sendable {
     }
 
     private func follow() {
+        defer { close(fd) }
         var hasher = ContentHasher()
         var hashed: Int64 = 0
         var buffer = [UInt8](repeating: 0, count: 4 << 20)
@@ -67,6 +72,10 @@ final class FollowingHasher: @unchecked Sendable {
                 hashed = 0
             }
             let target = written
+            if stopped {
+                condition.unlock()
+                return
+            }
             let done = finished && hashed >= target
             if done { result = .success(hasher.finish()); condition.broadcast() }
             condition.unlock()

@@ -20,8 +20,14 @@ extension DropboxClient {
                                      body: .file(descriptor: fd, offset: position, length: count))
                 position += count
             } catch let error as CallError<UploadSessionLookupError> {
-                guard case .route(.incorrectOffset(let correct), _, _, _) = error, correct >= offset, correct <= end else { throw error }
-                position = correct
+                switch error {
+                case .route(.incorrectOffset(let correct), _, _, _) where correct >= offset && correct <= end:
+                    position = correct
+                case .route(.closed, _, _, _) where closing:
+                    position += count  // our own earlier attempt closed it; its answer was lost
+                default:
+                    throw error
+                }
             }
         } while position < end
         return position

@@ -17,18 +17,22 @@ extension DropboxClient {
         var items: [BatchItem] = []
         var emptyFolders: [String] = []
         var bytes: Int64 = 0
+        var skipped: [(String, String)] = []
         while let relative = walker.nextObject() as? String {
             let full = (base as NSString).appendingPathComponent(relative)
-            let attributes = try FileManager.default.attributesOfItem(atPath: full)
             let target = remote + "/" + relative
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: full) else {
+                skipped.append((full, "cannot read"))
+                continue
+            }
             switch attributes[.type] as? FileAttributeType {
             case .typeDirectory?:
-                if try FileManager.default.contentsOfDirectory(atPath: full).isEmpty { emptyFolders.append(target) }
+                if (try? FileManager.default.contentsOfDirectory(atPath: full).isEmpty) == true { emptyFolders.append(target) }
             case .typeRegular?:
                 items.append(BatchItem(localPath: full, commit: CommitInfo(path: target, mode: mode)))
                 bytes += (attributes[.size] as? Int64) ?? Int64((attributes[.size] as? Int) ?? 0)
             default:
-                continue  // sockets, devices, symlinks: nothing Dropbox can hold
+                skipped.append((full, "not a regular file or folder (Dropbox holds neither links nor devices)"))
             }
         }
         if items.isEmpty && emptyFolders.isEmpty { emptyFolders.append(remote) }
@@ -39,7 +43,7 @@ extension DropboxClient {
         }
         let total = items.count
         let results = try await uploadBatch(items) { done in progress?(done, total) }
-        var report = TreeReport(files: items.count, bytes: bytes)
+        var report = TreeReport(files: items.count, bytes: bytes, failures: skipped)
         for (item, result) in zip(items, results) {
             if case .failure(let error) = result { report.failures.append((item.commit.path, String(describing: error))) }
         }

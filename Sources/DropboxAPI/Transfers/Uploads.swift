@@ -25,7 +25,8 @@ extension DropboxClient {
         defer { close(fd) }
         if size <= tuning.singleRequestLimit {
             let hash = ContentHasher.combine(try FileIO.blockDigests(fd, offset: 0, length: size))
-            let file = try await upload(Routes.upload, UploadArgument(commit, contentHash: hash), body: .file(descriptor: fd, offset: 0, length: size),
+            let route = commit.autorename ? Routes.uploadAutorenaming : Routes.upload
+            let file = try await upload(route, UploadArgument(commit, contentHash: hash), body: .file(descriptor: fd, offset: 0, length: size),
                                         progress: { sent in progress?(sent, size) })
             try Self.check(file, hash: hash)
             return file

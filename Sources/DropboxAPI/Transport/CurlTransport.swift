@@ -35,9 +35,13 @@ public final class CurlTransport: Sendable {
         defer { checkin(box) }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
-                DispatchQueue.global(qos: .userInitiated).async {
+                // A thread of its own: a transfer blocks for its whole length, and Dispatch's
+                // global pool (one thread per core) would make parallel transfers queue.
+                let thread = Thread {
                     continuation.resume(with: Result { try transfer.run(on: box.handle, userAgent: self.userAgent) })
                 }
+                thread.name = "dropboxfs-http"
+                thread.start()
             }
         } onCancel: {
             transfer.cancel()
@@ -78,9 +82,13 @@ private final class Transfer: @unchecked Sendable {
 
     func run(on handle: UnsafeMutableRawPointer, userAgent: String) throws -> HTTPResponse {
         var headerList: UnsafeMutablePointer<curl_slist>?
-        // Never wait for "100 Continue": Dropbox and the emulator do not send it.
-        for (name, value) in request.headers + [("Expect", "")] {
-            headerList = curl_slist_append(headerList, "\(name): \(value)")
+        // Never wait for "100 Continue" (Dropbox does not send it), and never let curl add its
+        // form Content-Type to a bodiless POST (Dropbox refuses it): "Name:" with nothing
+        // after the colon removes a header curl would add.
+        var outgoing = request.headers + [("Expect", "")]
+        if !outgoing.contains(where: { $0.0.lowercased() == "content-type" }) { outgoing.append(("Content-Type", "")) }
+        for (name, value) in outgoing {
+            headerList = curl_slist_append(headerList, value.isEmpty ? "\(name):" : "\(name): \(value)")
         }
         defer { curl_slist_free_all(headerList) }
 
@@ -121,11 +129,15 @@ private final class Transfer: @unchecked Sendable {
             ccurl_setopt_data_callback(handle, CURLOPT_READFUNCTION, { buffer, size, count, context in
                 Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue().send(into: buffer!, size * count)
             })
+            // Lets curl rewind the body to resend it (a reused connection that had died).
+            ccurl_setopt_pointer(handle, CURLOPT_SEEKDATA, context)
+            ccurl_setopt_seek_callback(handle, { context, offset, origin in
+                Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue().seek(to: Int64(offset), origin: origin)
+            })
         }
 
         let code = curl_easy_perform(handle)
         if code != CURLE_OK { throw failure(code, handle: handle) }
-        if overLimit { throw TransportError(kind: .consumerFailed, message: "response body larger than expected") }
         return HTTPResponse(status: status, headers: headers, body: body)
     }
 
@@ -136,6 +148,11 @@ private final class Transfer: @unchecked Sendable {
         if status >= 300 || status == 0 {
             if body.count < 1 << 20 { body += bytes }
             return count
+        }
+        if request.requirePartialContent && status != 206 {
+            // The server ignored the Range: these bytes are not the ones asked for.
+            consumerError = TransportError(kind: .other, message: "server ignored the byte range (HTTP \(status))")
+            return 0
         }
         switch request.sink {
         case .memory(let limit):
@@ -188,6 +205,12 @@ private final class Transfer: @unchecked Sendable {
         return count
     }
 
+    private func seek(to offset: Int64, origin: Int32) -> Int32 {
+        guard origin == SEEK_SET, offset >= 0, offset <= request.body.length else { return Int32(CURL_SEEKFUNC_CANTSEEK) }
+        uploaded = offset
+        return Int32(CURL_SEEKFUNC_OK)
+    }
+
     private func progressed(sent: curl_off_t, received: curl_off_t) -> Int32 {
         if cancelled.load(ordering: .relaxed) { return 1 }
         request.progress?(Int64(sent), Int64(received))
@@ -196,6 +219,7 @@ private final class Transfer: @unchecked Sendable {
 
     private func failure(_ code: CURLcode, handle: UnsafeMutableRawPointer) -> any Error {
         if let consumerError { return consumerError }
+        if overLimit { return TransportError(kind: .consumerFailed, message: "response body larger than expected") }
         let message = String(cString: curl_easy_strerror(code))
         switch code {
         case CURLE_ABORTED_BY_CALLBACK:
@@ -205,7 +229,8 @@ private final class Transfer: @unchecked Sendable {
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
             let server = URL(string: request.url).map { "\($0.scheme ?? "")://\($0.host ?? "")\($0.port.map { ":\($0)" } ?? "")" } ?? ""
             return TransportError(kind: .cannotConnect, message: "\(message): \(server)")
-        case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_HTTP2, CURLE_HTTP2_STREAM:
+        case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_HTTP2, CURLE_HTTP2_STREAM,
+             CURLE_SEND_FAIL_REWIND:
             return TransportError(kind: .connectionLost, message: message)
         default:
             return TransportError(kind: .other, message: message)

@@ -37,6 +37,8 @@ public struct HTTPRequest: Sendable {
     public var stallTimeout: Int = 60
     /// Upper bound for the whole request, for requests that should be quick (0 = none).
     public var totalTimeout: Int = 0
+    /// For a ranged download: anything but 206 is refused before a byte reaches the sink.
+    public var requirePartialContent = false
 
     public init(url: String) { self.url = url }
 }
