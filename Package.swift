@@ -78,9 +78,15 @@ let package = Package(
             dependencies: ["DropboxAPI", "DropboxEmulator"],
             swiftSettings: strictSettings
         ),
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSettings),
         .testTarget(
             name: "DropboxFSCLITests",
-            dependencies: ["DropboxEmulator"],
+            dependencies: ["DropboxEmulator", "TestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "MountTests",
+            dependencies: ["DropboxEmulator", "DropboxAPI", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -128,10 +128,10 @@ enum Identifiers {
     /// `id:` followed by 22 characters.
     static func fileID() -> String { "id:" + random(22) }
 
-    /// A hex revision that grows with the namespace's change counter.
-    static func rev(seq: Int64) -> String {
-        let hex = String(seq, radix: 16)
-        return String(repeating: "0", count: max(0, 12 - hex.count)) + hex
-            + String(format: "%04x", Int.random(in: 0..<0x10000))
+    /// A hex revision: the change counter of the write, then the position of this file
+    /// among the files that write touched, so revisions are unique (a revision names one
+    /// version of one file) and grow over time.
+    static func rev(seq: Int64, index: Int) -> String {
+        String(format: "%010llx%06x", seq, index)
     }
 }

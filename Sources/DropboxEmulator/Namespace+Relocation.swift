@@ -57,7 +57,7 @@ extension Namespace {
                     copy.id = Identifiers.fileID()
                     copy.changeSeq = seq
                     if !copy.isFolder {
-                        copy.rev = Identifiers.rev(seq: seq)
+                        copy.rev = nextRevLocked(seq: seq)
                         copy.serverModified = Timestamp.now()
                     }
                     try upsertLocked(copy)

@@ -97,7 +97,7 @@ extension Namespace {
                 var entry = Entry(path: target, id: replacing?.id ?? Identifiers.fileID(), isFolder: false)
                 entry.size = content.size
                 entry.contentHash = content.contentHash
-                entry.rev = Identifiers.rev(seq: seq)
+                entry.rev = nextRevLocked(seq: seq)
                 entry.serverModified = Timestamp.now()
                 entry.clientModified = request.clientModified ?? entry.serverModified
                 entry.changeSeq = seq

@@ -29,6 +29,8 @@ final class Namespace: @unchecked Sendable {
     var busySessions: Set<String> = []
     /// Blobs of revisions forgotten in the current write, to collect once it commits.
     var droppedBlobs: [String] = []
+    /// Revisions handed out in the current write.
+    private var revisionsInSeq = 0
 
     var blobDirectory: URL { directory.appendingPathComponent("blobs") }
     var stagingDirectory: URL { directory.appendingPathComponent("staging") }
@@ -149,7 +151,14 @@ final class Namespace: @unchecked Sendable {
 
     func nextSeqLocked() -> Int64 {
         seq += 1
+        revisionsInSeq = 0
         return seq
+    }
+
+    /// A revision for one file written by the write `seq`.
+    func nextRevLocked(seq: Int64) -> String {
+        revisionsInSeq += 1
+        return Identifiers.rev(seq: seq, index: revisionsInSeq)
     }
 
     /// Runs a write in one transaction, persisting the counter and space used; on failure the

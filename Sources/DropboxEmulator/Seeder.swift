@@ -226,7 +226,7 @@ private struct SeedPlan {
                     entry.size = file.size
                     entry.contentHash = file.hash
                     entry.blob = file.blob
-                    entry.rev = Identifiers.rev(seq: seq)
+                    entry.rev = namespace.nextRevLocked(seq: seq)
                     entry.clientModified = now
                     entry.serverModified = now
                     entry.changeSeq = seq

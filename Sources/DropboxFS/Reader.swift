@@ -45,7 +45,7 @@ public final class Reader: Sendable {
                            into: UnsafeMutableRawBufferPointer(rebasing: buffer[Int(from - offset)..<Int(to - offset)]))
             }
             if copied { continue }
-            let block = try await fetch(key: key, rev: rev, start: blockStart, length: blockLength)
+            let block = try await fetch(key: key, rev: rev, expectedHash: hash, start: blockStart, length: blockLength)
             result.withUnsafeMutableBytes { buffer in
                 block.withUnsafeBytes { source in
                     let slice = UnsafeRawBufferPointer(rebasing: source[Int(from - blockStart)..<Int(to - blockStart)])
@@ -57,13 +57,14 @@ public final class Reader: Sendable {
     }
 
     /// Fetches one block (or joins the request already fetching it) and caches it.
-    func fetch(key: String, rev: String, start: Int64, length: Int) async throws -> [UInt8] {
+    func fetch(key: String, rev: String, expectedHash: String, start: Int64, length: Int) async throws -> [UInt8] {
         let task: Task<[UInt8], any Error> = inflight.withLock { running in
             if let existing = running[key] { return existing }
             let task = Task { [self] in
-                let bytes = try await client.downloadRange("rev:" + rev, range: start..<(start + Int64(length)))
-                guard bytes.count == length else {
-                    throw FSError.io("short block: \(bytes.count) of \(length) bytes")
+                let (bytes, metadata) = try await client.downloadRangeWithMetadata("rev:" + rev, range: start..<(start + Int64(length)))
+                // Blocks are cached under the content hash: never under the wrong one.
+                guard metadata.contentHash == expectedHash else {
+                    throw FSError.io("rev:\(rev) served content \(metadata.contentHash ?? "?"), expected \(expectedHash)")
                 }
                 self.downloaded.add(Int64(length), ordering: .relaxed)
                 cache.store(key, bytes)
@@ -94,7 +95,7 @@ public final class Reader: Sendable {
             let length = Int(min(Self.blockSize, node.size - start))
             Task {
                 defer { prefetching.subtract(1, ordering: .relaxed) }
-                _ = try? await fetch(key: key, rev: rev, start: start, length: length)
+                _ = try? await fetch(key: key, rev: rev, expectedHash: hash, start: start, length: length)
             }
         }
     }

@@ -41,6 +41,24 @@ struct EmulatorChangeTests {
         }
     }
 
+    @Test func everyFileVersionHasItsOwnRevision() async throws {
+        try await withEmulator({ $0.seeds = ["files=3000,dirs=3,depth=1,size=10"] }) { client in
+            var revs: [String] = []
+            var page = try await client.rpc("files/list_folder", #"{"path":"","recursive":true}"#)
+            while true {
+                revs += (page.json["entries"]?.arrayValue ?? []).compactMap { $0["rev"]?.stringValue }
+                guard page.json["has_more"] == .bool(true), let cursor = page.json["cursor"]?.stringValue else { break }
+                page = try await client.rpc("files/list_folder/continue", #"{"cursor":"\#(cursor)"}"#)
+            }
+            #expect(revs.count == 3000)
+            #expect(Set(revs).count == 3000)
+            // And `rev:` finds exactly that version.
+            let sample = try #require(revs.last)
+            let byRev = try await client.rpc("files/get_metadata", #"{"path":"rev:\#(sample)"}"#)
+            #expect(byRev.json["rev"]?.stringValue == sample)
+        }
+    }
+
     @Test func longpollWakesOnChangeAndTimesOutWithout() async throws {
         try await withEmulator({ $0.longpollMaxWait = 0.5 }) { client in
             let latest = try await client.rpc("files/list_folder/get_latest_cursor", #"{"path":"","recursive":true}"#)

@@ -1,6 +1,7 @@
 import DropboxEmulator
 import Foundation
 import Testing
+import TestSupport
 
 /// The `dropboxfs` binary as a user runs it: a child process against a real emulator.
 @Suite("dropboxfs CLI", .timeLimit(.minutes(2)))
@@ -112,63 +113,14 @@ func withCLIEmulator(_ body: (String, String) async throws -> Void) async throws
 }
 
 enum CLI {
-    struct Result {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-        var stderrLines: [String] { stderr.split(separator: "\n").map(String.init) }
-        var requestID: String? {
-            stderr.components(separatedBy: "request id ").dropFirst().first?.components(separatedBy: ")").first
-        }
-    }
+    typealias Result = ProcessRunner.Result
 
-    /// The built binary: beside the test bundle (`swift build` puts products together).
-    static var binary: String {
-        if let path = ProcessInfo.processInfo.environment["DROPBOXFS_BIN"] { return path }
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        if directory.lastPathComponent == "MacOS" || directory.lastPathComponent.hasSuffix(".xctest") {
-            directory = directory.deletingLastPathComponent()
-        }
-        for candidate in [directory, directory.deletingLastPathComponent()] {
-            let path = candidate.appendingPathComponent("dropboxfs").path
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        return ".build/debug/dropboxfs"
-    }
+    static var binary: String { ProcessInfo.processInfo.environment["DROPBOXFS_BIN"] ?? ProcessRunner.builtProduct("dropboxfs") }
 
-    /// Runs the CLI with a clean environment plus `environment`, killed after 60 s. Waits
-    /// without blocking Swift's cooperative threads: the emulator in this process needs them
-    /// to answer the CLI.
+    /// Runs the CLI with a clean environment (no saved accounts) plus `environment`.
     static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
-        var env = ["PATH": "/usr/bin:/bin", "HOME": FileManager.default.temporaryDirectory.path,
-                   "DROPBOXFS_CONFIG_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("cli-unused-config").path]
+        var env = ["DROPBOXFS_CONFIG_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("cli-unused-config").path]
         env.merge(environment) { _, new in new }
-        process.environment = env
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        let exited = AsyncStream<Void> { continuation in
-            process.terminationHandler = { _ in continuation.yield(); continuation.finish() }
-        }
-        try process.run()
-        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)
-        async let stdout = readAll(out.fileHandleForReading)
-        async let stderr = readAll(err.fileHandleForReading)
-        for await _ in exited {}
-        watchdog.cancel()
-        return Result(status: process.terminationStatus, stdout: String(decoding: await stdout, as: UTF8.self),
-                      stderr: String(decoding: await stderr, as: UTF8.self))
-    }
-
-    private static func readAll(_ handle: FileHandle) async -> Data {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: handle.readDataToEndOfFile()) }
-        }
+        return try await ProcessRunner.run(binary, arguments, environment: env)
     }
 }

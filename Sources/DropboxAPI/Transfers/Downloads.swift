@@ -61,12 +61,23 @@ extension DropboxClient {
 
     /// Downloads `range` of a file into memory (for small reads).
     public func downloadRange(_ path: String, range: Range<Int64>) async throws -> [UInt8] {
+        try await downloadRangeWithMetadata(path, range: range).bytes
+    }
+
+    /// Downloads `range` of a file into memory, with the metadata of the file it came from
+    /// (so a caller can check the bytes belong to the version it expects). The answer must
+    /// be exactly the range asked for.
+    public func downloadRangeWithMetadata(_ path: String, range: Range<Int64>) async throws -> (bytes: [UInt8], metadata: FileMetadata) {
         let buffer = Mutex<[UInt8]>([])
-        _ = try await download(Routes.download, DownloadArgument(path: path), range: range,
-                               restart: { buffer.withLock { $0.removeAll() } }) { bytes in
+        let got = try await download(Routes.download, DownloadArgument(path: path), range: range,
+                                     restart: { buffer.withLock { $0.removeAll() } }) { bytes in
             buffer.withLock { $0 += bytes }
         }
-        return buffer.withLock { $0 }
+        let bytes = buffer.withLock { $0 }
+        guard bytes.count == range.count else {
+            throw CallError<PathLookupError>.client(.undecodable("range \(range) of \(path): got \(bytes.count) bytes"))
+        }
+        return (bytes, got.result)
     }
 
     /// Failures after which a download can go on from where it stopped.

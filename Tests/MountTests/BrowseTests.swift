@@ -1,0 +1,88 @@
+import DropboxAPI
+import Foundation
+import Testing
+import TestSupport
+
+/// Everyday tools on a mounted account: the listing, reading and searching a user does.
+@Suite("mount: browsing and reading", .serialized, .timeLimit(.minutes(5)))
+struct BrowseTests {
+    @Test func everydayToolsSeeTheSampleTree() async throws {
+        try await MountFixture.with { m in
+            let ls = try await m.sh("ls -lR \"$M\" | grep -c '^[-d]'")
+            let everything = try await m.client.listAll("", recursive: true).count
+            #expect(Int(ls.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == everything)
+
+            let cat = try await m.sh("cat \"$M/README.txt\"")
+            #expect(cat.stdout.hasPrefix("Welcome to dropboxfs!"))
+
+            let stat = try await m.sh("stat -c '%s %F %a' \"$M/Photos/IMG_1001.jpg\" \"$M/Photos\"")
+            #expect(stat.stdout == "1048576 regular file 644\n4096 directory 755\n")
+
+            let grep = try await m.sh("grep -rl 'lazy dog' \"$M/Archive\" | wc -l")
+            #expect(grep.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "200")
+
+            let find = try await m.sh("find \"$M\" -name '*.txt' | wc -l")
+            #expect(find.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "202")
+
+            let du = try await m.sh("du -sk \"$M/Photos\" | cut -f1")
+            #expect(Int(du.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == (256 + 1024 + 3072))
+
+            let unicode = try await m.sh("cat \"$M/Ünïcødé — 文件/héllo wörld.txt\"")
+            #expect(unicode.stdout == "Grüße, 世界! 👋\n")
+            // Names are case-insensitive, as on Dropbox.
+            #expect(try await m.sh("cat \"$M/readme.TXT\" | head -c 7").stdout == "Welcome")
+
+            let xattr = try await m.sh("getfattr --only-values -n user.dropbox.content_hash \"$M/README.txt\"")
+            let remote = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/README.txt")).fileMetadata
+            #expect(xattr.stdout == remote?.contentHash)
+            #expect(try await m.sh("getfattr -d \"$M/README.txt\"").stdout.contains("user.dropbox.rev="))
+
+            let df = try await m.sh("df -k --output=size,used \"$M\" | tail -1")
+            let fields = df.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int64($0) }
+            let used = try await m.client.rpc(Routes.getSpaceUsage, NoArgument()).used
+            #expect(fields == [Int64(2 << 40) / 1024, (used + 4095) / 4096 * 4])  // whole 4 KiB blocks
+
+            let write = try await m.sh("touch \"$M/new.txt\"")
+            #expect(write.status != 0)
+            #expect(write.stderr.contains("Read-only file system"))
+        }
+    }
+
+    @Test func copiesOutMatchTheServerByteForByte() async throws {
+        try await MountFixture.with(seeds: ["files=1000,dirs=10,depth=1,size=3000,unicode,root=/tree", "big=1G"]) { m in
+            let out = m.root.appendingPathComponent("out").path
+            let copy = try await m.sh("cp -r \"$M/tree\" '\(out)' && find '\(out)' -type f | wc -l", timeout: 300)
+            #expect(copy.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1000")
+            // Every copied file has the content hash Dropbox reports for it.
+            let files = try await m.client.listAll("/tree", recursive: true).compactMap(\.fileMetadata)
+            var checked = 0
+            for file in files {
+                let relative = String(file.pathDisplay!.dropFirst("/tree".count))
+                let local = URL(fileURLWithPath: out + relative)
+                guard let data = try? Data(contentsOf: local) else { continue }
+                #expect(ContentHasher.hash(Array(data)) == file.contentHash)
+                checked += 1
+            }
+            #expect(checked == 1000)
+
+            let big = try await m.sh("cp \"$M/big.bin\" '\(out)/big.bin' && sha256sum '\(out)/big.bin' | cut -c1-64", timeout: 300)
+            // One sequential read downloads each byte about once.
+            let downloaded = Double(try await m.routeStats()["files/download"]?["bytes_out"] ?? 0)
+            let read: Double = Double(1 << 30) + 1000 * 3000
+            #expect(downloaded <= read * 1.05)
+            let reference = try await m.sh("curl -s -X POST '\(m.emulator.baseURL)/2/files/download' -H 'Authorization: Bearer \(MountFixture.token)' -H 'Dropbox-API-Arg: {\"path\":\"/big.bin\"}' | sha256sum | cut -c1-64", timeout: 300)
+            #expect(big.stdout == reference.stdout)
+            #expect(big.stdout.count == 65)
+        }
+    }
+
+    @Test func aTenThousandEntryDirectory() async throws {
+        try await MountFixture.with(seeds: ["files=10000,dirs=1,depth=0,size=10,root=/many"]) { m in
+            let ls = try await m.sh("ls \"$M/many\" | wc -l")
+            #expect(ls.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "10000")
+            let long = try await m.sh("ls -l \"$M/many\" | grep -c '^-'")
+            #expect(long.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "10000")
+            #expect(try await m.sh("cat \"$M/many/file-009999.txt\"").stdout.hasPrefix("line 0"))
+        }
+    }
+}

@@ -1,0 +1,142 @@
+import DropboxAPI
+import DropboxEmulator
+import Foundation
+import TestSupport
+
+/// A real mount of a real emulator: `dropboxfs mount` run as a child process, as a user runs
+/// it. `with` always unmounts (lazily if the daemon is gone), waits for the mount to vanish,
+/// stops the emulator and removes every file it made, even when the test fails.
+final class MountFixture: @unchecked Sendable {
+    static let token = "mount-token"
+
+    let root: URL
+    let emulator: Emulator
+    let mountpoint: String
+    let cacheDirectory: String
+    let client: DropboxClient
+
+    var environment: [String: String] {
+        ["DROPBOXFS_ACCESS_TOKEN": Self.token, "DROPBOXFS_API_URL": emulator.baseURL,
+         "DROPBOXFS_CONFIG_DIR": root.appendingPathComponent("config").path]
+    }
+
+    static var binary: String { ProcessRunner.builtProduct("dropboxfs") }
+
+    private init(root: URL, emulator: Emulator) throws {
+        self.root = root
+        self.emulator = emulator
+        mountpoint = root.appendingPathComponent("mnt").path
+        cacheDirectory = root.appendingPathComponent("cache").path
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        client = DropboxClient(endpoints: try Endpoints(baseURL: emulator.baseURL), tokens: StaticAccessToken(Self.token))
+    }
+
+    static func with(seeds: [String] = ["demo"], faults: [String] = [], options: [String] = [], mount: Bool = true,
+                     _ body: (MountFixture) async throws -> Void) async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("mount-test-" + UUID().uuidString.prefix(8))
+        var configuration = EmulatorConfiguration(dataDirectory: root.appendingPathComponent("data"))
+        configuration.tokens = [token]
+        configuration.seeds = seeds
+        let emulator = try await Emulator.start(configuration)
+        var failure: (any Error)?
+        do {
+            let fixture = try MountFixture(root: root, emulator: emulator)
+            do {
+                try await emulator.setFaults(faults)
+                if mount { try await fixture.mount(options: options) }
+                try await body(fixture)
+            } catch {
+                failure = error
+            }
+            await fixture.cleanUp()
+        } catch {
+            failure = failure ?? error
+        }
+        await emulator.shutdown()
+        try? FileManager.default.removeItem(at: root)
+        if let failure { throw failure }
+    }
+
+    /// `dropboxfs mount`: returns once mounted (or throws with what the command said).
+    func mount(options: [String] = []) async throws {
+        var arguments = ["mount", mountpoint, "--cache-dir", cacheDirectory]
+        for option in options { arguments += ["-o", option] }
+        let result = try await ProcessRunner.run(Self.binary, arguments, environment: environment)
+        guard result.status == 0 else { throw MountFailure(message: "mount failed (\(result.status)): \(result.stderr)") }
+        guard isMounted else { throw MountFailure(message: "mount returned 0 but \(mountpoint) is not mounted") }
+    }
+
+    func unmount() async throws {
+        let result = try await ProcessRunner.run(Self.binary, ["unmount", mountpoint], environment: environment)
+        guard result.status == 0 else { throw MountFailure(message: "unmount failed: \(result.stderr)") }
+        try await eventually("the mount to go away") { !self.isMounted }
+        try await eventually("the daemon to exit") { self.daemonPIDs().isEmpty }
+    }
+
+    var isMounted: Bool {
+        ((try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? "")
+            .split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == mountpoint }
+    }
+
+    /// Processes serving this mountpoint.
+    func daemonPIDs() -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(Int32.init).filter { pid in
+            guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
+            let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            return arguments.contains("mount") && arguments.contains(mountpoint)
+        }
+    }
+
+    private func cleanUp() async {
+        if isMounted {
+            _ = try? await ProcessRunner.run(Self.binary, ["unmount", mountpoint], environment: environment)
+            if isMounted { _ = try? await ProcessRunner.run("/usr/bin/env", ["fusermount3", "-u", "-z", mountpoint]) }
+        }
+        for pid in daemonPIDs() { kill(pid, SIGKILL) }
+        try? await eventually("cleanup", timeout: 10) { !self.isMounted }
+    }
+
+    func sh(_ command: String, timeout: Double = 120) async throws -> ProcessRunner.Result {
+        try await ProcessRunner.shell(command, environment: environment.merging(["M": mountpoint]) { _, new in new }, timeout: timeout)
+    }
+
+    func routeStats() async throws -> [String: [String: Int]] { try await emulator.routeStats() }
+}
+
+struct MountFailure: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}
+
+/// Awaits a condition (checked every 50 ms) up to a deadline; throws if it never holds.
+func eventually(_ what: String, timeout: Double = 20, _ condition: @escaping () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    throw MountFailure(message: "timed out after \(timeout) s waiting for \(what)")
+}
+
+extension Emulator {
+    func setFaults(_ specs: [String]) async throws {
+        var request = HTTPRequest(url: baseURL + "/_emulator/faults")
+        request.headers = [("Content-Type", "application/json")]
+        request.body = .bytes(Array(try JSONSerialization.data(withJSONObject: ["faults": specs])))
+        let response = try await CurlTransport(userAgent: "test").perform(request)
+        guard response.status == 200 else { throw MountFailure(message: String(decoding: response.body, as: UTF8.self)) }
+    }
+
+    func resetStats() async throws {
+        _ = try await CurlTransport(userAgent: "test").perform(HTTPRequest(url: baseURL + "/_emulator/stats/reset"))
+    }
+
+    func routeStats() async throws -> [String: [String: Int]] {
+        var request = HTTPRequest(url: baseURL + "/_emulator/stats")
+        request.method = "GET"
+        let response = try await CurlTransport(userAgent: "test").perform(request)
+        let json = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
+        return (json?["routes"] as? [String: [String: Int]]) ?? [:]
+    }
+}
