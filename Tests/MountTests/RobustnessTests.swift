@@ -1,0 +1,102 @@
+import DropboxAPI
+import Foundation
+import Testing
+import TestSupport
+
+/// Bad networks, dead daemons, full caches and bad credentials: the mount stays correct and
+/// fails clearly.
+@Suite("mount: faults, recovery, limits", .serialized, .timeLimit(.minutes(5)))
+struct RobustnessTests {
+    @Test func readsUnderInjectedFaultsReturnCorrectBytes() async throws {
+        try await MountFixture.with(seeds: ["files=200,dirs=4,depth=1,size=20K,root=/tree", "big=64M"]) { m in
+            let reference = try await m.sh("cat $(find \"$M/tree\" -type f | sort) \"$M/big.bin\" | sha256sum")
+            // Start cold: new cache, new mount, then the faults.
+            try await m.unmount()
+            try FileManager.default.removeItem(atPath: m.cacheDirectory)
+            try await m.emulator.setFaults(["500:p=0.05", "503:p=0.05", "429:p=0.05,retry_after=0", "reset:p=0.02"])
+            try await m.mount()
+            let faulty = try await m.sh("cat $(find \"$M/tree\" -type f | sort) \"$M/big.bin\" | sha256sum", timeout: 300)
+            #expect(faulty.status == 0, "\(faulty.stderr)")
+            #expect(faulty.stdout == reference.stdout)
+        }
+    }
+
+    @Test func blockCacheStaysUnderItsLimit() async throws {
+        try await MountFixture.with(seeds: ["big=48M"], options: ["cache_size=8M"]) { m in
+            let sum = try await m.sh("sha256sum \"$M/big.bin\" | cut -c1-64")
+            #expect(sum.stdout.count == 65)
+            let used = try await m.sh("du -sk \"\(m.cacheDirectory)\"/*/blocks | cut -f1")
+            let kib = Int(used.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? .max
+            #expect(kib <= 8 * 1024 + 4 * 1024, "block cache holds \(kib) KiB with an 8 MiB limit")
+            // Evicted blocks are fetched again: reading twice still gives the same bytes.
+            #expect(try await m.sh("sha256sum \"$M/big.bin\" | cut -c1-64").stdout == sum.stdout)
+        }
+    }
+
+    @Test func aKilledDaemonIsRecoveredByUnmountAndByANewMount() async throws {
+        try await MountFixture.with { m in
+            for pid in m.daemonPIDs() { kill(pid, SIGKILL) }
+            try await eventually("the daemon to die") { m.daemonPIDs().isEmpty }
+            let stale = try await m.sh("ls \"$M\"")
+            #expect(stale.status != 0)
+            #expect(stale.stderr.contains("Transport endpoint is not connected"))
+            // A new mount on top of the dead one recovers it.
+            try await m.mount()
+            #expect(try await m.sh("cat \"$M/README.txt\" | head -c 7").stdout == "Welcome")
+            // And unmount recovers a dead one too.
+            for pid in m.daemonPIDs() { kill(pid, SIGKILL) }
+            try await eventually("the daemon to die") { m.daemonPIDs().isEmpty }
+            try await m.unmount()
+            #expect(!m.isMounted)
+        }
+    }
+
+    @Test func mountFailsClearlyOnBadTokenOrDeadServer() async throws {
+        try await MountFixture.with(mount: false) { m in
+            var environment = m.environment
+            environment["DROPBOXFS_ACCESS_TOKEN"] = "not-a-token"
+            let bad = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint, "--cache-dir", m.cacheDirectory], environment: environment)
+            #expect(bad.status == 1)
+            #expect(bad.stderrLines.count == 1)
+            #expect(bad.stderr.contains("invalid_access_token"))
+            #expect(!m.isMounted)
+
+            environment = m.environment
+            environment["DROPBOXFS_API_URL"] = "http://127.0.0.1:9"
+            let dead = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint, "--cache-dir", m.cacheDirectory], environment: environment)
+            #expect(dead.status == 1)
+            #expect(dead.stderr.contains("Couldn't connect"))
+            #expect(!m.isMounted)
+
+            let missing = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint + "/nope"], environment: m.environment)
+            #expect(missing.status == 1)
+            #expect(missing.stderr.contains("no such directory"))
+        }
+    }
+
+    @Test func mountTypeFuseDropboxfsWorksAsFstabWould() async throws {
+        try await MountFixture.with(mount: false) { m in
+            // mount(8) → mount.fuse3 → `sh -c 'dropboxfs SOURCE MOUNTPOINT -o OPTIONS'` with the
+            // system's default PATH: the binary must be installed, as Scripts/install does. For
+            // the test, our build stands in /usr/local/bin (whatever was there is put back).
+            let installed = "/usr/local/bin/dropboxfs"
+            let saved = installed + ".before-mount-test"
+            let hadOne = FileManager.default.fileExists(atPath: installed)
+            if hadOne { try FileManager.default.moveItem(atPath: installed, toPath: saved) }
+            try FileManager.default.createSymbolicLink(atPath: installed, withDestinationPath: MountFixture.binary)
+            defer {
+                try? FileManager.default.removeItem(atPath: installed)
+                if hadOne { try? FileManager.default.moveItem(atPath: saved, toPath: installed) }
+            }
+            let options = "api_url=\(m.emulator.baseURL),cache_dir=\(m.cacheDirectory),_netdev"
+            let result = try await m.sh("mount -t fuse.dropboxfs default \"$M\" -o '\(options)'")
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(m.isMounted)
+            #expect(try await m.sh("grep -c ' \(m.mountpoint) fuse.dropboxfs ' /proc/mounts").stdout == "1\n")
+            #expect(try await m.sh("cat \"$M/README.txt\" | head -c 7").stdout == "Welcome")
+            let status = try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment)
+            #expect(status.stdout.contains("account"))
+            try await m.unmount()
+        }
+    }
+}
