@@ -26,6 +26,8 @@ public final class DropboxFileSystem: Sendable {
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
     private let handles = Mutex<(next: UInt64, open: [UInt64: OpenFile])>((1, [:]))
     private let lastOpenedHash = Mutex<[UInt64: String]>([:])
+    /// Folders have no modification time on Dropbox: they show the time of the mount.
+    private let mountedAt = Int(Date().timeIntervalSince1970)
     private let space = Mutex<(value: (used: Int64, allocated: Int64)?, at: ContinuousClock.Instant)>((nil, .now))
 
     public init(client: DropboxClient, store: MetadataStore, cache: BlockCache, options: Options = Options()) {
@@ -90,7 +92,7 @@ public final class DropboxFileSystem: Sendable {
             attributes.st_blocks = Int((node.size + 511) / 512)
         }
         attributes.st_blksize = Int(Reader.blockSize)
-        attributes.st_mtim = timespec(tv_sec: Int(node.modified), tv_nsec: 0)
+        attributes.st_mtim = timespec(tv_sec: node.isFolder ? mountedAt : Int(node.modified), tv_nsec: 0)
         attributes.st_ctim = attributes.st_mtim
         attributes.st_atim = attributes.st_mtim
         return attributes
