@@ -31,3 +31,11 @@ void cfuse_conn_configure(struct fuse_conn_info *conn, unsigned max_readahead) {
     conn->max_readahead = max_readahead;
     conn->max_read = 0;
 }
+
+int cfuse_reply_fd(fuse_req_t req, int fd, off_t offset, size_t size) {
+    struct fuse_bufvec buffer = FUSE_BUFVEC_INIT(size);
+    buffer.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+    buffer.buf[0].fd = fd;
+    buffer.buf[0].pos = offset;
+    return fuse_reply_data(req, &buffer, FUSE_BUF_SPLICE_MOVE);
+}

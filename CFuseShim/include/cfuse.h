@@ -18,6 +18,10 @@ int cfuse_session_loop(struct fuse_session *session, unsigned max_threads);
 void cfuse_file_info_set_keep_cache(struct fuse_file_info *info, int keep);
 void cfuse_file_info_set_direct_io(struct fuse_file_info *info, int direct);
 
+/// Answers a read with `size` bytes of `fd` at `offset`, spliced by the kernel where it can
+/// (no copy through user space): FUSE_BUFVEC_INIT is a macro.
+int cfuse_reply_fd(fuse_req_t req, int fd, off_t offset, size_t size);
+
 /// Sets the FUSE_CAP_* flags we want, from the connection's capable set (init callback).
 void cfuse_conn_configure(struct fuse_conn_info *conn, unsigned max_readahead);
 

@@ -103,7 +103,7 @@ public final class BlockCache: @unchecked Sendable {
     }
 
     /// Marks a block used (in SQLite at most once a minute per block: reads stay cheap).
-    private func touch(_ key: String) {
+    func touch(_ key: String) {
         let now = Self.now()
         lock.withLock {
             hits += 1
@@ -148,6 +148,28 @@ public final class BlockCache: @unchecked Sendable {
 }
 
 extension BlockCache {
+    /// The block's file if it is present with its expected length (counted as a hit), for
+    /// answering a read by splicing from it. A torn block is dropped.
+    public func verifiedFile(_ key: String, expected: Int) -> String? {
+        let path = file(key)
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        guard Int(info.st_size) == expected else {
+            unlink(path)
+            return nil
+        }
+        touch(key)
+        return path
+    }
+
+    /// Asks the kernel to read a cached block into the page cache ahead of use.
+    public func willNeed(_ key: String) {
+        let fd = open(file(key), O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = posix_fadvise(fd, 0, 0, Int32(POSIX_FADV_WILLNEED))
+        close(fd)
+    }
+
     /// True if the block is present (without counting a hit or checking it).
     public func contains(_ key: String) -> Bool {
         access(file(key), F_OK) == 0

@@ -45,6 +45,14 @@ public final class DropboxFileSystem: Sendable {
         return node
     }
 
+    /// A lookup answered from the store alone, when the parent folder is listed there; nil
+    /// when Dropbox must be asked.
+    public func cachedLookup(parent: UInt64, name: String) throws -> (UInt64, Node)? {
+        guard let parentPath = inodes.path(of: parent), try store.isListed(parentPath) else { return nil }
+        guard let node = try store.node(Node.child(parentPath, name)) else { throw FSError.notFound }
+        return (inodes.inode(for: node.pathLower), node)
+    }
+
     public func lookup(parent: UInt64, name: String) async throws -> (UInt64, Node) {
         guard let parentPath = inodes.path(of: parent) else { throw FSError.notFound }
         try await ensureListed(parentPath)
@@ -125,6 +133,12 @@ public final class DropboxFileSystem: Sendable {
         return (handle, keep)
     }
 
+    /// A read that can be answered straight from a cached block's file (see `Reader.cachedSpan`).
+    public func cachedSpan(handle: UInt64, offset: Int64, size: Int) -> (file: String, offset: Int64, length: Int)? {
+        guard let file = handles.withLock({ $0.open[handle] }) else { return nil }
+        return reader.cachedSpan(file.node, offset: offset, size: size, stream: file.stream)
+    }
+
     public func read(handle: UInt64, offset: Int64, size: Int) async throws -> [UInt8] {
         guard let file = handles.withLock({ $0.open[handle] }) else { throw FSError.io("unknown file handle") }
         return try await reader.read(file.node, offset: offset, size: size, stream: file.stream)
@@ -155,6 +169,8 @@ public final class DropboxFileSystem: Sendable {
     public static let xattrNames = ["user.dropbox.id", "user.dropbox.rev", "user.dropbox.content_hash"]
 
     public func extendedAttribute(_ inode: UInt64, name: String) throws -> [UInt8] {
+        // `ls -l` asks every file for security and ACL attributes: answer without a lookup.
+        guard name.hasPrefix("user.dropbox.") else { throw FSError.noAttribute }
         let node = try node(inode)
         let value: String?
         switch name {

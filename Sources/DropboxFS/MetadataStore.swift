@@ -11,6 +11,10 @@ import SQLiteStore
 public final class MetadataStore: @unchecked Sendable {
     private let lock = NSLock()
     private let db: SQLiteDatabase
+    /// Nodes and listed folders read from SQLite, kept in memory: `ls -l` asks for every
+    /// entry's attributes. Emptied by every write.
+    private var nodeCache: [String: Node?] = [:]
+    private var listedCache: [String: Bool] = [:]
 
     public init(path: String) throws {
         db = try SQLiteDatabase(path: path)
@@ -35,7 +39,11 @@ public final class MetadataStore: @unchecked Sendable {
     public func node(_ pathLower: String) throws -> Node? {
         if pathLower.isEmpty { return .root }
         return try lock.withLock {
-            try db.first("SELECT \(Self.columns) FROM nodes WHERE path_lower = ?", [.text(pathLower)], map: Self.node)
+            if let cached = nodeCache[pathLower] { return cached }
+            let node = try db.first("SELECT \(Self.columns) FROM nodes WHERE path_lower = ?", [.text(pathLower)], map: Self.node)
+            if nodeCache.count > 200_000 { nodeCache.removeAll() }
+            nodeCache[pathLower] = node
+            return node
         }
     }
 
@@ -50,12 +58,18 @@ public final class MetadataStore: @unchecked Sendable {
     }
 
     public func isListed(_ folderLower: String) throws -> Bool {
-        try lock.withLock { try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(folderLower)]) { _ in true } ?? false }
+        try lock.withLock {
+            if let cached = listedCache[folderLower] { return cached }
+            let listed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(folderLower)]) { _ in true } ?? false
+            listedCache[folderLower] = listed
+            return listed
+        }
     }
 
     /// Records a complete listing of a folder: its children are exactly `nodes`.
     public func storeListing(_ folderLower: String, _ nodes: [Node]) throws {
         try lock.withLock {
+            forgetCachedLocked()
             try db.transaction {
                 try db.run("DELETE FROM nodes WHERE parent_lower = ?", [.text(folderLower)])
                 for node in nodes { try upsertLocked(node) }
@@ -67,7 +81,8 @@ public final class MetadataStore: @unchecked Sendable {
     /// Applies a page of changes from the cursor; returns what changed, for invalidation.
     public func apply(_ changes: [Metadata]) throws -> [StoreChange] {
         try lock.withLock {
-            try db.transaction {
+            forgetCachedLocked()
+            return try db.transaction {
                 var applied: [StoreChange] = []
                 for change in changes {
                     guard let lower = change.pathLower, !lower.isEmpty else { continue }
@@ -96,6 +111,7 @@ public final class MetadataStore: @unchecked Sendable {
     /// Forgets everything (after a cursor `reset`): folders are listed again when needed.
     public func clear() throws {
         try lock.withLock {
+            forgetCachedLocked()
             try db.execute("DELETE FROM nodes; DELETE FROM listed; DELETE FROM state;")
         }
     }
@@ -106,6 +122,11 @@ public final class MetadataStore: @unchecked Sendable {
 
     public func setValue(_ key: String, _ value: String) throws {
         try lock.withLock { try db.run("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)", [.text(key), .text(value)]) }
+    }
+
+    private func forgetCachedLocked() {
+        nodeCache.removeAll(keepingCapacity: true)
+        listedCache.removeAll(keepingCapacity: true)
     }
 
     private func upsertLocked(_ node: Node) throws {

@@ -8,9 +8,10 @@ import Synchronization
 /// Sequential reading grows a read-ahead window whose blocks are fetched in parallel over
 /// the client's reused connections, never past the end of the file.
 public final class Reader: Sendable {
-    public static let blockSize: Int64 = 1 << 20
-    static let maxWindow: Int64 = 32
-    static let maxPrefetches = 8
+    /// 4 MiB, as Dropbox's content hash blocks: few requests per file, one file per block.
+    public static let blockSize: Int64 = 4 << 20
+    static let maxWindow: Int64 = 16
+    static let maxPrefetches = 6
 
     let client: DropboxClient
     let cache: BlockCache
@@ -25,6 +26,21 @@ public final class Reader: Sendable {
 
     /// Bytes fetched from Dropbox so far.
     public var bytesDownloaded: Int64 { downloaded.load(ordering: .relaxed) }
+
+    /// For a read that lies within one cached block: that block's file and the offset in it,
+    /// so the caller can have the kernel splice the bytes straight from disk. Also keeps the
+    /// read-ahead going (fetching what is missing, hinting the page cache for what is not).
+    public func cachedSpan(_ node: Node, offset: Int64, size: Int, stream: ReadStream?) -> (file: String, offset: Int64, length: Int)? {
+        guard offset < node.size, size > 0, let hash = node.contentHash, let rev = node.rev else { return nil }
+        let end = min(node.size, offset + Int64(size))
+        let index = offset / Self.blockSize
+        guard (end - 1) / Self.blockSize == index else { return nil }
+        let blockLength = Int(min(Self.blockSize, node.size - index * Self.blockSize))
+        let key = BlockCache.key(contentHash: hash, index: index)
+        guard let file = cache.verifiedFile(key, expected: blockLength) else { return nil }
+        if let stream { prefetch(node, hash: hash, rev: rev, after: index, window: stream.advance(offset: offset, end: end)) }
+        return (file, offset - index * Self.blockSize, Int(end - offset))
+    }
 
     /// Reads up to `size` bytes at `offset` of `node`.
     public func read(_ node: Node, offset: Int64, size: Int, stream: ReadStream?) async throws -> [UInt8] {
@@ -86,7 +102,11 @@ public final class Reader: Sendable {
             let blockIndex = next
             next += 1
             let key = BlockCache.key(contentHash: hash, index: blockIndex)
-            if inflight.withLock({ $0[key] != nil }) || cache.contains(key) { continue }
+            if inflight.withLock({ $0[key] != nil }) { continue }
+            if cache.contains(key) {
+                cache.willNeed(key)  // on disk already: start reading it into the page cache
+                continue
+            }
             guard prefetching.add(1, ordering: .relaxed).newValue <= Self.maxPrefetches else {
                 prefetching.subtract(1, ordering: .relaxed)
                 return

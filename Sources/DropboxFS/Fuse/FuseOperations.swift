@@ -11,6 +11,21 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let name = String(cString: name!)
+            do {
+                if let (inode, node) = try mount.fs.cachedLookup(parent: UInt64(parent), name: name) {
+                    var entry = mount.entryParam(inode, node)
+                    fuse_reply_entry(request.raw, &entry)
+                    return
+                }
+            } catch FSError.notFound {
+                var entry = fuse_entry_param()
+                entry.entry_timeout = mount.cacheTimeout
+                fuse_reply_entry(request.raw, &entry)
+                return
+            } catch {
+                request.fail(error)
+                return
+            }
             Task {
                 do {
                     let (inode, node) = try await mount.fs.lookup(parent: UInt64(parent), name: name)
@@ -83,6 +98,15 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let handle = fi!.pointee.fh
+            // Cached: the kernel splices the bytes from the block file, on this thread.
+            if let span = mount.fs.cachedSpan(handle: handle, offset: Int64(offset), size: size) {
+                let fd = open(span.file, O_RDONLY | O_CLOEXEC)
+                if fd >= 0 {
+                    cfuse_reply_fd(request.raw, fd, off_t(span.offset), span.length)
+                    close(fd)
+                    return
+                }
+            }
             Task {
                 do {
                     let bytes = try await mount.fs.read(handle: handle, offset: Int64(offset), size: size)
