@@ -12,6 +12,10 @@ int cfuse_session_loop(struct fuse_session *session, unsigned max_threads) {
     struct fuse_loop_config *config = fuse_loop_cfg_create();
     if (config == NULL) return -1;
     fuse_loop_cfg_set_max_threads(config, max_threads);
+    // Keep workers alive: operations answer asynchronously, so workers are idle again at
+    // once, and libfuse would otherwise start and stop a thread (with its splice pipe) for
+    // nearly every request.
+    fuse_loop_cfg_set_idle_threads(config, max_threads);
     fuse_loop_cfg_set_clone_fd(config, 0);
     int result = fuse_session_loop_mt(session, config);
     fuse_loop_cfg_destroy(config);

@@ -62,33 +62,27 @@ public final class BlockCache: @unchecked Sendable {
         return true
     }
 
-    /// Stores a block (atomically: temporary file, then rename) and evicts if over the limit.
-    public func store(_ key: String, _ bytes: [UInt8]) {
+    /// A new temporary file in the cache directory to download a block into.
+    public func temporaryFile(for key: String) -> (path: String, fd: Int32)? {
         let path = file(key)
-        let folder = (path as NSString).deletingLastPathComponent
-        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         let temporary = path + ".tmp.\(UInt32.random(in: 0 ... .max))"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return }  // a full or broken cache disk only costs a refetch
-        let ok = bytes.withUnsafeBytes { raw -> Bool in
-            var done = 0
-            while done < raw.count {
-                let n = write(fd, raw.baseAddress! + done, raw.count - done)
-                if n <= 0 { return false }
-                done += n
-            }
-            return true
-        }
-        close(fd)
-        guard ok, rename(temporary, path) == 0 else {
+        let fd = open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        return fd >= 0 ? (temporary, fd) : nil
+    }
+
+    /// Makes a downloaded temporary file the block `key` (atomically, by rename) and evicts
+    /// past the limit. A block that cannot be stored (full disk) only costs a refetch.
+    public func adopt(_ key: String, temporary: String, size: Int) {
+        guard rename(temporary, file(key)) == 0 else {
             unlink(temporary)
             return
         }
         lock.withLock {
             let previous = (try? db.first("SELECT size FROM blocks WHERE key = ?", [.text(key)]) { $0.int(0) }) ?? nil
             try? db.run("INSERT OR REPLACE INTO blocks (key, size, last_used) VALUES (?, ?, ?)",
-                        [.text(key), .int(Int64(bytes.count)), .int(Self.now())])
-            total += Int64(bytes.count) - (previous ?? 0)
+                        [.text(key), .int(Int64(size)), .int(Self.now())])
+            total += Int64(size) - (previous ?? 0)
         }
         evictIfNeeded()
     }

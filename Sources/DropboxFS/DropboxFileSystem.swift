@@ -139,6 +139,23 @@ public final class DropboxFileSystem: Sendable {
         return reader.cachedSpan(file.node, offset: offset, size: size, stream: file.stream)
     }
 
+    /// What a read is answered with: a span of a cached block's file (spliced by the kernel)
+    /// or bytes.
+    public enum ReadAnswer: Sendable {
+        case span(file: String, offset: Int64, length: Int)
+        case bytes([UInt8])
+    }
+
+    /// Fetches what a read needs into the cache, then answers from it.
+    public func answerRead(handle: UInt64, offset: Int64, size: Int) async throws -> ReadAnswer {
+        guard let file = handles.withLock({ $0.open[handle] }) else { throw FSError.io("unknown file handle") }
+        try await reader.ensureCached(file.node, offset: offset, size: size, stream: file.stream)
+        if let span = reader.cachedSpan(file.node, offset: offset, size: size, stream: nil) {
+            return .span(file: span.file, offset: span.offset, length: span.length)
+        }
+        return .bytes(try await reader.read(file.node, offset: offset, size: size, stream: nil))
+    }
+
     public func read(handle: UInt64, offset: Int64, size: Int) async throws -> [UInt8] {
         guard let file = handles.withLock({ $0.open[handle] }) else { throw FSError.io("unknown file handle") }
         return try await reader.read(file.node, offset: offset, size: size, stream: file.stream)

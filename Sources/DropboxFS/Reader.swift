@@ -15,7 +15,7 @@ public final class Reader: Sendable {
 
     let client: DropboxClient
     let cache: BlockCache
-    private let inflight = Mutex<[String: Task<[UInt8], any Error>]>([:])
+    private let inflight = Mutex<[String: Task<Void, any Error>]>([:])
     private let prefetching = Atomic<Int>(0)
     private let downloaded = Atomic<Int64>(0)
 
@@ -42,63 +42,90 @@ public final class Reader: Sendable {
         return (file, offset - index * Self.blockSize, Int(end - offset))
     }
 
-    /// Reads up to `size` bytes at `offset` of `node`.
+    /// Reads up to `size` bytes at `offset` of `node`: missing blocks are fetched into the
+    /// cache, then the bytes are read from the block files.
     public func read(_ node: Node, offset: Int64, size: Int, stream: ReadStream?) async throws -> [UInt8] {
         guard offset < node.size, size > 0, let hash = node.contentHash, let rev = node.rev else { return [] }
         let end = min(node.size, offset + Int64(size))
+        try await ensureCached(node, offset: offset, size: size, stream: stream)
         var result = [UInt8](repeating: 0, count: Int(end - offset))
-        let first = offset / Self.blockSize
-        let last = (end - 1) / Self.blockSize
-        if let stream { prefetch(node, hash: hash, rev: rev, after: last, window: stream.advance(offset: offset, end: end)) }
-        for index in first...last {
+        for index in (offset / Self.blockSize)...((end - 1) / Self.blockSize) {
             let blockStart = index * Self.blockSize
             let blockLength = Int(min(Self.blockSize, node.size - blockStart))
             let from = max(offset, blockStart)
             let to = min(end, blockStart + Int64(blockLength))
             let key = BlockCache.key(contentHash: hash, index: index)
+            let target = Int(from - offset)..<Int(to - offset)
             let copied = result.withUnsafeMutableBytes { buffer in
                 cache.read(key, expected: blockLength, offset: Int(from - blockStart), length: Int(to - from),
-                           into: UnsafeMutableRawBufferPointer(rebasing: buffer[Int(from - offset)..<Int(to - offset)]))
+                           into: UnsafeMutableRawBufferPointer(rebasing: buffer[target]))
             }
             if copied { continue }
-            let block = try await fetch(key: key, rev: rev, expectedHash: hash, start: blockStart, length: blockLength)
-            result.withUnsafeMutableBytes { buffer in
-                block.withUnsafeBytes { source in
-                    let slice = UnsafeRawBufferPointer(rebasing: source[Int(from - blockStart)..<Int(to - blockStart)])
-                    UnsafeMutableRawBufferPointer(rebasing: buffer[Int(from - offset)..<Int(to - offset)]).copyMemory(from: slice)
-                }
-            }
+            // Evicted between fetch and read (a cache smaller than the read-ahead): ask again.
+            let (bytes, metadata) = try await client.downloadRangeWithMetadata("rev:" + rev, range: from..<to)
+            guard metadata.contentHash == hash else { throw FSError.io("rev:\(rev) no longer holds content \(hash)") }
+            result.replaceSubrange(target, with: bytes)
         }
         return result
     }
 
-    /// Fetches one block (or joins the request already fetching it) and caches it.
-    func fetch(key: String, rev: String, expectedHash: String, start: Int64, length: Int) async throws -> [UInt8] {
-        let task: Task<[UInt8], any Error> = inflight.withLock { running in
+    /// Makes sure the blocks covering [offset, offset+size) are in the cache (fetching what
+    /// is missing, in parallel) and keeps the stream's read-ahead going.
+    public func ensureCached(_ node: Node, offset: Int64, size: Int, stream: ReadStream?) async throws {
+        guard offset < node.size, size > 0, let hash = node.contentHash, let rev = node.rev else { return }
+        let end = min(node.size, offset + Int64(size))
+        let first = offset / Self.blockSize
+        let last = (end - 1) / Self.blockSize
+        if let stream { prefetch(node, hash: hash, rev: rev, after: last, window: stream.advance(offset: offset, end: end)) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in first...last {
+                let key = BlockCache.key(contentHash: hash, index: index)
+                if cache.contains(key) { continue }
+                let start = index * Self.blockSize
+                let length = Int(min(Self.blockSize, node.size - start))
+                group.addTask { try await self.fetch(key: key, rev: rev, expectedHash: hash, start: start, length: length) }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Fetches one block into the cache (or joins the request already fetching it): the
+    /// bytes stream from the network straight into the block's file.
+    func fetch(key: String, rev: String, expectedHash: String, start: Int64, length: Int) async throws {
+        let task: Task<Void, any Error> = inflight.withLock { running in
             if let existing = running[key] { return existing }
             let task = Task { [self] in
-                let (bytes, metadata) = try await client.downloadRangeWithMetadata("rev:" + rev, range: start..<(start + Int64(length)))
-                // Blocks are cached under the content hash: never under the wrong one.
-                guard metadata.contentHash == expectedHash else {
-                    throw FSError.io("rev:\(rev) served content \(metadata.contentHash ?? "?"), expected \(expectedHash)")
+                guard let (temporary, fd) = cache.temporaryFile(for: key) else { throw FSError.io("cannot write to the block cache") }
+                var adopted = false
+                defer {
+                    close(fd)
+                    if !adopted { unlink(temporary) }
                 }
+                let written = BlockWriter(fd: fd)
+                let got = try await client.download(Routes.download, DownloadArgument(path: "rev:" + rev), range: start..<(start + Int64(length)),
+                                                    restart: { written.reset() }, consume: { try written.append($0) })
+                // Blocks are cached under the content hash: never under the wrong one.
+                guard got.result.contentHash == expectedHash else {
+                    throw FSError.io("rev:\(rev) served content \(got.result.contentHash ?? "?"), expected \(expectedHash)")
+                }
+                guard written.count == length else { throw FSError.io("short block: \(written.count) of \(length) bytes") }
                 self.downloaded.add(Int64(length), ordering: .relaxed)
-                cache.store(key, bytes)
-                return bytes
+                cache.adopt(key, temporary: temporary, size: length)
+                adopted = true
             }
             running[key] = task
             return task
         }
         defer { _ = inflight.withLock { $0.removeValue(forKey: key) } }
-        return try await task.value
+        try await task.value
     }
 
     /// Starts fetching up to `window` blocks after `index`, not already cached or in flight.
-    private func prefetch(_ node: Node, hash: String, rev: String, after index: Int64, window: Int64) {
-        guard window > 0 else { return }
+    private func prefetch(_ node: Node, hash: String, rev: String, after index: Int64, window: (size: Int64, from: Int64)) {
+        guard window.size > 0 else { return }
         let lastBlock = (node.size - 1) / Self.blockSize
-        var next = index + 1
-        while next <= min(lastBlock, index + window) {
+        var next = max(index + 1, window.from)
+        while next <= min(lastBlock, index + window.size) {
             let blockIndex = next
             next += 1
             let key = BlockCache.key(contentHash: hash, index: blockIndex)
@@ -115,28 +142,63 @@ public final class Reader: Sendable {
             let length = Int(min(Self.blockSize, node.size - start))
             Task {
                 defer { prefetching.subtract(1, ordering: .relaxed) }
-                _ = try? await fetch(key: key, rev: rev, expectedHash: hash, start: start, length: length)
+                try? await fetch(key: key, rev: rev, expectedHash: hash, start: start, length: length)
             }
         }
     }
 }
 
-/// Per open file: detects sequential reading and sizes the read-ahead window (in blocks).
+/// Per open file: detects sequential reading and sizes the read-ahead window (in blocks),
+/// remembering how far read-ahead already went so each block is considered once.
+/// Writes a block's bytes at the running offset of its temporary file.
+final class BlockWriter: @unchecked Sendable {
+    let fd: Int32
+    private let lock = NSLock()
+    private var written = 0
+
+    init(fd: Int32) { self.fd = fd }
+
+    var count: Int { lock.withLock { written } }
+
+    func append(_ bytes: UnsafeRawBufferPointer) throws {
+        try lock.withLock {
+            var done = 0
+            while done < bytes.count {
+                let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(written + done))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw FSError.noSpace
+                }
+                done += n
+            }
+            written += bytes.count
+        }
+    }
+
+    func reset() {
+        lock.withLock {
+            written = 0
+            ftruncate(fd, 0)
+        }
+    }
+}
+
 public final class ReadStream: Sendable {
-    private let state = Mutex<(next: Int64, window: Int64)>((0, 0))
+    private let state = Mutex<(next: Int64, window: Int64, aheadThrough: Int64)>((0, 0, -1))
 
     public init() {}
 
-    /// Records a read of [offset, end); returns the read-ahead window to use.
-    func advance(offset: Int64, end: Int64) -> Int64 {
+    /// Records a read of [offset, end); returns the read-ahead window to use and the first
+    /// block not yet handled by read-ahead.
+    func advance(offset: Int64, end: Int64) -> (size: Int64, from: Int64) {
         state.withLock { state in
-            if offset == state.next || (offset < state.next && offset >= state.next - Reader.blockSize) {
-                state.window = max(2, min(Reader.maxWindow, state.window * 2))
-            } else {
-                state.window = 0  // random access: no read-ahead
-            }
+            let sequential = offset == state.next || (offset < state.next && offset >= state.next - Reader.blockSize)
+            state.window = sequential ? max(2, min(Reader.maxWindow, state.window * 2)) : 0  // random: none
             state.next = end
-            return state.window
+            let block = (end - 1) / Reader.blockSize
+            let from = max(block + 1, state.aheadThrough + 1)
+            if state.window > 0 { state.aheadThrough = max(state.aheadThrough, block + state.window) }
+            return (state.window, from)
         }
     }
 }

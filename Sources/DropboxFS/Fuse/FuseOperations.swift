@@ -109,8 +109,19 @@ enum FuseOperations {
             }
             Task {
                 do {
-                    let bytes = try await mount.fs.read(handle: handle, offset: Int64(offset), size: size)
-                    _ = bytes.withUnsafeBytes { fuse_reply_buf(request.raw, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+                    switch try await mount.fs.answerRead(handle: handle, offset: Int64(offset), size: size) {
+                    case .span(let file, let spanOffset, let length):
+                        let fd = open(file, O_RDONLY | O_CLOEXEC)
+                        if fd >= 0 {
+                            cfuse_reply_fd(request.raw, fd, off_t(spanOffset), length)
+                            close(fd)
+                        } else {
+                            let bytes = try await mount.fs.read(handle: handle, offset: Int64(offset), size: size)
+                            _ = bytes.withUnsafeBytes { fuse_reply_buf(request.raw, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+                        }
+                    case .bytes(let bytes):
+                        _ = bytes.withUnsafeBytes { fuse_reply_buf(request.raw, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+                    }
                 } catch {
                     request.fail(error)
                 }
