@@ -75,10 +75,10 @@ let package = Package(
         ),
         .testTarget(
             name: "DropboxAPITests",
-            dependencies: ["DropboxAPI", "DropboxEmulator"],
+            dependencies: ["DropboxAPI", "DropboxEmulator", "TestSupport"],
             swiftSettings: strictSettings
         ),
-        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSettings),
+        .target(name: "TestSupport", dependencies: ["DropboxAPI", "DropboxEmulator"], path: "Tests/TestSupport", swiftSettings: strictSettings),
         .testTarget(
             name: "DropboxFSCLITests",
             dependencies: ["DropboxEmulator", "TestSupport"],

@@ -110,6 +110,8 @@ public final class Emulator: Sendable {
             try await exchange.writer.sendFailure(failure)
         } catch is RequestBody.Truncated {
             throw RequestBody.Truncated()
+        } catch is CancellationError {
+            throw CancellationError()  // shutting down: the connection just ends
         } catch {
             if exchange.writer.closed { return }
             if exchange.writer.headSent { throw error }

@@ -1,6 +1,7 @@
 import DropboxAPI
 import DropboxEmulator
 import Foundation
+import TestSupport
 
 /// Runs `body` with a fresh emulator (real HTTP on 127.0.0.1, own data directory) and a
 /// client pointed at it; always shuts the emulator down and removes its data.
@@ -62,22 +63,4 @@ func localContentHash(_ url: URL) throws -> String {
         chunk.withUnsafeBytes { hasher.update($0) }
     }
     return hasher.finish()
-}
-
-extension Emulator {
-    /// Replaces the active faults through the control endpoint (over HTTP, like any client).
-    func setFaults(_ specs: [String]) async throws {
-        var request = HTTPRequest(url: baseURL + "/_emulator/faults")
-        request.body = .bytes(Array(try JSONSerialization.data(withJSONObject: ["faults": specs])))
-        let response = try await CurlTransport(userAgent: "test").perform(request)
-        precondition(response.status == 200, String(decoding: response.body, as: UTF8.self))
-    }
-
-    func routeStats() async throws -> [String: [String: Int]] {
-        var request = HTTPRequest(url: baseURL + "/_emulator/stats")
-        request.method = "GET"
-        let response = try await CurlTransport(userAgent: "test").perform(request)
-        let json = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
-        return (json?["routes"] as? [String: [String: Int]]) ?? [:]
-    }
 }

@@ -1,6 +1,7 @@
 import DropboxAPI
 import DropboxEmulator
 import Foundation
+import TestSupport
 import Testing
 
 @Suite("client: error classes, retries, tokens", .timeLimit(.minutes(2)))

@@ -1,6 +1,7 @@
 import DropboxAPI
 import DropboxEmulator
 import Foundation
+import TestSupport
 import Testing
 
 @Suite("client: routes and request styles", .timeLimit(.minutes(2)))

@@ -1,6 +1,7 @@
 import DropboxAPI
 import DropboxEmulator
 import Foundation
+import TestSupport
 import Synchronization
 import Testing
 

@@ -53,15 +53,9 @@ struct ChangeTests {
     @Test func cursorResetRelistsAndStaysCorrect() async throws {
         try await MountFixture.with { m in
             _ = try await m.sh("ls -lR \"$M\" > /dev/null")
-            try await m.emulator.resetCursorsForTest()
+            try await m.emulator.resetCursors()
             _ = try await m.client.upload(Routes.upload, UploadArgument(CommitInfo(path: "/after-reset.txt"), contentHash: nil), body: .bytes([65]))
             try await eventually("the file made after the reset", timeout: 5) { try await m.sh("cat \"$M/after-reset.txt\"").stdout == "A" }
         }
-    }
-}
-
-extension DropboxEmulator.Emulator {
-    func resetCursorsForTest() async throws {
-        _ = try await CurlTransport(userAgent: "test").perform(HTTPRequest(url: baseURL + "/_emulator/reset-cursors"))
     }
 }

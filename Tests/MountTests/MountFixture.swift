@@ -118,25 +118,3 @@ func eventually(_ what: String, timeout: Double = 20, _ condition: @escaping () 
     }
     throw MountFailure(message: "timed out after \(timeout) s waiting for \(what)")
 }
-
-extension Emulator {
-    func setFaults(_ specs: [String]) async throws {
-        var request = HTTPRequest(url: baseURL + "/_emulator/faults")
-        request.headers = [("Content-Type", "application/json")]
-        request.body = .bytes(Array(try JSONSerialization.data(withJSONObject: ["faults": specs])))
-        let response = try await CurlTransport(userAgent: "test").perform(request)
-        guard response.status == 200 else { throw MountFailure(message: String(decoding: response.body, as: UTF8.self)) }
-    }
-
-    func resetStats() async throws {
-        _ = try await CurlTransport(userAgent: "test").perform(HTTPRequest(url: baseURL + "/_emulator/stats/reset"))
-    }
-
-    func routeStats() async throws -> [String: [String: Int]] {
-        var request = HTTPRequest(url: baseURL + "/_emulator/stats")
-        request.method = "GET"
-        let response = try await CurlTransport(userAgent: "test").perform(request)
-        let json = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
-        return (json?["routes"] as? [String: [String: Int]]) ?? [:]
-    }
-}
