@@ -67,6 +67,15 @@ public struct AccountStore: Sendable {
         }
     }
 
+    /// Changes a saved account in place (nothing if it is gone).
+    public func patch(_ name: String, _ change: (inout Account) -> Void) throws {
+        try update { contents in
+            guard var account = contents.accounts[name] else { return }
+            change(&account)
+            contents.accounts[name] = account
+        }
+    }
+
     public func remove(_ name: String) throws {
         try update { contents in
             contents.accounts.removeValue(forKey: name)
@@ -81,15 +90,22 @@ public struct AccountStore: Sendable {
         }
     }
 
+    /// Read-modify-write under an exclusive lock on `accounts.lock`, so a mount saving a
+    /// refreshed token and a login in another process never lose each other's changes.
     private func update(_ change: (inout File) -> Void) throws {
-        var contents = try load()
-        change(&contents)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         chmod(directory.path, 0o700)  // also when it existed before
+        let lockFD = open(directory.appendingPathComponent("accounts.lock").path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard lockFD >= 0 else { throw ClientError.local("cannot lock \(directory.path): \(String(cString: strerror(errno)))") }
+        defer { close(lockFD) }
+        guard flock(lockFD, LOCK_EX) == 0 else { throw ClientError.local("cannot lock \(directory.path)") }
+        defer { flock(lockFD, LOCK_UN) }
+        var contents = try load()
+        change(&contents)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data = try encoder.encode(contents)
-        let temporary = directory.appendingPathComponent(".accounts.json.\(getpid())")
+        let temporary = directory.appendingPathComponent(".accounts.json.\(getpid()).\(UInt32.random(in: 0 ... .max))")
         guard FileManager.default.createFile(atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600]),
               rename(temporary.path, file.path) == 0 else {
             unlink(temporary.path)
@@ -116,10 +132,13 @@ extension AccountStore {
                                                     refreshToken: refresh, appKey: appKey, appSecret: account.appSecret)
             let store = self
             tokens = RefreshingAccessToken(state: state, oauth: OAuthClient(endpoints: endpoints, transport: transport)) { renewed in
-                var updated = account
-                updated.accessToken = renewed.accessToken
-                updated.expiresAt = renewed.expiresAt
-                try? store.save(chosen, updated)
+                // Patch the saved account as it is now, and only if it still holds this
+                // refresh token: a login made meanwhile is never overwritten.
+                try? store.patch(chosen) { saved in
+                    guard saved.refreshToken == renewed.refreshToken else { return }
+                    saved.accessToken = renewed.accessToken
+                    saved.expiresAt = renewed.expiresAt
+                }
             }
         } else if let token = account.accessToken {
             tokens = StaticAccessToken(token)
