@@ -30,6 +30,19 @@ public final class BlockCache: @unchecked Sendable {
             CREATE INDEX IF NOT EXISTS blocks_lru ON blocks(last_used);
             """)
         total = try db.first("SELECT COALESCE(SUM(size), 0) FROM blocks") { $0.int(0) } ?? 0
+        removeLeftoverTemporaries()
+    }
+
+    /// Downloads cut short by a crash leave temporary files: remove them, so they never
+    /// count against nothing and fill the disk.
+    private func removeLeftoverTemporaries() {
+        let blocks = directory.appendingPathComponent("blocks").path
+        for folder in (try? FileManager.default.contentsOfDirectory(atPath: blocks)) ?? [] {
+            let path = blocks + "/" + folder
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] where name.contains(".tmp.") {
+                unlink(path + "/" + name)
+            }
+        }
     }
 
     public var size: Int64 { lock.withLock { total } }
@@ -107,7 +120,7 @@ public final class BlockCache: @unchecked Sendable {
         }
     }
 
-    private func drop(_ key: String) {
+    func drop(_ key: String) {
         unlink(file(key))
         lock.withLock {
             if let size = (try? db.first("SELECT size FROM blocks WHERE key = ?", [.text(key)]) { $0.int(0) }) ?? nil {
@@ -149,7 +162,7 @@ extension BlockCache {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         guard Int(info.st_size) == expected else {
-            unlink(path)
+            drop(key)
             return nil
         }
         touch(key)

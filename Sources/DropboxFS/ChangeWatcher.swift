@@ -37,8 +37,9 @@ public final class ChangeWatcher: Sendable {
             }
         } catch let error as CallError<PathLookupError> {
             guard case .route(.reset, _, _, _) = error else { throw error }
-            try store.clear()
+            // New cursor first, then forget: nothing changed in between can be missed.
             let latest = try await client.rpc(Routes.getLatestCursor, ListFolderArgument(path: "", recursive: true))
+            try store.clear()
             try store.setValue("cursor", latest.cursor)
             listener([], true)
         }

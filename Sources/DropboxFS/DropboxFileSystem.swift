@@ -25,6 +25,7 @@ public final class DropboxFileSystem: Sendable {
     public let options: Options
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
     private let handles = Mutex<(next: UInt64, open: [UInt64: OpenFile])>((1, [:]))
+    /// Per inode: the content hash the kernel's cached pages hold, when known to be one.
     private let lastOpenedHash = Mutex<[UInt64: String]>([:])
     /// Folders have no modification time on Dropbox: they show the time of the mount.
     private let mountedAt = Int(Date().timeIntervalSince1970)
@@ -74,13 +75,21 @@ public final class DropboxFileSystem: Sendable {
         let task: Task<Void, any Error> = listings.withLock { running in
             if let existing = running[folderLower] { return existing }
             let task = Task { [client, store] in
-                let entries = try await client.listAll(folderLower, recursive: false)
+                let (entries, cursor) = try await client.listAllWithCursor(folderLower, recursive: false)
                 try store.storeListing(folderLower, entries.compactMap(Node.init))
+                // The change watcher may have passed changes in this folder while it was being
+                // listed (and not yet marked listed): replay them from the listing's own cursor.
+                var page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
+                _ = try store.apply(page.entries)
+                while page.hasMore {
+                    page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: page.cursor))
+                    _ = try store.apply(page.entries)
+                }
             }
             running[folderLower] = task
             return task
         }
-        defer { _ = listings.withLock { $0.removeValue(forKey: folderLower) } }
+        defer { listings.withLock { if $0[folderLower] == task { $0.removeValue(forKey: folderLower) } } }
         try await task.value
     }
 
@@ -110,6 +119,7 @@ public final class DropboxFileSystem: Sendable {
 
     /// An open file: its node as of `open` (reads serve that revision) and its stream state.
     public struct OpenFile: Sendable {
+        public var inode: UInt64
         public var node: Node
         public var stream: ReadStream
     }
@@ -120,15 +130,20 @@ public final class DropboxFileSystem: Sendable {
         if writable && options.readOnly { throw FSError.readOnly }
         let file = try node(inode)
         if file.isFolder { throw FSError.isDirectory }
-        let keep = lastOpenedHash.withLock { seen in
-            defer { seen[inode] = file.contentHash }
-            return file.contentHash != nil && seen[inode] == file.contentHash
-        }
         let handle = handles.withLock { state in
             let id = state.next
             state.next += 1
-            state.open[id] = OpenFile(node: file, stream: ReadStream())
+            state.open[id] = OpenFile(inode: inode, node: file, stream: ReadStream())
             return id
+        }
+        // The page cache belongs to the inode, while each handle reads the revision it opened:
+        // keep the cache only if it can hold nothing but this content.
+        let othersCurrent = handles.withLock { state in
+            state.open.values.allSatisfy { $0.inode != inode || $0.node.contentHash == file.contentHash }
+        }
+        let keep = lastOpenedHash.withLock { seen in
+            defer { seen[inode] = othersCurrent ? file.contentHash : nil }
+            return othersCurrent && file.contentHash != nil && seen[inode] == file.contentHash
         }
         return (handle, keep)
     }
@@ -162,7 +177,11 @@ public final class DropboxFileSystem: Sendable {
     }
 
     public func release(handle: UInt64) {
-        _ = handles.withLock { $0.open.removeValue(forKey: handle) }
+        guard let file = handles.withLock({ $0.open.removeValue(forKey: handle) }) else { return }
+        // A handle on an older revision may have filled the page cache with its bytes.
+        lastOpenedHash.withLock { seen in
+            if seen[file.inode] != file.node.contentHash { seen.removeValue(forKey: file.inode) }
+        }
     }
 
     /// Forgets what the kernel may hold for an inode whose content changed remotely.

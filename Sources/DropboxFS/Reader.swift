@@ -38,14 +38,15 @@ public final class Reader: Sendable {
         let blockLength = Int(min(Self.blockSize, node.size - index * Self.blockSize))
         let key = BlockCache.key(contentHash: hash, index: index)
         guard let file = cache.verifiedFile(key, expected: blockLength) else { return nil }
-        if let stream { prefetch(node, hash: hash, rev: rev, after: index, window: stream.advance(offset: offset, end: end)) }
+        if let stream { stream.readAhead(through: prefetch(node, hash: hash, rev: rev, after: index, window: stream.advance(offset: offset, end: end))) }
         return (file, offset - index * Self.blockSize, Int(end - offset))
     }
 
     /// Reads up to `size` bytes at `offset` of `node`: missing blocks are fetched into the
     /// cache, then the bytes are read from the block files.
     public func read(_ node: Node, offset: Int64, size: Int, stream: ReadStream?) async throws -> [UInt8] {
-        guard offset < node.size, size > 0, let hash = node.contentHash, let rev = node.rev else { return [] }
+        guard offset < node.size, size > 0 else { return [] }
+        guard let hash = node.contentHash, let rev = node.rev else { throw FSError.io("\(node.pathLower): no content hash or revision") }
         let end = min(node.size, offset + Int64(size))
         try await ensureCached(node, offset: offset, size: size, stream: stream)
         var result = [UInt8](repeating: 0, count: Int(end - offset))
@@ -72,11 +73,12 @@ public final class Reader: Sendable {
     /// Makes sure the blocks covering [offset, offset+size) are in the cache (fetching what
     /// is missing, in parallel) and keeps the stream's read-ahead going.
     public func ensureCached(_ node: Node, offset: Int64, size: Int, stream: ReadStream?) async throws {
-        guard offset < node.size, size > 0, let hash = node.contentHash, let rev = node.rev else { return }
+        guard offset < node.size, size > 0 else { return }
+        guard let hash = node.contentHash, let rev = node.rev else { throw FSError.io("\(node.pathLower): no content hash or revision") }
         let end = min(node.size, offset + Int64(size))
         let first = offset / Self.blockSize
         let last = (end - 1) / Self.blockSize
-        if let stream { prefetch(node, hash: hash, rev: rev, after: last, window: stream.advance(offset: offset, end: end)) }
+        if let stream { stream.readAhead(through: prefetch(node, hash: hash, rev: rev, after: last, window: stream.advance(offset: offset, end: end))) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in first...last {
                 let key = BlockCache.key(contentHash: hash, index: index)
@@ -116,13 +118,15 @@ public final class Reader: Sendable {
             running[key] = task
             return task
         }
-        defer { _ = inflight.withLock { $0.removeValue(forKey: key) } }
+        defer { inflight.withLock { if $0[key] == task { $0.removeValue(forKey: key) } } }
         try await task.value
     }
 
     /// Starts fetching up to `window` blocks after `index`, not already cached or in flight.
-    private func prefetch(_ node: Node, hash: String, rev: String, after index: Int64, window: (size: Int64, from: Int64)) {
-        guard window.size > 0 else { return }
+    /// Returns the last block it dealt with, so the stream knows where read-ahead stands.
+    @discardableResult
+    private func prefetch(_ node: Node, hash: String, rev: String, after index: Int64, window: (size: Int64, from: Int64)) -> Int64 {
+        guard window.size > 0 else { return index }
         let lastBlock = (node.size - 1) / Self.blockSize
         var next = max(index + 1, window.from)
         while next <= min(lastBlock, index + window.size) {
@@ -136,7 +140,7 @@ public final class Reader: Sendable {
             }
             guard prefetching.add(1, ordering: .relaxed).newValue <= Self.maxPrefetches else {
                 prefetching.subtract(1, ordering: .relaxed)
-                return
+                return blockIndex - 1  // full: this block and later ones are considered next time
             }
             let start = blockIndex * Self.blockSize
             let length = Int(min(Self.blockSize, node.size - start))
@@ -145,6 +149,7 @@ public final class Reader: Sendable {
                 try? await fetch(key: key, rev: rev, expectedHash: hash, start: start, length: length)
             }
         }
+        return min(lastBlock, index + window.size)
     }
 }
 
@@ -196,9 +201,12 @@ public final class ReadStream: Sendable {
             state.window = sequential ? max(2, min(Reader.maxWindow, state.window * 2)) : 0  // random: none
             state.next = end
             let block = (end - 1) / Reader.blockSize
-            let from = max(block + 1, state.aheadThrough + 1)
-            if state.window > 0 { state.aheadThrough = max(state.aheadThrough, block + state.window) }
-            return (state.window, from)
+            return (state.window, max(block + 1, state.aheadThrough + 1))
         }
+    }
+
+    /// Read-ahead has dealt with every block up to `block`.
+    func readAhead(through block: Int64) {
+        state.withLock { $0.aheadThrough = max($0.aheadThrough, block) }
     }
 }

@@ -48,7 +48,9 @@ struct MountCommand: AsyncParsableCommand {
         }
     }
 
-    var mountpoint: String { URL(fileURLWithPath: targets.last!).standardizedFileURL.path }
+    /// The mountpoint as /proc/mounts shows it: symlinks resolved (also when the directory
+    /// itself is a dead mount, which cannot be resolved: then its parent is).
+    var mountpoint: String { MountTable.canonical(targets.last!) }
     var accountArgument: String? { targets.count == 2 ? targets[0] : nil }
 
     /// Runs this same command again as a detached daemon and waits for its first line:
@@ -64,12 +66,20 @@ struct MountCommand: AsyncParsableCommand {
         process.standardOutput = readiness
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        let line = String(decoding: readiness.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let line = firstLine(readiness.fileHandleForReading).trimmingCharacters(in: .whitespacesAndNewlines)
         if line == "ready" { return }
         if !process.isRunning { process.waitUntilExit() }
         throw ClientError.local(line.isEmpty ? "the filesystem process exited (status \(process.terminationStatus))" : line)
     }
+}
+
+/// Reads up to the first newline (the daemon keeps running, so end-of-file may never come).
+private func firstLine(_ handle: FileHandle) -> String {
+    var bytes: [UInt8] = []
+    while let byte = try? handle.read(upToCount: 1), let first = byte.first, first != UInt8(ascii: "\n") {
+        bytes.append(first)
+    }
+    return String(decoding: bytes, as: UTF8.self)
 }
 
 struct UnmountCommand: AsyncParsableCommand {
@@ -81,8 +91,8 @@ struct UnmountCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors("unmount \(mountpoint)") {
-            let path = URL(fileURLWithPath: mountpoint).standardizedFileURL.path
-            guard MountTable.isMounted(path) else { throw ClientError.local("not mounted") }
+            let path = MountTable.canonical(mountpoint)
+            guard MountTable.isMounted(path, type: "fuse.dropboxfs") else { throw ClientError.local("not a dropboxfs mount") }
             try Unmounter.unmount(path)
         }
     }
@@ -98,7 +108,18 @@ enum MountTable {
         }
     }
 
-    static func isMounted(_ path: String) -> Bool { entries().contains { $0.mountpoint == path && $0.type.hasPrefix("fuse") } }
+    static func isMounted(_ path: String, type: String) -> Bool { entries().contains { $0.mountpoint == path && $0.type == type } }
+
+    /// An absolute path with symlinks resolved through its parent (the last component may be
+    /// a dead mount, which realpath cannot enter).
+    static func canonical(_ path: String) -> String {
+        let url = URL(fileURLWithPath: path).standardizedFileURL
+        let parent = url.deletingLastPathComponent().path
+        guard let resolved = realpath(parent, nil) else { return url.path }
+        defer { free(resolved) }
+        let base = String(cString: resolved)
+        return (base == "/" ? "" : base) + "/" + url.lastPathComponent
+    }
 
     /// /proc/mounts escapes space, tab, newline and backslash as octal.
     static func unescape(_ text: String) -> String {

@@ -25,9 +25,13 @@ struct MountDaemon {
         if daemon {
             print("ready")
             fflush(nil)
-            let log = open(prepared.cacheRoot + "/dropboxfs.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            // From now on stdout and stderr go to the log; never leave the readiness pipe open.
+            var log = open(prepared.cacheRoot + "/dropboxfs.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            if log < 0 { log = open("/dev/null", O_WRONLY | O_CLOEXEC) }
             if log >= 0 { dup2(log, STDOUT_FILENO); dup2(log, STDERR_FILENO); close(log) }
         }
+        let signals = Self.stopOnSignals(prepared.mount)
+        defer { signals.forEach { $0.cancel() } }
         let watching = Task { await prepared.watcher.run() }
         let status = StatusReporter(mountpoint: mountpoint, prepared: prepared)
         let reporting = Task { await status.run() }
@@ -38,8 +42,21 @@ struct MountDaemon {
         }
         watching.cancel()
         reporting.cancel()
+        await reporting.value
         status.remove()
         if result != 0 { throw ExitCode(1) }
+    }
+
+    /// SIGTERM, SIGINT and SIGHUP unmount and end the process cleanly (libfuse's own handlers
+    /// only wake the loop's thread, and ours runs elsewhere).
+    static func stopOnSignals(_ mount: FuseMount) -> [any DispatchSourceSignal] {
+        [SIGTERM, SIGINT, SIGHUP].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { mount.stop() }
+            source.resume()
+            return source
+        }
     }
 
     struct Prepared: Sendable {
@@ -59,7 +76,7 @@ struct MountDaemon {
         let account = try await client.rpc(Routes.getCurrentAccount, NoArgument())
 
         var isDirectory: ObjCBool = false
-        if MountTable.isMounted(mountpoint) {
+        if MountTable.isMounted(mountpoint, type: "fuse.dropboxfs") {
             var info = stat()
             guard stat(mountpoint, &info) != 0, errno == ENOTCONN else { throw ClientError.local("already mounted") }
             try Unmounter.unmount(mountpoint)  // left by a process that died: recover
@@ -103,10 +120,9 @@ struct StatusReporter: Sendable {
     let mountpoint: String
     let prepared: MountDaemon.Prepared
 
-    static var directory: String {
-        if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/dropboxfs" }
-        return "/tmp/dropboxfs-\(getuid())"
-    }
+    /// Derived from the user alone, so the daemon (started from a shell, fstab or systemd)
+    /// and `dropboxfs status` always agree on it.
+    static var directory: String { "/tmp/dropboxfs-status-\(getuid())" }
 
     static func file(for mountpoint: String) -> String {
         directory + "/" + MountDaemon.sanitize(mountpoint) + ".json"

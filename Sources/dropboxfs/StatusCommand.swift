@@ -11,7 +11,7 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors("status") {
-            let wanted = mountpoint.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+            let wanted = mountpoint.map { MountTable.canonical($0) }
             let mounts = MountTable.entries().filter { $0.type == "fuse.dropboxfs" && (wanted == nil || $0.mountpoint == wanted) }
             if mounts.isEmpty {
                 if wanted != nil { throw ClientError.local("\(wanted!) is not a dropboxfs mount") }

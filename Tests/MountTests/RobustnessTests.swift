@@ -51,6 +51,22 @@ struct RobustnessTests {
         }
     }
 
+    @Test func sigtermUnmountsAndEndsTheDaemon() async throws {
+        try await MountFixture.with { m in
+            _ = try await m.sh("cat \"$M/README.txt\" > /dev/null")
+            let daemons = m.daemonPIDs()
+            #expect(daemons.count == 1)
+            for pid in daemons { kill(pid, SIGTERM) }
+            try await eventually("the mount to go away", timeout: 10) { !m.isMounted }
+            try await eventually("the daemon to exit", timeout: 10) { m.daemonPIDs().isEmpty }
+            // Its caches are intact: the next mount serves the tree without listing it again.
+            try await m.emulator.resetStats()
+            try await m.mount()
+            #expect(try await m.sh("ls \"$M\" | wc -l").stdout == "8\n")
+            #expect(try await m.routeStats()["files/list_folder"] == nil)
+        }
+    }
+
     @Test func mountFailsClearlyOnBadTokenOrDeadServer() async throws {
         try await MountFixture.with(mount: false) { m in
             var environment = m.environment

@@ -8,13 +8,25 @@ import Synchronization
 /// allows it); borrowed arguments (names, `fuse_file_info`) are copied before the callback
 /// returns. Kernel cache invalidation is only ever sent from the change watcher's task,
 /// never from an operation's path or under a lock.
+///
+/// Lifecycle: `mount` → `serve` (the loop, on its own thread) → the loop ends on unmount or
+/// `stop` → the kernel mount goes, answers still pending are awaited, the invalidation queue
+/// drains, and only then is the session freed.
 public final class FuseMount: @unchecked Sendable {
     public let fs: DropboxFileSystem
     /// How long the kernel may trust an entry or attributes before asking again. Remote
     /// changes are also pushed by invalidation; this bounds what invalidation misses
     /// (e.g. a differently cased name the kernel cached).
     let cacheTimeout = 1.0
+    /// Guards `session` against teardown while an invalidation uses it.
+    private let lock = NSLock()
     private var session: OpaquePointer?
+    private var mountpoint = ""
+    /// Requests being answered from tasks: teardown waits for them.
+    private let pending = Atomic<Int>(0)
+    /// Invalidations run here, on a thread of their own: they may wait for the kernel, which
+    /// may wait for a request only a task can answer — never block Swift's task threads.
+    private let invalidations = DispatchQueue(label: "dropboxfs.invalidate")
     let directories = Mutex<(next: UInt64, open: [UInt64: [(UInt64, Node)]])>((1, [:]))
 
     public init(fs: DropboxFileSystem) { self.fs = fs }
@@ -33,31 +45,62 @@ public final class FuseMount: @unchecked Sendable {
             fuse_session_destroy(created)
             throw FSError.io("cannot mount on \(mountpoint) (is it an existing, empty, unused directory? is /dev/fuse usable?)")
         }
-        _ = fuse_set_signal_handlers(created)
-        session = created
+        lock.withLock {
+            session = created
+            self.mountpoint = mountpoint
+        }
     }
 
     /// Serves requests until unmounted or signalled (blocks: run it on its own thread), then
     /// unmounts and frees the session.
     public func serve(threads: UInt32 = 16) -> Int32 {
-        guard let session else { return -1 }
+        guard let session = lock.withLock({ self.session }) else { return -1 }
         let result = cfuse_session_loop(session, threads)
-        fuse_remove_signal_handlers(session)
         fuse_session_unmount(session)
+        let deadline = Date().addingTimeInterval(10)
+        while pending.load(ordering: .relaxed) > 0 && Date() < deadline { usleep(10_000) }
+        invalidations.sync {}
+        lock.withLock { self.session = nil }
         fuse_session_destroy(session)
-        self.session = nil
         return result
     }
 
-    /// Asks the loop to stop (as SIGTERM does).
+    /// Ends the loop (for SIGTERM/SIGINT): marks the session done and detaches the mount, so
+    /// workers blocked reading /dev/fuse wake up.
     public func stop() {
-        if let session { fuse_session_exit(session) }
+        let (session, mountpoint) = lock.withLock { (self.session, self.mountpoint) }
+        guard let session else { return }
+        fuse_session_exit(session)
+        if umount2(mountpoint, Int32(MNT_DETACH)) != 0 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["fusermount3", "-u", "-z", mountpoint]
+            try? process.run()
+            process.waitUntilExit()
+        }
+    }
+
+    /// Runs an operation's network-bound part in a task; teardown waits for it to answer.
+    func answerLater(_ body: @escaping @Sendable () async -> Void) {
+        pending.add(1, ordering: .relaxed)
+        Task {
+            await body()
+            pending.subtract(1, ordering: .relaxed)
+        }
     }
 
     // MARK: Invalidation (change watcher only)
 
     public func invalidate(_ changes: [StoreChange], everything: Bool) {
-        guard let session else { return }
+        invalidations.async { [self] in
+            lock.withLock {
+                guard let session else { return }
+                sendInvalidations(session, changes, everything: everything)
+            }
+        }
+    }
+
+    private func sendInvalidations(_ session: OpaquePointer, _ changes: [StoreChange], everything: Bool) {
         if everything {
             _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(InodeTable.root), 0, 0)
             return

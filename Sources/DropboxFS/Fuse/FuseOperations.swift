@@ -26,7 +26,7 @@ enum FuseOperations {
                 request.fail(error)
                 return
             }
-            Task {
+            mount.answerLater {
                 do {
                     let (inode, node) = try await mount.fs.lookup(parent: UInt64(parent), name: name)
                     var entry = mount.entryParam(inode, node)
@@ -57,7 +57,7 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let info = FileInfo(fi!.pointee)
-            Task {
+            mount.answerLater {
                 do {
                     let children = try await mount.fs.children(of: UInt64(ino))
                     var copy = info.value
@@ -107,7 +107,7 @@ enum FuseOperations {
                     return
                 }
             }
-            Task {
+            mount.answerLater {
                 do {
                     switch try await mount.fs.answerRead(handle: handle, offset: Int64(offset), size: size) {
                     case .span(let file, let spanOffset, let length):
@@ -139,7 +139,7 @@ enum FuseOperations {
         ops.statfs = { req, _ in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
-            Task {
+            mount.answerLater {
                 do {
                     let (used, allocated) = try await mount.fs.spaceUsage()
                     var info = statvfs()
