@@ -50,22 +50,23 @@ public final class DropboxFileSystem: Sendable {
     /// when Dropbox must be asked.
     public func cachedLookup(parent: UInt64, name: String) throws -> (UInt64, Node)? {
         guard let parentPath = inodes.path(of: parent), try store.isListed(parentPath) else { return nil }
-        guard let node = try store.node(Node.child(parentPath, name)) else { throw FSError.notFound }
+        guard let node = try store.child(of: parentPath, named: name) else { throw FSError.notFound }
         return (inodes.inode(for: node.pathLower), node)
     }
 
     public func lookup(parent: UInt64, name: String) async throws -> (UInt64, Node) {
         guard let parentPath = inodes.path(of: parent) else { throw FSError.notFound }
         try await ensureListed(parentPath)
-        guard let node = try store.node(Node.child(parentPath, name)) else { throw FSError.notFound }
+        guard let node = try store.child(of: parentPath, named: name) else { throw FSError.notFound }
         return (inodes.inode(for: node.pathLower), node)
     }
 
-    public func children(of inode: UInt64) async throws -> [(UInt64, Node)] {
+    /// A folder's children (their inodes are given out as the kernel receives them).
+    public func children(of inode: UInt64) async throws -> [Node] {
         let folder = try node(inode)
         guard folder.isFolder else { throw FSError.notDirectory }
         try await ensureListed(folder.pathLower)
-        return try store.children(folder.pathLower).map { (inodes.inode(for: $0.pathLower), $0) }
+        return try store.children(folder.pathLower)
     }
 
     /// Lists a folder from Dropbox unless the store already has it complete. Concurrent
@@ -182,6 +183,11 @@ public final class DropboxFileSystem: Sendable {
         lastOpenedHash.withLock { seen in
             if seen[file.inode] != file.node.contentHash { seen.removeValue(forKey: file.inode) }
         }
+    }
+
+    /// The kernel forgot `count` references to an inode; its state goes with the last one.
+    public func forget(_ inode: UInt64, count: UInt64) {
+        if inodes.forget(inode, count: count) { _ = lastOpenedHash.withLock { $0.removeValue(forKey: inode) } }
     }
 
     /// Forgets what the kernel may hold for an inode whose content changed remotely.

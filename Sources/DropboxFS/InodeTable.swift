@@ -1,13 +1,23 @@
 import Synchronization
 
-/// Inode numbers for paths, stable for the life of a mount: a path keeps its number once
-/// given (the root is 1). Numbers are never reused while mounted.
+/// Inode numbers for paths. A path keeps its number while the kernel knows it: each entry
+/// the kernel is given (lookup, readdirplus) counts once, `forget` takes counts away, and at
+/// zero the mapping is dropped — memory stays bounded however many files a `find` walks.
+/// Numbers are never reused within a mount; the root is 1.
 public final class InodeTable: Sendable {
     public static let root: UInt64 = 1
-    private let state = Mutex<(byPath: [String: UInt64], byInode: [UInt64: String], next: UInt64)>(([:], [:], 2))
+
+    private struct State {
+        var byPath: [String: UInt64] = [:]
+        var byInode: [UInt64: (path: String, lookups: UInt64)] = [:]
+        var next: UInt64 = 2
+    }
+
+    private let state = Mutex(State())
 
     public init() {}
 
+    /// The inode of a path, given one if it has none.
     public func inode(for pathLower: String) -> UInt64 {
         if pathLower.isEmpty { return Self.root }
         return state.withLock { state in
@@ -15,14 +25,37 @@ public final class InodeTable: Sendable {
             let ino = state.next
             state.next += 1
             state.byPath[pathLower] = ino
-            state.byInode[ino] = pathLower
+            state.byInode[ino] = (pathLower, 0)
             return ino
+        }
+    }
+
+    /// The kernel was handed this inode once more (a lookup or readdirplus entry).
+    public func retain(_ inode: UInt64) {
+        guard inode != Self.root else { return }
+        state.withLock { $0.byInode[inode]?.lookups += 1 }
+    }
+
+    /// `forget`: the kernel dropped `count` references. True when the inode is gone.
+    @discardableResult
+    public func forget(_ inode: UInt64, count: UInt64) -> Bool {
+        guard inode != Self.root else { return false }
+        return state.withLock { state in
+            guard var entry = state.byInode[inode] else { return false }
+            entry.lookups = entry.lookups > count ? entry.lookups - count : 0
+            if entry.lookups == 0 {
+                state.byInode.removeValue(forKey: inode)
+                if state.byPath[entry.path] == inode { state.byPath.removeValue(forKey: entry.path) }
+                return true
+            }
+            state.byInode[inode] = entry
+            return false
         }
     }
 
     public func path(of inode: UInt64) -> String? {
         if inode == Self.root { return "" }
-        return state.withLock { $0.byInode[inode] }
+        return state.withLock { $0.byInode[inode]?.path }
     }
 
     /// The inode already given to a path, without creating one.
@@ -30,4 +63,6 @@ public final class InodeTable: Sendable {
         if pathLower.isEmpty { return Self.root }
         return state.withLock { $0.byPath[pathLower] }
     }
+
+    public var count: Int { state.withLock { $0.byInode.count } }
 }

@@ -47,6 +47,15 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
+    /// A child by name: its exact name first, then case-insensitively (by lower-case path).
+    /// The exact match covers names whose case folding differs between Dropbox and Swift.
+    public func child(of folderLower: String, named name: String) throws -> Node? {
+        let exact = try lock.withLock {
+            try db.first("SELECT \(Self.columns) FROM nodes WHERE parent_lower = ? AND name = ?", [.text(folderLower), .text(name)], map: Self.node)
+        }
+        return try exact ?? node(Node.child(folderLower, name))
+    }
+
     public func children(_ folderLower: String) throws -> [Node] {
         try lock.withLock {
             var result: [Node] = []

@@ -143,6 +143,7 @@ struct StatusReporter: Sendable {
             "api": prepared.client.endpoints.api, "cache_dir": prepared.cacheRoot,
             "cache_bytes": cache.size, "cache_limit": cache.limit, "cache_hit_rate": cache.hitRate,
             "downloaded_bytes": prepared.fs.reader.bytesDownloaded, "requests": prepared.client.transport.requestCount,
+            "inodes": prepared.fs.inodes.count,
         ]
         guard let data = try? JSONSerialization.data(withJSONObject: report, options: [.sortedKeys]) else { return }
         let path = Self.file(for: mountpoint)

@@ -31,6 +31,7 @@ struct StatusCommand: AsyncParsableCommand {
                 print("  hit rate    \(String(format: "%.1f%%", ((report["cache_hit_rate"] as? NSNumber)?.doubleValue ?? 0) * 100))")
                 print("  downloaded  \(ByteFormat.string(int("downloaded_bytes")))")
                 print("  requests    \(int("requests"))")
+                print("  inodes      \(int("inodes")) known to the kernel")
             }
         }
     }

@@ -83,6 +83,13 @@ struct BrowseTests {
             let long = try await m.sh("ls -l \"$M/many\" | grep -c '^-'")
             #expect(long.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "10000")
             #expect(try await m.sh("cat \"$M/many/file-009999.txt\"").stdout.hasPrefix("line 0"))
+            // Inodes the kernel forgets are forgotten here too: memory follows what is in use.
+            _ = try await m.sh("sync; echo 2 > /proc/sys/vm/drop_caches")
+            try await eventually("the kernel's forgets to reach the daemon", timeout: 15) {
+                let status = try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment).stdout
+                let line = status.split(separator: "\n").first { $0.contains("inodes") } ?? ""
+                return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? .max) < 1000
+            }
         }
     }
 }

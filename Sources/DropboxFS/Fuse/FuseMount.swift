@@ -27,7 +27,7 @@ public final class FuseMount: @unchecked Sendable {
     /// Invalidations run here, on a thread of their own: they may wait for the kernel, which
     /// may wait for a request only a task can answer — never block Swift's task threads.
     private let invalidations = DispatchQueue(label: "dropboxfs.invalidate")
-    let directories = Mutex<(next: UInt64, open: [UInt64: [(UInt64, Node)]])>((1, [:]))
+    let directories = Mutex<(next: UInt64, open: [UInt64: [Node]])>((1, [:]))
 
     public init(fs: DropboxFileSystem) { self.fs = fs }
 

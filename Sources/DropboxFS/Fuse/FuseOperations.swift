@@ -41,8 +41,17 @@ enum FuseOperations {
                 }
             }
         }
-        ops.forget = { req, _, _ in fuse_reply_none(req) }
-        ops.forget_multi = { req, _, _ in fuse_reply_none(req) }
+        ops.forget = { req, ino, count in
+            FuseMount.from(req).fs.forget(UInt64(ino), count: UInt64(count))
+            fuse_reply_none(req)
+        }
+        ops.forget_multi = { req, count, forgets in
+            let fs = FuseMount.from(req).fs
+            for item in UnsafeBufferPointer(start: forgets, count: count) {
+                fs.forget(UInt64(item.ino), count: UInt64(item.nlookup))
+            }
+            fuse_reply_none(req)
+        }
         ops.getattr = { req, ino, _ in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
@@ -203,7 +212,13 @@ struct FileInfo: @unchecked Sendable {
 }
 
 extension FuseMount {
+    /// The reply for a lookup or readdirplus entry: the kernel now holds one more reference.
     func entryParam(_ inode: UInt64, _ node: Node) -> fuse_entry_param {
+        fs.inodes.retain(inode)
+        return attributesOnly(inode, node)
+    }
+
+    func attributesOnly(_ inode: UInt64, _ node: Node) -> fuse_entry_param {
         var entry = fuse_entry_param()
         entry.ino = fuse_ino_t(inode)
         entry.attr = fs.attributes(inode, node)
@@ -229,14 +244,17 @@ extension FuseMount {
                 entry.attr.st_ino = UInt(ino)
                 entry.attr.st_mode = S_IFDIR
             } else {
-                let (inode, node) = children[position - 2]
+                let node = children[position - 2]
+                let inode = fs.inodes.inode(for: node.pathLower)
                 name = node.name
-                entry = entryParam(inode, node)
+                entry = attributesOnly(inode, node)
             }
             let needed = buffer.withUnsafeMutableBufferPointer { raw in
                 fuse_add_direntry_plus(request.raw, raw.baseAddress! + used, size - used, name, &entry, off_t(position + 1))
             }
             if needed > size - used { break }
+            // Handed to the kernel: counts as a lookup ("." and ".." do not).
+            if position >= 2 { fs.inodes.retain(UInt64(entry.ino)) }
             used += needed
             position += 1
         }
