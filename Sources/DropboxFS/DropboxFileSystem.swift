@@ -165,7 +165,11 @@ public final class DropboxFileSystem: Sendable {
     /// Fetches what a read needs into the cache, then answers from it.
     public func answerRead(handle: UInt64, offset: Int64, size: Int) async throws -> ReadAnswer {
         guard let file = handles.withLock({ $0.open[handle] }) else { throw FSError.io("unknown file handle") }
-        try await reader.ensureCached(file.node, offset: offset, size: size, stream: file.stream)
+        do {
+            try await reader.ensureCached(file.node, offset: offset, size: size, stream: file.stream)
+        } catch is CacheUnavailable {
+            return .bytes(try await reader.readDirect(file.node, offset: offset, size: size))
+        }
         if let span = reader.cachedSpan(file.node, offset: offset, size: size, stream: nil) {
             return .span(file: span.file, offset: span.offset, length: span.length)
         }

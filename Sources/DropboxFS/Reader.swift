@@ -97,7 +97,7 @@ public final class Reader: Sendable {
         let task: Task<Void, any Error> = inflight.withLock { running in
             if let existing = running[key] { return existing }
             let task = Task { [self] in
-                guard let (temporary, fd) = cache.temporaryFile(for: key) else { throw FSError.io("cannot write to the block cache") }
+                guard let (temporary, fd) = cache.temporaryFile(for: key) else { throw CacheUnavailable() }
                 var adopted = false
                 defer {
                     close(fd)
@@ -155,6 +155,22 @@ public final class Reader: Sendable {
 
 /// Per open file: detects sequential reading and sizes the read-ahead window (in blocks),
 /// remembering how far read-ahead already went so each block is considered once.
+/// The block cache cannot take a block (its disk is full or unwritable): reads then go
+/// straight to Dropbox instead of failing.
+struct CacheUnavailable: Error {}
+
+extension Reader {
+    /// Reads a range from Dropbox without the cache (the cache's disk is full).
+    func readDirect(_ node: Node, offset: Int64, size: Int) async throws -> [UInt8] {
+        guard offset < node.size, size > 0 else { return [] }
+        guard let hash = node.contentHash, let rev = node.rev else { throw FSError.io("\(node.pathLower): no content hash or revision") }
+        let end = min(node.size, offset + Int64(size))
+        let (bytes, metadata) = try await client.downloadRangeWithMetadata("rev:" + rev, range: offset..<end)
+        guard metadata.contentHash == hash else { throw FSError.io("rev:\(rev) no longer holds content \(hash)") }
+        return bytes
+    }
+}
+
 /// Writes a block's bytes at the running offset of its temporary file.
 final class BlockWriter: @unchecked Sendable {
     let fd: Int32
@@ -172,7 +188,7 @@ final class BlockWriter: @unchecked Sendable {
                 let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(written + done))
                 if n < 0 {
                     if errno == EINTR { continue }
-                    throw FSError.noSpace
+                    throw CacheUnavailable()
                 }
                 done += n
             }
