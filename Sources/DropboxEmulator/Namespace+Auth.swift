@@ -65,7 +65,7 @@ extension Namespace {
                 try storeTokenLocked(refresh!, kind: "refresh", expires: nil, family: refresh, scope: scope)
             }
             let access = "emu-access." + Identifiers.random(48)
-            try storeTokenLocked(access, kind: "access", expires: shortLived ? Timestamp.now() + lifetime : nil, family: refresh, scope: scope)
+            try storeTokenLocked(access, kind: "access", expires: shortLived ? Self.nowMillis() + lifetime * 1000 : nil, family: refresh, scope: scope)
             return TokenGrant(accessToken: access, expiresIn: shortLived ? lifetime : 0, refreshToken: refresh, scope: scope)
         }
     }
@@ -76,7 +76,7 @@ extension Namespace {
             let scope = try database.first("SELECT scope FROM tokens WHERE token = ? AND kind = 'refresh'", [.text(refresh)]) { $0.text(0) }
             guard let scope else { throw OAuthFailure(code: "invalid_grant", description: "refresh token is malformed or revoked") }
             let access = "emu-access." + Identifiers.random(48)
-            try storeTokenLocked(access, kind: "access", expires: Timestamp.now() + lifetime, family: refresh, scope: scope)
+            try storeTokenLocked(access, kind: "access", expires: Self.nowMillis() + lifetime * 1000, family: refresh, scope: scope)
             return TokenGrant(accessToken: access, expiresIn: lifetime, refreshToken: nil, scope: scope)
         }
     }
@@ -87,7 +87,7 @@ extension Namespace {
                 $0.isNull(0) ? Int64.max : $0.int(0)
             }
             guard let expires else { return .invalid }
-            return expires > Timestamp.now() ? .valid : .expired
+            return expires > Self.nowMillis() ? .valid : .expired
         }
     }
 
@@ -105,6 +105,10 @@ extension Namespace {
             if let family { try database.run("DELETE FROM tokens WHERE family = ?", [.text(family)]) }
         }
     }
+
+    /// Token expiry is kept in milliseconds: a lifetime of one second is one second, not
+    /// "until the clock's next whole second".
+    static func nowMillis() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     static let allScopes = "account_info.read files.content.read files.content.write files.metadata.read files.metadata.write"
 

@@ -84,7 +84,8 @@ extension Namespace {
         } catch {
             throw RelocationFailure.to(.conflict("file_ancestor"))
         }
-        let caseOnlyRename = to.lower == from.lower && to.display != from.display
+        // Compared with the stored name, whatever casing the request used for `from`.
+        let caseOnlyRename = to.lower == from.lower && to.display != source.path.display
         if !caseOnlyRename, let existing = try liveEntryLocked(to) {
             guard autorename else { throw RelocationFailure.to(.conflict(existing.isFolder ? "folder" : "file")) }
             return (source, try freeNameLocked(for: to, isFolder: source.isFolder))

@@ -14,7 +14,9 @@ public final class DropboxFileSystem: Sendable {
         public var uid: UInt32 = getuid()
         public var gid: UInt32 = getgid()
         public var umask: UInt32 = 0o022
-        public var readOnly = true
+        /// `-o ro`: refuse every change. (Writing file content is refused in any case until
+        /// the write path exists; mkdir, rmdir, unlink and rename work unless read-only.)
+        public var readOnly = false
         public init() {}
     }
 
@@ -128,7 +130,7 @@ public final class DropboxFileSystem: Sendable {
     /// Opens for reading; `keepCache` tells the kernel its cached pages are still good
     /// (the content hash is the one it saw at the last open).
     public func open(_ inode: UInt64, writable: Bool) throws -> (handle: UInt64, keepCache: Bool) {
-        if writable && options.readOnly { throw FSError.readOnly }
+        if writable { throw FSError.readOnly }  // file content cannot be written yet
         let file = try node(inode)
         if file.isFolder { throw FSError.isDirectory }
         let handle = handles.withLock { state in

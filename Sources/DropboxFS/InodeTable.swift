@@ -53,6 +53,19 @@ public final class InodeTable: Sendable {
         }
     }
 
+    /// A path moved (by a rename through the mount): its inode and those of everything below
+    /// it keep their numbers and follow it.
+    public func rename(from old: String, to new: String) {
+        state.withLock { state in
+            for (ino, entry) in state.byInode where entry.path == old || entry.path.hasPrefix(old + "/") {
+                let moved = new + entry.path.dropFirst(old.count)
+                if state.byPath[entry.path] == ino { state.byPath.removeValue(forKey: entry.path) }
+                state.byPath[moved] = ino
+                state.byInode[ino] = (moved, entry.lookups)
+            }
+        }
+    }
+
     public func path(of inode: UInt64) -> String? {
         if inode == Self.root { return "" }
         return state.withLock { $0.byInode[inode]?.path }

@@ -117,6 +117,30 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
+    /// Records a node created or moved here by the mount itself. A folder made here is known
+    /// to be empty (`listedEmpty`); one moved here is listed when first needed.
+    public func insert(_ node: Node, listedEmpty: Bool) throws {
+        try lock.withLock {
+            forgetCachedLocked()
+            try db.transaction {
+                try upsertLocked(node)
+                if listedEmpty { try db.run("INSERT OR REPLACE INTO listed (path_lower) VALUES (?)", [.text(node.pathLower)]) }
+            }
+        }
+    }
+
+    /// Forgets a node and everything below it (deleted or moved away by the mount itself).
+    public func removeSubtree(_ pathLower: String) throws {
+        try lock.withLock {
+            forgetCachedLocked()
+            try db.transaction {
+                let subtree: [SQLValue] = [.text(pathLower), .text(pathLower + "/"), .text(pathLower + "0")]
+                try db.run("DELETE FROM nodes WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)", subtree)
+                try db.run("DELETE FROM listed WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)", subtree)
+            }
+        }
+    }
+
     /// Forgets everything (after a cursor `reset`): folders are listed again when needed.
     public func clear() throws {
         try lock.withLock {

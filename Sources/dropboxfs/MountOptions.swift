@@ -41,7 +41,9 @@ struct MountOptions {
             case "umask":
                 guard let mask = UInt32(try required(), radix: 8) else { throw ClientError.local("umask=\(value ?? ""): not octal") }
                 fs.umask = mask & 0o777
-            case "ro": fuse.append("ro")
+            case "ro":
+                fuse.append("ro")
+                fs.readOnly = true
             case _ where Self.ignored.contains(key) || key.hasPrefix("x-systemd.") || key.hasPrefix("x-"): continue
             default: fuse.append(option)
             }

@@ -22,8 +22,10 @@ public enum Routes {
     /// With autorename a repeated upload would land beside the first as "name (1)".
     public static let uploadAutorenaming = Route<UploadArgument, FileMetadata, PathWriteError>(
         "files/upload", host: .content, style: .upload, retry: .notProcessed)
+    /// Repeating a start after an unknown outcome only leaves an unused session behind
+    /// (sessions expire on their own), so starts are retried like reads.
     public static let uploadSessionStart = Route<UploadSessionStartArgument, UploadSessionStartResult, UploadSessionLookupError>(
-        "files/upload_session/start", host: .content, style: .upload, retry: .notProcessed)
+        "files/upload_session/start", host: .content, style: .upload)
     /// Idempotent at a fixed offset: a repeated append is refused with `incorrect_offset`
     /// pointing past it, which the uploader takes as success.
     public static let uploadSessionAppend = Route<UploadSessionAppendArgument, NoResult, UploadSessionLookupError>(

@@ -103,20 +103,9 @@ extension DropboxClient {
             return (session, size, hash)
         }
         let hash = ContentHasher.combine(try FileIO.blockDigests(fd, offset: 0, length: size))
-        // A start whose outcome is unknown just starts another session: an orphaned one
-        // costs nothing and expires on its own.
-        var attempt = 0
-        while true {
-            do {
-                let start = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(close: true, contentHash: hash),
-                                             body: .file(descriptor: fd, offset: 0, length: size))
-                return (start.sessionId, size, hash)
-            } catch let error as CallError<UploadSessionLookupError> where Self.ambiguous(error) {
-                attempt += 1
-                guard attempt < retry.maxAttempts else { throw error }
-                try await Task.sleep(for: .milliseconds(Int(retry.backoff(attempt: attempt - 1) * 1000)))
-            }
-        }
+        let start = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(close: true, contentHash: hash),
+                                     body: .file(descriptor: fd, offset: 0, length: size))
+        return (start.sessionId, size, hash)
     }
 }
 

@@ -36,11 +36,7 @@ extension DropboxClient {
             }
         }
         if items.isEmpty && emptyFolders.isEmpty { emptyFolders.append(remote) }
-        for folder in emptyFolders {
-            do { _ = try await rpc(Routes.createFolder, CreateFolderArgument(path: folder)) } catch let error as CallError<PathWriteError> {
-                guard case .route(.path(.conflict(.folder)), _, _, _) = error else { throw error }
-            }
-        }
+        for folder in emptyFolders { try await createFolderIfMissing(folder) }
         let total = items.count
         let results = try await uploadBatch(items) { done in progress?(done, total) }
         var report = TreeReport(files: items.count, bytes: bytes, failures: skipped)
@@ -48,6 +44,24 @@ extension DropboxClient {
             if case .failure(let error) = result { report.failures.append((item.commit.path, String(describing: error))) }
         }
         return report
+    }
+
+    /// Creates a folder unless one is there. A failure of unknown outcome is settled by
+    /// looking: a folder at the path means it worked.
+    public func createFolderIfMissing(_ path: String) async throws {
+        var attempt = 0
+        while true {
+            do {
+                _ = try await rpc(Routes.createFolder, CreateFolderArgument(path: path))
+                return
+            } catch let error as CallError<PathWriteError> {
+                if case .route(.path(.conflict(.folder)), _, _, _) = error { return }
+                guard Self.ambiguous(error), attempt + 1 < retry.maxAttempts else { throw error }
+                attempt += 1
+                if case .folder? = try? await rpc(Routes.getMetadata, GetMetadataArgument(path: path)) { return }
+                try await Task.sleep(for: .milliseconds(Int(retry.backoff(attempt: attempt - 1) * 1000)))
+            }
+        }
     }
 
     /// Downloads a Dropbox folder tree into `localDirectory`, `parallelism` files at once,

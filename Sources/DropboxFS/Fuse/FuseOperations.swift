@@ -1,6 +1,9 @@
 import CFuseShim
 import Foundation
 
+/// RENAME_NOREPLACE from <linux/fs.h> (not visible through libfuse's headers).
+private let renameNoReplace: UInt32 = 1
+
 /// The low-level operation table. Each entry copies its borrowed arguments, then calls the
 /// core; network-bound work continues in a task that replies when done.
 enum FuseOperations {
@@ -191,10 +194,39 @@ enum FuseOperations {
         // Writes arrive with the write path; until then every change is refused cleanly.
         ops.setattr = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
         ops.mknod = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
-        ops.mkdir = { req, _, _, _ in fuse_reply_err(req, EROFS) }
-        ops.unlink = { req, _, _ in fuse_reply_err(req, EROFS) }
-        ops.rmdir = { req, _, _ in fuse_reply_err(req, EROFS) }
-        ops.rename = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.mkdir = { req, parent, name, _ in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let name = String(cString: name!)
+            guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
+            mount.answerLater {
+                do {
+                    let (inode, node) = try await mount.fs.makeDirectory(parent: UInt64(parent), name: name)
+                    var entry = mount.entryParam(inode, node)
+                    fuse_reply_entry(request.raw, &entry)
+                } catch {
+                    request.fail(error)
+                }
+            }
+        }
+        ops.unlink = { req, parent, name in FuseOperations.remove(req, parent, name, folder: false) }
+        ops.rmdir = { req, parent, name in FuseOperations.remove(req, parent, name, folder: true) }
+        ops.rename = { req, parent, name, newParent, newName, flags in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let (from, to) = (String(cString: name!), String(cString: newName!))
+            guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
+            guard flags & ~renameNoReplace == 0 else { return request.fail(EINVAL) }  // no RENAME_EXCHANGE
+            mount.answerLater {
+                do {
+                    try await mount.fs.rename(parent: UInt64(parent), name: from, newParent: UInt64(newParent), newName: to,
+                                              noReplace: flags & renameNoReplace != 0)
+                    request.ok()
+                } catch {
+                    request.fail(error)
+                }
+            }
+        }
         ops.create = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
         ops.write = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
         ops.setxattr = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
@@ -202,6 +234,23 @@ enum FuseOperations {
         ops.symlink = { req, _, _, _ in fuse_reply_err(req, EPERM) }
         ops.link = { req, _, _, _ in fuse_reply_err(req, EPERM) }
         return ops
+    }
+}
+
+extension FuseOperations {
+    static func remove(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>?, folder: Bool) {
+        let mount = FuseMount.from(req)
+        let request = Request(raw: req!)
+        let name = String(cString: name!)
+        guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
+        mount.answerLater {
+            do {
+                try await mount.fs.remove(parent: UInt64(parent), name: name, folder: folder)
+                request.ok()
+            } catch {
+                request.fail(error)
+            }
+        }
     }
 }
 

@@ -1,0 +1,80 @@
+import DropboxAPI
+import Foundation
+
+/// Tree operations that need no file content: mkdir, rmdir, unlink, rename. Each is one
+/// Dropbox call (`create_folder_v2`, `delete_v2`, `move_v2`), then the store and the inode
+/// table are brought up to date at once, so the next lookup sees the result without waiting
+/// for the change watcher (which applies the same change again, harmlessly).
+extension DropboxFileSystem {
+    public func makeDirectory(parent: UInt64, name: String) async throws -> (UInt64, Node) {
+        let parentPath = try await listedFolder(parent)
+        try Self.checkName(name)
+        if try store.child(of: parentPath, named: name) != nil { throw FSError.exists }
+        let created = try await client.rpc(Routes.createFolder, CreateFolderArgument(path: parentPath + "/" + name)).metadata
+        guard let node = Node(.folder(created)) else { throw FSError.io("create_folder_v2 returned no folder") }
+        try store.insert(node, listedEmpty: true)
+        return (inodes.inode(for: node.pathLower), node)
+    }
+
+    /// unlink (a file) or rmdir (an empty folder). Dropbox deletes folders recursively, so
+    /// emptiness is checked first, with Dropbox itself (`list_folder`, one entry).
+    public func remove(parent: UInt64, name: String, folder: Bool) async throws {
+        let parentPath = try await listedFolder(parent)
+        guard let node = try store.child(of: parentPath, named: name) else { throw FSError.notFound }
+        if folder {
+            guard node.isFolder else { throw FSError.notDirectory }
+            try await requireEmpty(node)
+        } else if node.isFolder {
+            throw FSError.isDirectory
+        }
+        _ = try await client.rpc(Routes.delete, DeleteArgument(path: node.pathLower))
+        try store.removeSubtree(node.pathLower)
+    }
+
+    /// rename, POSIX style: an existing target is replaced (a file by a file, an empty folder
+    /// by a folder); `noReplace` refuses instead. Dropbox's move cannot replace, so the target
+    /// is deleted first: for a moment neither name holds the target (documented in SEMANTICS).
+    public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool) async throws {
+        let fromParent = try await listedFolder(parent)
+        let toParent = try await listedFolder(newParent)
+        try Self.checkName(newName)
+        guard let source = try store.child(of: fromParent, named: name) else { throw FSError.notFound }
+        let targetLower = Node.child(toParent, newName)
+        if source.isFolder && (targetLower == source.pathLower || targetLower.hasPrefix(source.pathLower + "/")) && targetLower != source.pathLower {
+            throw FSError.invalidName  // into itself
+        }
+        if let target = try store.child(of: toParent, named: newName), target.pathLower != source.pathLower {
+            if noReplace { throw FSError.exists }
+            if source.isFolder && !target.isFolder { throw FSError.notDirectory }
+            if !source.isFolder && target.isFolder { throw FSError.isDirectory }
+            if target.isFolder { try await requireEmpty(target) }
+            _ = try await client.rpc(Routes.delete, DeleteArgument(path: target.pathLower))
+            try store.removeSubtree(target.pathLower)
+        } else if source.name == newName && fromParent == toParent {
+            return  // the same name: nothing to do
+        }
+        let moved = try await client.rpc(Routes.move, RelocationArgument(from: source.pathLower, to: toParent + "/" + newName)).metadata
+        guard let node = Node(moved) else { throw FSError.io("move_v2 returned a deleted entry") }
+        try store.removeSubtree(source.pathLower)
+        try store.insert(node, listedEmpty: false)
+        inodes.rename(from: source.pathLower, to: node.pathLower)
+    }
+
+    /// The path of a folder inode, listed in the store.
+    private func listedFolder(_ inode: UInt64) async throws -> String {
+        let folder = try node(inode)
+        guard folder.isFolder else { throw FSError.notDirectory }
+        try await ensureListed(folder.pathLower)
+        return folder.pathLower
+    }
+
+    private func requireEmpty(_ folder: Node) async throws {
+        let page = try await client.rpc(Routes.listFolder, ListFolderArgument(path: folder.pathLower, limit: 1))
+        if !page.entries.isEmpty { throw FSError.notEmpty }
+    }
+
+    /// Names Dropbox cannot hold are refused before any request.
+    static func checkName(_ name: String) throws {
+        if name.isEmpty || name == "." || name == ".." || name.contains("/") || name.utf8.count > 255 { throw FSError.invalidName }
+    }
+}

