@@ -48,7 +48,7 @@ extension DropboxClient {
                 let file = try await commit()
                 try Self.check(file, hash: hash)
                 return file
-            } catch where (error as? any OutcomeReporting)?.outcomeUnknown == true {
+            } catch where (error as? any OutcomeUnknownError)?.outcomeUnknown == true {
                 if let file = try await committedFile(at: path, hash: hash) { return file }
                 attempt += 1
                 guard attempt < retry.maxAttempts else { throw error }
@@ -137,13 +137,13 @@ private final class ChunkLedger: Sendable {
 }
 
 /// Errors that can say whether the request may have been carried out.
-protocol OutcomeReporting {
+public protocol OutcomeUnknownError {
     var outcomeUnknown: Bool { get }
 }
 
-extension CallError: OutcomeReporting {
+extension CallError: OutcomeUnknownError {
     /// True after a 5xx or a connection lost mid-exchange: the server may have acted.
-    var outcomeUnknown: Bool {
+    public var outcomeUnknown: Bool {
         switch self {
         case .server: return true
         case .client(.transport(let transport)): return transport.kind == .connectionLost || transport.kind == .timedOut

@@ -31,6 +31,16 @@ public enum Metadata: Decodable, Sendable, Equatable {
         }
     }
 
+    public var id: String? {
+        switch self {
+        case .file(let m): return m.id
+        case .folder(let m): return m.id
+        case .deleted: return nil
+        }
+    }
+
+    public var folderMetadata: FolderMetadata? { if case .folder(let folder) = self { return folder }; return nil }
+
     public var pathDisplay: String? {
         switch self {
         case .file(let m): return m.pathDisplay
