@@ -45,10 +45,7 @@ extension Namespace {
                 entry.path = DropboxPath(display: current)
             }
             if let expectedPath, expectedPath.lower != entry.path.lower { throw NamespaceFailure.lookup(.notFound) }
-            guard let blob = entry.blob else { return (entry, nil) }
-            let fd = open(blobDirectory.appendingPathComponent(blob).path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            return (entry, fd)
+            return (entry, try openBlobLocked(entry.blob))
         }
     }
 }

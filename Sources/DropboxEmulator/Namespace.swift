@@ -68,11 +68,6 @@ final class Namespace: @unchecked Sendable {
     var currentSeq: Int64 { locked { seq } }
     var currentSeqLocked: Int64 { seq }
 
-    /// The live entry at `path`, or nil. The root is a folder that has no row.
-    func liveEntry(_ path: DropboxPath) throws -> Entry? {
-        try locked { try liveEntryLocked(path) }
-    }
-
     /// Resolves a path argument (`/a/b` or `id:…[/rest]`) to a path.
     func resolve(_ argument: PathArgument) throws -> DropboxPath {
         switch argument {
@@ -108,14 +103,20 @@ final class Namespace: @unchecked Sendable {
                 throw NamespaceFailure.lookup(.notFound)
             }
             guard !entry.isFolder else { throw NamespaceFailure.lookup(.notFile) }
-            guard let blob = entry.blob else { return (entry, nil) }
-            let fd = open(blobDirectory.appendingPathComponent(blob).path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            return (entry, fd)
+            return (entry, try openBlobLocked(entry.blob))
         }
     }
 
     // MARK: Helpers for the write and listing extensions (lock held by the caller)
+
+    /// Opens a content file for reading (nil for empty content, which has none). Done under
+    /// the lock, so a concurrent overwrite cannot delete the bytes before they are opened.
+    func openBlobLocked(_ blob: String?) throws -> Int32? {
+        guard let blob else { return nil }
+        let fd = open(blobDirectory.appendingPathComponent(blob).path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        return fd
+    }
 
     func liveEntryLocked(_ path: DropboxPath) throws -> Entry? {
         if path.isRoot { return nil }

@@ -11,7 +11,7 @@ extension DropboxFileSystem {
         try Self.checkName(name)
         if try store.child(of: parentPath, named: name) != nil { throw FSError.exists }
         let path = parentPath + "/" + name
-        let created = try await settled(check: { try await self.currentMetadata(path).flatMap(\.folderMetadata) }) {
+        let created = try await client.settle(check: { try await self.client.metadataIfExists(path).flatMap(\.folderMetadata) }) {
             try await self.client.rpc(Routes.createFolder, CreateFolderArgument(path: path)).metadata
         }
         guard let node = Node(.folder(created)) else { throw FSError.io("create_folder_v2 returned no folder") }
@@ -57,9 +57,9 @@ extension DropboxFileSystem {
             return  // the same name: nothing to do
         }
         let destination = toParent + "/" + newName
-        let moved = try await settled(check: { () -> Metadata? in
+        let moved = try await client.settle(check: { () -> Metadata? in
             // Done if the source is gone and the destination holds the same entry.
-            guard try await self.currentMetadata(source.pathLower) == nil, let there = try await self.currentMetadata(destination),
+            guard try await self.client.metadataIfExists(source.pathLower) == nil, let there = try await self.client.metadataIfExists(destination),
                   there.id == source.id else { return nil }
             return there
         }) {
@@ -73,36 +73,9 @@ extension DropboxFileSystem {
 
     /// delete_v2, settled by looking when its outcome is unknown: gone means done.
     private func delete(_ pathLower: String) async throws {
-        _ = try await settled(check: { try await self.currentMetadata(pathLower) == nil ? true : nil }) {
+        _ = try await client.settle(check: { try await self.client.metadataIfExists(pathLower) == nil ? true : nil }) {
             _ = try await self.client.rpc(Routes.delete, DeleteArgument(path: pathLower))
             return true
-        }
-    }
-
-    /// Runs a change that cannot be blindly repeated (`create_folder_v2`, `delete_v2`,
-    /// `move_v2`). After a failure whose outcome is unknown (a 5xx, a dropped connection),
-    /// `check` looks at Dropbox: a result means the change happened; otherwise it is tried
-    /// again, a few times.
-    private func settled<T>(check: () async throws -> T?, _ change: () async throws -> T) async throws -> T {
-        var attempt = 0
-        while true {
-            do {
-                return try await change()
-            } catch where (error as? any OutcomeUnknownError)?.outcomeUnknown == true && attempt < 4 {
-                attempt += 1
-                if let done = try await check() { return done }
-                try await Task.sleep(for: .milliseconds(200 << attempt))
-            }
-        }
-    }
-
-    /// The entry at a path now, or nil when there is none.
-    private func currentMetadata(_ path: String) async throws -> Metadata? {
-        do {
-            return try await client.rpc(Routes.getMetadata, GetMetadataArgument(path: path))
-        } catch let error as CallError<PathLookupError> {
-            if case .route(.path(.notFound), _, _, _) = error { return nil }
-            throw error
         }
     }
 

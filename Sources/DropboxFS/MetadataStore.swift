@@ -105,10 +105,7 @@ public final class MetadataStore: @unchecked Sendable {
                             applied.append(StoreChange(pathLower: lower, name: node.name, old: old, new: node))
                         }
                     } else if let old {
-                        try db.run("DELETE FROM nodes WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)",
-                                   [.text(lower), .text(lower + "/"), .text(lower + "0")])
-                        try db.run("DELETE FROM listed WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)",
-                                   [.text(lower), .text(lower + "/"), .text(lower + "0")])
+                        try removeSubtreeLocked(lower)
                         applied.append(StoreChange(pathLower: lower, name: old.name, old: old, new: nil))
                     }
                 }
@@ -133,12 +130,15 @@ public final class MetadataStore: @unchecked Sendable {
     public func removeSubtree(_ pathLower: String) throws {
         try lock.withLock {
             forgetCachedLocked()
-            try db.transaction {
-                let subtree: [SQLValue] = [.text(pathLower), .text(pathLower + "/"), .text(pathLower + "0")]
-                try db.run("DELETE FROM nodes WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)", subtree)
-                try db.run("DELETE FROM listed WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)", subtree)
-            }
+            try db.transaction { try removeSubtreeLocked(pathLower) }
         }
+    }
+
+    /// Deletes a path and everything below it ("/a/" < key < "/a0": '0' follows '/').
+    private func removeSubtreeLocked(_ pathLower: String) throws {
+        let subtree: [SQLValue] = [.text(pathLower), .text(pathLower + "/"), .text(pathLower + "0")]
+        try db.run("DELETE FROM nodes WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)", subtree)
+        try db.run("DELETE FROM listed WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)", subtree)
     }
 
     /// Forgets everything (after a cursor `reset`): folders are listed again when needed.

@@ -46,7 +46,7 @@ public final class Reader: Sendable {
     /// cache, then the bytes are read from the block files.
     public func read(_ node: Node, offset: Int64, size: Int, stream: ReadStream?) async throws -> [UInt8] {
         guard offset < node.size, size > 0 else { return [] }
-        guard let hash = node.contentHash, let rev = node.rev else { throw FSError.io("\(node.pathLower): no content hash or revision") }
+        guard let hash = node.contentHash else { throw FSError.io("\(node.pathLower): no content hash") }
         let end = min(node.size, offset + Int64(size))
         try await ensureCached(node, offset: offset, size: size, stream: stream)
         var result = [UInt8](repeating: 0, count: Int(end - offset))
@@ -63,9 +63,7 @@ public final class Reader: Sendable {
             }
             if copied { continue }
             // Evicted between fetch and read (a cache smaller than the read-ahead): ask again.
-            let (bytes, metadata) = try await client.downloadRangeWithMetadata("rev:" + rev, range: from..<to)
-            guard metadata.contentHash == hash else { throw FSError.io("rev:\(rev) no longer holds content \(hash)") }
-            result.replaceSubrange(target, with: bytes)
+            result.replaceSubrange(target, with: try await readDirect(node, offset: from, size: Int(to - from)))
         }
         return result
     }

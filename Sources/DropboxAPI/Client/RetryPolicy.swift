@@ -13,12 +13,6 @@ public struct RetryPolicy: Sendable {
 
     public init() {}
 
-    public static let none: RetryPolicy = {
-        var policy = RetryPolicy()
-        policy.maxAttempts = 1
-        return policy
-    }()
-
     /// The delay before attempt `attempt + 1` (attempt counts from 0).
     func backoff(attempt: Int) -> Double {
         let ceiling = min(maxDelay, baseDelay * pow(2, Double(attempt)))

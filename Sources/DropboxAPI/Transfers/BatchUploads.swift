@@ -53,7 +53,7 @@ extension DropboxClient {
                 let entries: [UploadSessionFinishBatchResultEntry]
                 do {
                     entries = try await rpc(Routes.uploadSessionFinishBatch, argument, timeout: 600).entries
-                } catch let error as CallError<NoRouteError> where Self.ambiguous(error) {
+                } catch let error as CallError<NoRouteError> where error.outcomeUnknown {
                     // Unknown outcome: a file holding our bytes was committed; others are
                     // retried while the budget lasts.
                     for item in group {

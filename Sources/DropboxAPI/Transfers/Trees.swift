@@ -49,17 +49,11 @@ extension DropboxClient {
     /// Creates a folder unless one is there. A failure of unknown outcome is settled by
     /// looking: a folder at the path means it worked.
     public func createFolderIfMissing(_ path: String) async throws {
-        var attempt = 0
-        while true {
+        try await settle(check: { try await self.metadataIfExists(path)?.folderMetadata.map { _ in () } }) {
             do {
-                _ = try await rpc(Routes.createFolder, CreateFolderArgument(path: path))
-                return
+                _ = try await self.rpc(Routes.createFolder, CreateFolderArgument(path: path))
             } catch let error as CallError<PathWriteError> {
-                if case .route(.path(.conflict(.folder)), _, _, _) = error { return }
-                guard Self.ambiguous(error), attempt + 1 < retry.maxAttempts else { throw error }
-                attempt += 1
-                if case .folder? = try? await rpc(Routes.getMetadata, GetMetadataArgument(path: path)) { return }
-                try await Task.sleep(for: .milliseconds(Int(retry.backoff(attempt: attempt - 1) * 1000)))
+                guard case .route(.path(.conflict(.folder)), _, _, _) = error else { throw error }
             }
         }
     }

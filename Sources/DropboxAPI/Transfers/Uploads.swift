@@ -33,27 +33,11 @@ extension DropboxClient {
         }
         let (sessionID, hash) = try await sendConcurrentSession(fd: fd, size: size, tuning: tuning, progress: progress)
         let finish = UploadSessionFinishArgument(cursor: UploadSessionCursor(sessionId: sessionID, offset: size), commit: commit)
-        return try await commitSettlingAmbiguity(path: commit.path, hash: hash) {
-            try await self.upload(Routes.uploadSessionFinish, finish, body: .none)
-        }
-    }
-
-    /// Runs a commit that cannot be blindly repeated. After a failure that leaves its outcome
-    /// unknown (a 500, a dropped connection), the server's state decides: a file at the path
-    /// holding our bytes means it happened; otherwise the commit is tried again.
-    func commitSettlingAmbiguity(path: String, hash: String, _ commit: () async throws -> FileMetadata) async throws -> FileMetadata {
-        var attempt = 0
-        while true {
-            do {
-                let file = try await commit()
-                try Self.check(file, hash: hash)
-                return file
-            } catch where (error as? any OutcomeUnknownError)?.outcomeUnknown == true {
-                if let file = try await committedFile(at: path, hash: hash) { return file }
-                attempt += 1
-                guard attempt < retry.maxAttempts else { throw error }
-                try await Task.sleep(for: .milliseconds(Int(retry.backoff(attempt: attempt - 1) * 1000)))
-            }
+        // A finish of unknown outcome happened if the path now holds our bytes.
+        return try await settle(check: { try await self.committedFile(at: commit.path, hash: hash) }) {
+            let file = try await self.upload(Routes.uploadSessionFinish, finish, body: .none)
+            try Self.check(file, hash: hash)
+            return file
         }
     }
 
@@ -103,17 +87,9 @@ extension DropboxClient {
 
     /// The file at `path` if it holds content with `hash` (after an ambiguous failure).
     func committedFile(at path: String, hash: String) async throws -> FileMetadata? {
-        do {
-            let file = try await rpc(Routes.getMetadata, GetMetadataArgument(path: path)).fileMetadata
-            return file?.contentHash == hash ? file : nil
-        } catch let error as CallError<PathLookupError> {
-            if case .route(.path(.notFound), _, _, _) = error { return nil }
-            throw error
-        }
+        let file = try await metadataIfExists(path)?.fileMetadata
+        return file?.contentHash == hash ? file : nil
     }
-
-    /// Failures after which a commit may or may not have happened.
-    static func ambiguous<E>(_ error: CallError<E>) -> Bool { error.outcomeUnknown }
 
     static func check(_ file: FileMetadata, hash: String) throws {
         if let remote = file.contentHash, remote != hash {
@@ -134,20 +110,4 @@ private final class ChunkLedger: Sendable {
     }
 
     func digests(in offsets: [Int64]) -> [UInt8] { state.withLock { map in offsets.flatMap { map.digests[$0] ?? [] } } }
-}
-
-/// Errors that can say whether the request may have been carried out.
-public protocol OutcomeUnknownError {
-    var outcomeUnknown: Bool { get }
-}
-
-extension CallError: OutcomeUnknownError {
-    /// True after a 5xx or a connection lost mid-exchange: the server may have acted.
-    public var outcomeUnknown: Bool {
-        switch self {
-        case .server: return true
-        case .client(.transport(let transport)): return transport.kind == .connectionLost || transport.kind == .timedOut
-        default: return false
-        }
-    }
 }

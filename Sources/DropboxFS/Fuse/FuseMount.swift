@@ -80,11 +80,12 @@ public final class FuseMount: @unchecked Sendable {
         }
     }
 
-    /// Runs an operation's network-bound part in a task; teardown waits for it to answer.
-    func answerLater(_ body: @escaping @Sendable () async -> Void) {
+    /// Runs an operation's network-bound part in a task that answers `request` (a thrown
+    /// error becomes its errno); teardown waits for it.
+    func answerLater(_ request: Request, _ body: @escaping @Sendable () async throws -> Void) {
         pending.add(1, ordering: .relaxed)
         Task {
-            await body()
+            do { try await body() } catch { request.fail(error) }
             pending.subtract(1, ordering: .relaxed)
         }
     }
@@ -135,6 +136,20 @@ struct Request: @unchecked Sendable {
     }
 
     func ok() { fuse_reply_err(raw, 0) }
+
+    /// Answers a read with part of a file, spliced by the kernel; false if the file is gone
+    /// (evicted in between), and nothing was answered.
+    func replySpliced(from file: String, offset: Int64, length: Int) -> Bool {
+        let fd = open(file, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        cfuse_reply_fd(raw, fd, off_t(offset), length)
+        return true
+    }
+
+    func reply(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { fuse_reply_buf(raw, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+    }
     func fail(_ errno: Int32) { fuse_reply_err(raw, errno) }
 }
 

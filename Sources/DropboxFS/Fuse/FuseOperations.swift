@@ -15,32 +15,18 @@ enum FuseOperations {
             let request = Request(raw: req!)
             let name = String(cString: name!)
             do {
-                if let (inode, node) = try mount.fs.cachedLookup(parent: UInt64(parent), name: name) {
-                    var entry = mount.entryParam(inode, node)
-                    fuse_reply_entry(request.raw, &entry)
-                    return
+                // Answered at once when the parent folder is in the store.
+                if let found = try mount.fs.cachedLookup(parent: UInt64(parent), name: name) {
+                    return mount.answerLookup(request, .success(found))
                 }
-            } catch FSError.notFound {
-                var entry = fuse_entry_param()
-                entry.entry_timeout = mount.cacheTimeout
-                fuse_reply_entry(request.raw, &entry)
-                return
             } catch {
-                request.fail(error)
-                return
+                return mount.answerLookup(request, .failure(error))
             }
-            mount.answerLater {
+            mount.answerLater(request) {
                 do {
-                    let (inode, node) = try await mount.fs.lookup(parent: UInt64(parent), name: name)
-                    var entry = mount.entryParam(inode, node)
-                    fuse_reply_entry(request.raw, &entry)
-                } catch FSError.notFound {
-                    // A negative entry the kernel may cache briefly.
-                    var entry = fuse_entry_param()
-                    entry.entry_timeout = mount.cacheTimeout
-                    fuse_reply_entry(request.raw, &entry)
+                    mount.answerLookup(request, .success(try await mount.fs.lookup(parent: UInt64(parent), name: name)))
                 } catch {
-                    request.fail(error)
+                    mount.answerLookup(request, .failure(error))
                 }
             }
         }
@@ -69,20 +55,16 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let info = FileInfo(fi!.pointee)
-            mount.answerLater {
-                do {
-                    let children = try await mount.fs.children(of: UInt64(ino))
-                    var copy = info.value
-                    copy.fh = mount.directories.withLock { state in
-                        let id = state.next
-                        state.next += 1
-                        state.open[id] = children
-                        return id
-                    }
-                    fuse_reply_open(request.raw, &copy)
-                } catch {
-                    request.fail(error)
+            mount.answerLater(request) {
+                let children = try await mount.fs.children(of: UInt64(ino))
+                var copy = info.value
+                copy.fh = mount.directories.withLock { state in
+                    let id = state.next
+                    state.next += 1
+                    state.open[id] = children
+                    return id
                 }
+                fuse_reply_open(request.raw, &copy)
             }
         }
         ops.readdirplus = { req, ino, size, offset, fi in
@@ -111,31 +93,18 @@ enum FuseOperations {
             let request = Request(raw: req!)
             let handle = fi!.pointee.fh
             // Cached: the kernel splices the bytes from the block file, on this thread.
-            if let span = mount.fs.cachedSpan(handle: handle, offset: Int64(offset), size: size) {
-                let fd = open(span.file, O_RDONLY | O_CLOEXEC)
-                if fd >= 0 {
-                    cfuse_reply_fd(request.raw, fd, off_t(span.offset), span.length)
-                    close(fd)
-                    return
-                }
+            if let span = mount.fs.cachedSpan(handle: handle, offset: Int64(offset), size: size),
+               request.replySpliced(from: span.file, offset: span.offset, length: span.length) {
+                return
             }
-            mount.answerLater {
-                do {
-                    switch try await mount.fs.answerRead(handle: handle, offset: Int64(offset), size: size) {
-                    case .span(let file, let spanOffset, let length):
-                        let fd = open(file, O_RDONLY | O_CLOEXEC)
-                        if fd >= 0 {
-                            cfuse_reply_fd(request.raw, fd, off_t(spanOffset), length)
-                            close(fd)
-                        } else {
-                            let bytes = try await mount.fs.read(handle: handle, offset: Int64(offset), size: size)
-                            _ = bytes.withUnsafeBytes { fuse_reply_buf(request.raw, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
-                        }
-                    case .bytes(let bytes):
-                        _ = bytes.withUnsafeBytes { fuse_reply_buf(request.raw, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+            mount.answerLater(request) {
+                switch try await mount.fs.answerRead(handle: handle, offset: Int64(offset), size: size) {
+                case .span(let file, let spanOffset, let length):
+                    if !request.replySpliced(from: file, offset: spanOffset, length: length) {
+                        request.reply(try await mount.fs.read(handle: handle, offset: Int64(offset), size: size))
                     }
-                } catch {
-                    request.fail(error)
+                case .bytes(let bytes):
+                    request.reply(bytes)
                 }
             }
         }
@@ -151,24 +120,20 @@ enum FuseOperations {
         ops.statfs = { req, _ in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
-            mount.answerLater {
-                do {
-                    let (used, allocated) = try await mount.fs.spaceUsage()
-                    var info = statvfs()
-                    let block: UInt = 4096
-                    info.f_bsize = block
-                    info.f_frsize = block
-                    info.f_blocks = UInt(allocated) / block
-                    info.f_bfree = UInt(max(0, allocated - used)) / block
-                    info.f_bavail = info.f_bfree
-                    info.f_files = 1 << 32
-                    info.f_ffree = 1 << 31
-                    info.f_favail = info.f_ffree
-                    info.f_namemax = 255
-                    fuse_reply_statfs(request.raw, &info)
-                } catch {
-                    request.fail(error)
-                }
+            mount.answerLater(request) {
+                let (used, allocated) = try await mount.fs.spaceUsage()
+                var info = statvfs()
+                let block: UInt = 4096
+                info.f_bsize = block
+                info.f_frsize = block
+                info.f_blocks = UInt(allocated) / block
+                info.f_bfree = UInt(max(0, allocated - used)) / block
+                info.f_bavail = info.f_bfree
+                info.f_files = 1 << 32
+                info.f_ffree = 1 << 31
+                info.f_favail = info.f_ffree
+                info.f_namemax = 255
+                fuse_reply_statfs(request.raw, &info)
             }
         }
         ops.getxattr = { req, ino, name, size in
@@ -199,14 +164,10 @@ enum FuseOperations {
             let request = Request(raw: req!)
             let name = String(cString: name!)
             guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
-            mount.answerLater {
-                do {
-                    let (inode, node) = try await mount.fs.makeDirectory(parent: UInt64(parent), name: name)
-                    var entry = mount.entryParam(inode, node)
-                    fuse_reply_entry(request.raw, &entry)
-                } catch {
-                    request.fail(error)
-                }
+            mount.answerLater(request) {
+                let (inode, node) = try await mount.fs.makeDirectory(parent: UInt64(parent), name: name)
+                var entry = mount.entryParam(inode, node)
+                fuse_reply_entry(request.raw, &entry)
             }
         }
         ops.unlink = { req, parent, name in FuseOperations.remove(req, parent, name, folder: false) }
@@ -217,14 +178,10 @@ enum FuseOperations {
             let (from, to) = (String(cString: name!), String(cString: newName!))
             guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
             guard flags & ~renameNoReplace == 0 else { return request.fail(EINVAL) }  // no RENAME_EXCHANGE
-            mount.answerLater {
-                do {
-                    try await mount.fs.rename(parent: UInt64(parent), name: from, newParent: UInt64(newParent), newName: to,
-                                              noReplace: flags & renameNoReplace != 0)
-                    request.ok()
-                } catch {
-                    request.fail(error)
-                }
+            mount.answerLater(request) {
+                try await mount.fs.rename(parent: UInt64(parent), name: from, newParent: UInt64(newParent), newName: to,
+                                          noReplace: flags & renameNoReplace != 0)
+                request.ok()
             }
         }
         ops.create = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
@@ -243,13 +200,9 @@ extension FuseOperations {
         let request = Request(raw: req!)
         let name = String(cString: name!)
         guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
-        mount.answerLater {
-            do {
-                try await mount.fs.remove(parent: UInt64(parent), name: name, folder: folder)
-                request.ok()
-            } catch {
-                request.fail(error)
-            }
+        mount.answerLater(request) {
+            try await mount.fs.remove(parent: UInt64(parent), name: name, folder: folder)
+            request.ok()
         }
     }
 }
@@ -310,9 +263,24 @@ extension FuseMount {
         fuse_reply_buf(request.raw, buffer, used)
     }
 
+    /// Answers a lookup: the entry, a negative entry the kernel may cache briefly, or the error.
+    func answerLookup(_ request: Request, _ found: Result<(UInt64, Node), any Error>) {
+        switch found {
+        case .success(let (inode, node)):
+            var entry = entryParam(inode, node)
+            fuse_reply_entry(request.raw, &entry)
+        case .failure(FSError.notFound):
+            var entry = fuse_entry_param()
+            entry.entry_timeout = cacheTimeout
+            fuse_reply_entry(request.raw, &entry)
+        case .failure(let error):
+            request.fail(error)
+        }
+    }
+
     func replyXattr(_ request: Request, _ value: [UInt8], size: Int) {
         if size == 0 { fuse_reply_xattr(request.raw, value.count); return }
         if size < value.count { return request.fail(ERANGE) }
-        _ = value.withUnsafeBytes { fuse_reply_buf(request.raw, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+        request.reply(value)
     }
 }

@@ -1,0 +1,46 @@
+/// Changes that cannot be blindly repeated (`upload_session/finish`, `create_folder_v2`,
+/// `delete_v2`, `move_v2`, …) and the failures that leave their outcome unknown.
+
+/// Errors that can say whether the request may have been carried out.
+public protocol OutcomeUnknownError {
+    var outcomeUnknown: Bool { get }
+}
+
+extension CallError: OutcomeUnknownError {
+    /// True after a 5xx or a connection lost mid-exchange: the server may have acted.
+    public var outcomeUnknown: Bool {
+        switch self {
+        case .server: return true
+        case .client(.transport(let transport)): return transport.kind == .connectionLost || transport.kind == .timedOut
+        default: return false
+        }
+    }
+}
+
+extension DropboxClient {
+    /// Runs `change`. After a failure whose outcome is unknown, `check` looks at Dropbox: a
+    /// result means the change happened; otherwise it is tried again, within the retry budget.
+    public func settle<T>(check: () async throws -> T?, _ change: () async throws -> T) async throws -> T {
+        var attempt = 0
+        while true {
+            do {
+                return try await change()
+            } catch where (error as? any OutcomeUnknownError)?.outcomeUnknown == true {
+                if let done = try await check() { return done }
+                attempt += 1
+                guard attempt < retry.maxAttempts else { throw error }
+                try await Task.sleep(for: .milliseconds(Int(retry.backoff(attempt: attempt - 1) * 1000)))
+            }
+        }
+    }
+
+    /// The entry at a path now, or nil when there is none.
+    public func metadataIfExists(_ path: String) async throws -> Metadata? {
+        do {
+            return try await rpc(Routes.getMetadata, GetMetadataArgument(path: path))
+        } catch let error as CallError<PathLookupError> {
+            if case .route(.path(.notFound), _, _, _) = error { return nil }
+            throw error
+        }
+    }
+}
