@@ -1,26 +1,56 @@
 import DropboxAPI
 import Foundation
+import Synchronization
 
 /// Keeps the metadata store current with one account-wide cursor (recursive, from the root),
 /// kept in the store across mounts: `list_folder/longpoll` waits for a change, then
 /// `list_folder/continue` pages are applied and reported for kernel invalidation. A cursor
 /// `reset` clears the store (folders are listed again when next needed).
+///
+/// Catch-ups run one at a time, in order (`catchUp`): changes are applied in the order Dropbox
+/// made them, so an older change never lands after a newer one — also for the mount's own
+/// changes, which are applied by catching up right after they are made.
 public final class ChangeWatcher: Sendable {
     public typealias Listener = @Sendable ([StoreChange], _ everything: Bool) -> Void
 
     let client: DropboxClient
     let store: MetadataStore
-    let listener: Listener
+    private let listener = Mutex<Listener>({ _, _ in })
+    /// The last catch-up started; the next one waits for it.
+    private let lastCatchUp = Mutex<Task<Void, Never>?>(nil)
 
-    public init(client: DropboxClient, store: MetadataStore, listener: @escaping Listener) {
+    public init(client: DropboxClient, store: MetadataStore) {
         self.client = client
         self.store = store
-        self.listener = listener
+    }
+
+    /// Who hears about applied changes (the FUSE adapter, to invalidate the kernel's caches).
+    public func setListener(_ newListener: @escaping Listener) {
+        listener.withLock { $0 = newListener }
+    }
+
+    private func notify(_ changes: [StoreChange], everything: Bool) {
+        let current = listener.withLock { $0 }
+        current(changes, everything)
     }
 
     /// Applies every change since the stored cursor (or takes a cursor at "now" on a first
-    /// mount). Run before the mount is offered, so a remount never shows stale entries.
+    /// mount), after any catch-up already running. Run before the mount is offered, so a
+    /// remount never shows stale entries, and after each change the mount makes itself.
     public func catchUp() async throws {
+        let run: Task<Void, any Error> = lastCatchUp.withLock { last in
+            let previous = last
+            let run = Task {
+                await previous?.value
+                try await self.catchUpInOrder()
+            }
+            last = Task { _ = try? await run.value }
+            return run
+        }
+        try await run.value
+    }
+
+    private func catchUpInOrder() async throws {
         guard var cursor = try store.value("cursor") else {
             let latest = try await client.rpc(Routes.getLatestCursor, ListFolderArgument(path: "", recursive: true))
             try store.setValue("cursor", latest.cursor)
@@ -32,7 +62,7 @@ public final class ChangeWatcher: Sendable {
                 let changes = try store.apply(page.entries)
                 cursor = page.cursor
                 try store.setValue("cursor", cursor)
-                if !changes.isEmpty { listener(changes, false) }
+                if !changes.isEmpty { notify(changes, everything: false) }
                 if !page.hasMore { return }
             }
         } catch let error as CallError<PathLookupError> {
@@ -41,7 +71,7 @@ public final class ChangeWatcher: Sendable {
             let latest = try await client.rpc(Routes.getLatestCursor, ListFolderArgument(path: "", recursive: true))
             try store.clear()
             try store.setValue("cursor", latest.cursor)
-            listener([], true)
+            notify([], everything: true)
         }
     }
 

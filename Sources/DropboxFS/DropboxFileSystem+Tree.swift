@@ -2,9 +2,10 @@ import DropboxAPI
 import Foundation
 
 /// Tree operations that need no file content: mkdir, rmdir, unlink, rename. Each is one
-/// Dropbox call (`create_folder_v2`, `delete_v2`, `move_v2`), then the store and the inode
-/// table are brought up to date at once, so the next lookup sees the result without waiting
-/// for the change watcher (which applies the same change again, harmlessly).
+/// Dropbox call (`create_folder_v2`, `delete_v2`, `move_v2`); then the store catches up with
+/// the account's changes before the kernel is answered, so the next lookup sees the result
+/// and changes are applied in Dropbox's order (applying our result directly could be undone
+/// by an older change the watcher had not applied yet).
 extension DropboxFileSystem {
     public func makeDirectory(parent: UInt64, name: String) async throws -> (UInt64, Node) {
         let parentPath = try await listedFolder(parent)
@@ -15,7 +16,8 @@ extension DropboxFileSystem {
             try await self.client.rpc(Routes.createFolder, CreateFolderArgument(path: path)).metadata
         }
         guard let node = Node(.folder(created)) else { throw FSError.io("create_folder_v2 returned no folder") }
-        try store.insert(node, listedEmpty: true)
+        try await watcher.catchUp()
+        try store.insert(node, listedEmpty: true)  // just made: known to be empty
         return (inodes.inode(for: node.pathLower), node)
     }
 
@@ -31,7 +33,7 @@ extension DropboxFileSystem {
             throw FSError.isDirectory
         }
         try await delete(node.pathLower)
-        try store.removeSubtree(node.pathLower)
+        try await watcher.catchUp()
     }
 
     /// rename, POSIX style: an existing target is replaced (a file by a file, an empty folder
@@ -52,7 +54,6 @@ extension DropboxFileSystem {
             if !source.isFolder && target.isFolder { throw FSError.isDirectory }
             if target.isFolder { try await requireEmpty(target) }
             try await delete(target.pathLower)
-            try store.removeSubtree(target.pathLower)
         } else if source.name == newName && fromParent == toParent {
             return  // the same name: nothing to do
         }
@@ -66,8 +67,7 @@ extension DropboxFileSystem {
             try await self.client.rpc(Routes.move, RelocationArgument(from: source.pathLower, to: destination)).metadata
         }
         guard let node = Node(moved) else { throw FSError.io("move_v2 returned a deleted entry") }
-        try store.removeSubtree(source.pathLower)
-        try store.insert(node, listedEmpty: false)
+        try await watcher.catchUp()
         inodes.rename(from: source.pathLower, to: node.pathLower)
     }
 

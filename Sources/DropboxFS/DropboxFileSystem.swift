@@ -24,6 +24,8 @@ public final class DropboxFileSystem: Sendable {
     public let store: MetadataStore
     public let reader: Reader
     public let inodes = InodeTable()
+    /// Follows the account's changes into the store; the mount's own changes go through it too.
+    public let watcher: ChangeWatcher
     public let options: Options
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
     private let handles = Mutex<(next: UInt64, open: [UInt64: OpenFile])>((1, [:]))
@@ -37,6 +39,7 @@ public final class DropboxFileSystem: Sendable {
         self.client = client
         self.store = store
         self.reader = Reader(client: client, cache: cache)
+        self.watcher = ChangeWatcher(client: client, store: store)
         self.options = options
     }
 

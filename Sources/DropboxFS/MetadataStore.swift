@@ -126,14 +126,6 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
-    /// Forgets a node and everything below it (deleted or moved away by the mount itself).
-    public func removeSubtree(_ pathLower: String) throws {
-        try lock.withLock {
-            forgetCachedLocked()
-            try db.transaction { try removeSubtreeLocked(pathLower) }
-        }
-    }
-
     /// Deletes a path and everything below it ("/a/" < key < "/a0": '0' follows '/').
     private func removeSubtreeLocked(_ pathLower: String) throws {
         let subtree: [SQLValue] = [.text(pathLower), .text(pathLower + "/"), .text(pathLower + "0")]

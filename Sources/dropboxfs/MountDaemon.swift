@@ -96,9 +96,8 @@ struct MountDaemon {
         let cache = try BlockCache(directory: URL(fileURLWithPath: cacheRoot), limit: limit)
         let fs = DropboxFileSystem(client: client, store: store, cache: cache, options: options.fs)
         let mount = FuseMount(fs: fs)
-        let watcher = ChangeWatcher(client: client, store: store) { changes, everything in
-            mount.invalidate(changes, everything: everything)
-        }
+        let watcher = fs.watcher
+        watcher.setListener { changes, everything in mount.invalidate(changes, everything: everything) }
         try await watcher.catchUp()
         try mount.mount(at: mountpoint, options: options.fuse)
         return Prepared(client: client, account: account, cacheRoot: cacheRoot, cache: cache, fs: fs, mount: mount, watcher: watcher)
