@@ -32,6 +32,8 @@ void cfuse_conn_configure(struct fuse_conn_info *conn, unsigned max_readahead) {
     if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
     if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
     if (conn->capable & FUSE_CAP_SPLICE_MOVE) conn->want |= FUSE_CAP_SPLICE_MOVE;
+    // open(O_TRUNC) arrives as one open with the flag, not a setattr before it.
+    if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
     conn->max_readahead = max_readahead;
     conn->max_read = 0;
 }

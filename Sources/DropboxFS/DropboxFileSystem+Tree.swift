@@ -6,11 +6,15 @@ import Foundation
 /// the account's changes before the kernel is answered, so the next lookup sees the result
 /// and changes are applied in Dropbox's order (applying our result directly could be undone
 /// by an older change the watcher had not applied yet).
+///
+/// Files with local versions not yet uploaded take part: a delete drops them, a rename takes
+/// them along (a file that exists only here is renamed here alone). Both run `holding` the
+/// paths, so no upload starts there meanwhile and none under way is overtaken.
 extension DropboxFileSystem {
     public func makeDirectory(parent: UInt64, name: String) async throws -> (UInt64, Node) {
         let parentPath = try await listedFolder(parent)
         try Self.checkName(name)
-        if try store.child(of: parentPath, named: name) != nil { throw FSError.exists }
+        if try child(of: parentPath, named: name) != nil { throw FSError.exists }
         let path = parentPath + "/" + name
         let created = try await client.settle(check: { try await self.client.metadataIfExists(path).flatMap(\.folderMetadata) }) {
             try await self.client.rpc(Routes.createFolder, CreateFolderArgument(path: path)).metadata
@@ -25,14 +29,18 @@ extension DropboxFileSystem {
     /// emptiness is checked first, with Dropbox itself (`list_folder`, one entry).
     public func remove(parent: UInt64, name: String, folder: Bool) async throws {
         let parentPath = try await listedFolder(parent)
-        guard let node = try store.child(of: parentPath, named: name) else { throw FSError.notFound }
+        guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
         if folder {
             guard node.isFolder else { throw FSError.notDirectory }
+            if writeBack.hasVersions(under: node.pathLower) { throw FSError.notEmpty }
             try await requireEmpty(node)
         } else if node.isFolder {
             throw FSError.isDirectory
         }
-        try await delete(node.pathLower)
+        try await writeBack.holding([node.pathLower]) {
+            try writeBack.discard(node.pathLower)
+            if try store.node(node.pathLower) != nil { try await delete(node.pathLower) }
+        }
         try await watcher.catchUp()
     }
 
@@ -43,21 +51,44 @@ extension DropboxFileSystem {
         let fromParent = try await listedFolder(parent)
         let toParent = try await listedFolder(newParent)
         try Self.checkName(newName)
-        guard let source = try store.child(of: fromParent, named: name) else { throw FSError.notFound }
+        guard let source = try child(of: fromParent, named: name) else { throw FSError.notFound }
         let targetLower = Node.child(toParent, newName)
         if source.isFolder && (targetLower == source.pathLower || targetLower.hasPrefix(source.pathLower + "/")) && targetLower != source.pathLower {
             throw FSError.invalidName  // into itself
         }
-        if let target = try store.child(of: toParent, named: newName), target.pathLower != source.pathLower {
+        let target = try child(of: toParent, named: newName).flatMap { $0.pathLower == source.pathLower ? nil : $0 }
+        if let target {
             if noReplace { throw FSError.exists }
             if source.isFolder && !target.isFolder { throw FSError.notDirectory }
             if !source.isFolder && target.isFolder { throw FSError.isDirectory }
-            if target.isFolder { try await requireEmpty(target) }
-            try await delete(target.pathLower)
+            if target.isFolder && writeBack.hasVersions(under: target.pathLower) { throw FSError.notEmpty }
         } else if source.name == newName && fromParent == toParent {
             return  // the same name: nothing to do
         }
-        let destination = toParent + "/" + newName
+        try await writeBack.holding([source.pathLower, targetLower]) {
+            let remoteSource = try store.node(source.pathLower)
+            let remoteTarget = try store.node(targetLower).flatMap { $0.pathLower == source.pathLower ? nil : $0 }
+            if let remoteTarget {
+                if remoteTarget.isFolder { try await requireEmpty(remoteTarget) }
+                // A file only here replaces the target by uploading over it, later.
+                if remoteSource != nil || remoteTarget.isFolder { try await delete(remoteTarget.pathLower) }
+            }
+            guard remoteSource != nil else {
+                // The file exists only here: it is renamed here, and its upload goes to the
+                // new name, replacing what Dropbox holds there.
+                try writeBack.move(from: source.pathLower, to: targetLower, toName: newName, baseRev: .some(remoteTarget?.rev))
+                inodes.rename(from: source.pathLower, to: targetLower)
+                return
+            }
+            let moved = try await moveOnDropbox(source, to: toParent + "/" + newName)
+            try await watcher.catchUp()
+            try writeBack.move(from: source.pathLower, to: moved.pathLower, toName: moved.name, baseRev: moved.isFolder ? nil : .some(moved.rev))
+            inodes.rename(from: source.pathLower, to: moved.pathLower)
+        }
+    }
+
+    /// move_v2, settled by looking when its outcome is unknown.
+    private func moveOnDropbox(_ source: Node, to destination: String) async throws -> Node {
         let moved = try await client.settle(check: { () -> Metadata? in
             // Done if the source is gone and the destination holds the same entry.
             guard try await self.client.metadataIfExists(source.pathLower) == nil, let there = try await self.client.metadataIfExists(destination),
@@ -67,12 +98,11 @@ extension DropboxFileSystem {
             try await self.client.rpc(Routes.move, RelocationArgument(from: source.pathLower, to: destination)).metadata
         }
         guard let node = Node(moved) else { throw FSError.io("move_v2 returned a deleted entry") }
-        try await watcher.catchUp()
-        inodes.rename(from: source.pathLower, to: node.pathLower)
+        return node
     }
 
     /// delete_v2, settled by looking when its outcome is unknown: gone means done.
-    private func delete(_ pathLower: String) async throws {
+    func delete(_ pathLower: String) async throws {
         _ = try await client.settle(check: { try await self.client.metadataIfExists(pathLower) == nil ? true : nil }) {
             _ = try await self.client.rpc(Routes.delete, DeleteArgument(path: pathLower))
             return true
@@ -92,8 +122,13 @@ extension DropboxFileSystem {
         if !page.entries.isEmpty { throw FSError.notEmpty }
     }
 
-    /// Names Dropbox cannot hold are refused before any request.
+    /// Names Dropbox cannot hold are refused before any request (files of these names
+    /// could never be uploaded).
     static func checkName(_ name: String) throws {
         if name.isEmpty || name == "." || name == ".." || name.contains("/") || name.utf8.count > 255 { throw FSError.invalidName }
+        if disallowedNames.contains(name.lowercased()) { throw FSError.invalidName }
     }
+
+    /// Names Dropbox refuses to store (its desktop clients ignore them too).
+    static let disallowedNames: Set<String> = ["desktop.ini", "thumbs.db", ".ds_store", "icon\r", ".dropbox", ".dropbox.attr"]
 }

@@ -14,8 +14,7 @@ public final class DropboxFileSystem: Sendable {
         public var uid: UInt32 = getuid()
         public var gid: UInt32 = getgid()
         public var umask: UInt32 = 0o022
-        /// `-o ro`: refuse every change. (Writing file content is refused in any case until
-        /// the write path exists; mkdir, rmdir, unlink and rename work unless read-only.)
+        /// `-o ro`: refuse every change.
         public var readOnly = false
         public init() {}
     }
@@ -26,43 +25,64 @@ public final class DropboxFileSystem: Sendable {
     public let inodes = InodeTable()
     /// Follows the account's changes into the store; the mount's own changes go through it too.
     public let watcher: ChangeWatcher
+    /// Local versions of written files, and their way to Dropbox.
+    public let writeBack: WriteBack
+    public let uploader: Uploader
     public let options: Options
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
-    private let handles = Mutex<(next: UInt64, open: [UInt64: OpenFile])>((1, [:]))
+    let handles = Mutex<(next: UInt64, open: [UInt64: OpenFile])>((1, [:]))
     /// Per inode: the content hash the kernel's cached pages hold, when known to be one.
     private let lastOpenedHash = Mutex<[UInt64: String]>([:])
     /// Folders have no modification time on Dropbox: they show the time of the mount.
     private let mountedAt = Int(Date().timeIntervalSince1970)
     private let space = Mutex<(value: (used: Int64, allocated: Int64)?, at: ContinuousClock.Instant)>((nil, .now))
 
-    public init(client: DropboxClient, store: MetadataStore, cache: BlockCache, options: Options = Options()) {
+    /// `queue` and `stagingDirectory` hold files written through the mount until Dropbox
+    /// has them (see `WriteBack`).
+    public init(client: DropboxClient, store: MetadataStore, cache: BlockCache, queue: UploadQueue, stagingDirectory: String,
+                options: Options = Options()) throws {
         self.client = client
         self.store = store
         self.reader = Reader(client: client, cache: cache)
         self.watcher = ChangeWatcher(client: client, store: store)
+        self.writeBack = try WriteBack(queue: queue, stagingDirectory: stagingDirectory, reader: reader)
+        self.uploader = Uploader(writeBack: writeBack, client: client, watcher: watcher, store: store)
         self.options = options
     }
 
     // MARK: Metadata
 
+    /// A path's node: its local version if it has one (what was written here shows at once),
+    /// else what the store knows of Dropbox.
     public func node(_ inode: UInt64) throws -> Node {
         guard let path = inodes.path(of: inode) else { throw FSError.notFound }
-        guard let node = try store.node(path) else { throw FSError.notFound }
+        guard let node = try node(at: path) else { throw FSError.notFound }
         return node
+    }
+
+    func node(at pathLower: String) throws -> Node? {
+        if let local = writeBack.overlay(pathLower) { return local }
+        return try store.node(pathLower)
+    }
+
+    /// A child by name, local versions first.
+    func child(of folderLower: String, named name: String) throws -> Node? {
+        if let local = writeBack.overlay(Node.child(folderLower, name)) { return local }
+        return try store.child(of: folderLower, named: name)
     }
 
     /// A lookup answered from the store alone, when the parent folder is listed there; nil
     /// when Dropbox must be asked.
     public func cachedLookup(parent: UInt64, name: String) throws -> (UInt64, Node)? {
         guard let parentPath = inodes.path(of: parent), try store.isListed(parentPath) else { return nil }
-        guard let node = try store.child(of: parentPath, named: name) else { throw FSError.notFound }
+        guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
         return (inodes.inode(for: node.pathLower), node)
     }
 
     public func lookup(parent: UInt64, name: String) async throws -> (UInt64, Node) {
         guard let parentPath = inodes.path(of: parent) else { throw FSError.notFound }
         try await ensureListed(parentPath)
-        guard let node = try store.child(of: parentPath, named: name) else { throw FSError.notFound }
+        guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
         return (inodes.inode(for: node.pathLower), node)
     }
 
@@ -71,7 +91,11 @@ public final class DropboxFileSystem: Sendable {
         let folder = try node(inode)
         guard folder.isFolder else { throw FSError.notDirectory }
         try await ensureListed(folder.pathLower)
-        return try store.children(folder.pathLower)
+        let local = writeBack.overlayChildren(folder.pathLower)
+        if local.isEmpty { return try store.children(folder.pathLower) }
+        var byPath = Dictionary(try store.children(folder.pathLower).map { ($0.pathLower, $0) }) { first, _ in first }
+        for node in local { byPath[node.pathLower] = node }
+        return byPath.values.sorted { $0.pathLower < $1.pathLower }
     }
 
     /// Lists a folder from Dropbox unless the store already has it complete. Concurrent
@@ -115,7 +139,7 @@ public final class DropboxFileSystem: Sendable {
             attributes.st_blocks = Int((node.size + 511) / 512)
         }
         attributes.st_blksize = Int(Reader.blockSize)
-        attributes.st_mtim = timespec(tv_sec: node.isFolder ? mountedAt : Int(node.modified), tv_nsec: 0)
+        attributes.st_mtim = node.isFolder ? timespec(tv_sec: mountedAt, tv_nsec: 0) : timespec(tv_sec: Int(node.modified), tv_nsec: Int(node.modifiedNanos))
         attributes.st_ctim = attributes.st_mtim
         attributes.st_atim = attributes.st_mtim
         return attributes
@@ -124,23 +148,36 @@ public final class DropboxFileSystem: Sendable {
     // MARK: Content
 
     /// An open file: its node as of `open` (reads serve that revision) and its stream state.
+    /// A handle on a file with a local version (or opened for writing) is served by the
+    /// write-back instead (`local`).
     public struct OpenFile: Sendable {
         public var inode: UInt64
         public var node: Node
         public var stream: ReadStream
+        public var local = false
     }
 
-    /// Opens for reading; `keepCache` tells the kernel its cached pages are still good
-    /// (the content hash is the one it saw at the last open).
-    public func open(_ inode: UInt64, writable: Bool) throws -> (handle: UInt64, keepCache: Bool) {
-        if writable { throw FSError.readOnly }  // file content cannot be written yet
+    /// Opens a file. Writers (and readers of a file with a local version) are served from
+    /// the write-back; other readers from Dropbox through the block cache, where `keepCache`
+    /// tells the kernel its cached pages are still good (the content hash is the one it saw
+    /// at the last open).
+    public func open(_ inode: UInt64, writable: Bool, truncate: Bool = false) throws -> (handle: UInt64, keepCache: Bool) {
+        if writable && options.readOnly { throw FSError.readOnly }
         let file = try node(inode)
         if file.isFolder { throw FSError.isDirectory }
-        let handle = handles.withLock { state in
-            let id = state.next
-            state.next += 1
-            state.open[id] = OpenFile(inode: inode, node: file, stream: ReadStream())
-            return id
+        let handle = newHandle(inode: inode, node: file, local: false)
+        let local: Bool
+        do {
+            let remote = try store.node(file.pathLower)
+            local = try writeBack.attach(handle: handle, path: Node.parent(of: file.pathLower) + "/" + file.name,
+                                         base: remote.flatMap { $0.isFolder ? nil : $0 }, writable: writable, truncate: truncate)
+        } catch {
+            _ = forgetHandle(handle)
+            throw error
+        }
+        if local {
+            handles.withLock { $0.open[handle]?.local = true }
+            return (handle, false)
         }
         // The page cache belongs to the inode, while each handle reads the revision it opened:
         // keep the cache only if it can hold nothing but this content.
@@ -157,6 +194,7 @@ public final class DropboxFileSystem: Sendable {
     /// A read that can be answered straight from a cached block's file (see `Reader.cachedSpan`).
     public func cachedSpan(handle: UInt64, offset: Int64, size: Int) -> (file: String, offset: Int64, length: Int)? {
         guard let file = handles.withLock({ $0.open[handle] }) else { return nil }
+        if file.local { return writeBack.localSpan(handle: handle, offset: offset, size: size) }
         return reader.cachedSpan(file.node, offset: offset, size: size, stream: file.stream)
     }
 
@@ -170,6 +208,7 @@ public final class DropboxFileSystem: Sendable {
     /// Fetches what a read needs into the cache, then answers from it.
     public func answerRead(handle: UInt64, offset: Int64, size: Int) async throws -> ReadAnswer {
         guard let file = handles.withLock({ $0.open[handle] }) else { throw FSError.io("unknown file handle") }
+        if file.local { return .bytes(try await writeBack.read(handle: handle, offset: offset, size: size)) }
         do {
             try await reader.ensureCached(file.node, offset: offset, size: size, stream: file.stream)
         } catch is CacheUnavailable {
@@ -183,11 +222,14 @@ public final class DropboxFileSystem: Sendable {
 
     public func read(handle: UInt64, offset: Int64, size: Int) async throws -> [UInt8] {
         guard let file = handles.withLock({ $0.open[handle] }) else { throw FSError.io("unknown file handle") }
+        if file.local { return try await writeBack.read(handle: handle, offset: offset, size: size) }
         return try await reader.read(file.node, offset: offset, size: size, stream: file.stream)
     }
 
-    public func release(handle: UInt64) {
+    /// The last descriptor of a handle closed: a written file not yet sealed is sealed now.
+    public func release(handle: UInt64) async throws {
         guard let file = handles.withLock({ $0.open.removeValue(forKey: handle) }) else { return }
+        if file.local { return try await writeBack.release(handle: handle) }
         // A handle on an older revision may have filled the page cache with its bytes.
         lastOpenedHash.withLock { seen in
             if seen[file.inode] != file.node.contentHash { seen.removeValue(forKey: file.inode) }

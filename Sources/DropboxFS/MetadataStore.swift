@@ -33,6 +33,7 @@ public final class MetadataStore: @unchecked Sendable {
             CREATE INDEX IF NOT EXISTS nodes_parent ON nodes(parent_lower);
             CREATE TABLE IF NOT EXISTS listed (path_lower TEXT PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS nanos (rev TEXT PRIMARY KEY, nsec INTEGER NOT NULL) WITHOUT ROWID;
             """)
     }
 
@@ -40,7 +41,7 @@ public final class MetadataStore: @unchecked Sendable {
         if pathLower.isEmpty { return .root }
         return try lock.withLock {
             if let cached = nodeCache[pathLower] { return cached }
-            let node = try db.first("SELECT \(Self.columns) FROM nodes WHERE path_lower = ?", [.text(pathLower)], map: Self.node)
+            let node = try db.first("\(Self.select) WHERE path_lower = ?", [.text(pathLower)], map: Self.node)
             if nodeCache.count > 200_000 { nodeCache.removeAll() }
             nodeCache[pathLower] = node
             return node
@@ -51,7 +52,7 @@ public final class MetadataStore: @unchecked Sendable {
     /// The exact match covers names whose case folding differs between Dropbox and Swift.
     public func child(of folderLower: String, named name: String) throws -> Node? {
         let exact = try lock.withLock {
-            try db.first("SELECT \(Self.columns) FROM nodes WHERE parent_lower = ? AND name = ?", [.text(folderLower), .text(name)], map: Self.node)
+            try db.first("\(Self.select) WHERE parent_lower = ? AND name = ?", [.text(folderLower), .text(name)], map: Self.node)
         }
         return try exact ?? node(Node.child(folderLower, name))
     }
@@ -59,7 +60,7 @@ public final class MetadataStore: @unchecked Sendable {
     public func children(_ folderLower: String) throws -> [Node] {
         try lock.withLock {
             var result: [Node] = []
-            try db.query("SELECT \(Self.columns) FROM nodes WHERE parent_lower = ? ORDER BY path_lower", [.text(folderLower)]) {
+            try db.query("\(Self.select) WHERE parent_lower = ? ORDER BY path_lower", [.text(folderLower)]) {
                 result.append(Self.node($0))
             }
             return result
@@ -95,7 +96,7 @@ public final class MetadataStore: @unchecked Sendable {
                 var applied: [StoreChange] = []
                 for change in changes {
                     guard let lower = change.pathLower, !lower.isEmpty else { continue }
-                    let old = try db.first("SELECT \(Self.columns) FROM nodes WHERE path_lower = ?", [.text(lower)], map: Self.node)
+                    let old = try db.first("\(Self.select) WHERE path_lower = ?", [.text(lower)], map: Self.node)
                     if let node = Node(change) {
                         // Only keep what a listed folder would show, or what we already knew.
                         let parentListed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(node.parentLower)]) { _ in true } ?? false
@@ -160,7 +161,20 @@ public final class MetadataStore: @unchecked Sendable {
                     .optional(node.rev), .optional(node.contentHash), .int(node.modified), .text(node.id)])
     }
 
-    private static let columns = "path_lower, name, is_folder, size, rev, content_hash, modified, id"
+    /// Nodes with the nanoseconds of their modification time, where known.
+    private static let select = """
+        SELECT path_lower, name, is_folder, size, nodes.rev, content_hash, modified, id, COALESCE(nanos.nsec, 0)
+        FROM nodes LEFT JOIN nanos ON nanos.rev = nodes.rev
+        """
+
+    /// Remembers the nanoseconds of a revision's modification time (Dropbox keeps seconds).
+    public func setModifiedNanos(rev: String, nanos: Int32) throws {
+        guard nanos != 0 else { return }
+        try lock.withLock {
+            forgetCachedLocked()
+            try db.run("INSERT OR REPLACE INTO nanos (rev, nsec) VALUES (?, ?)", [.text(rev), .int(Int64(nanos))])
+        }
+    }
 
     private static func node(_ row: SQLiteRow) -> Node {
         var node = Node(pathLower: row.text(0), name: row.text(1), isFolder: row.bool(2))
@@ -169,6 +183,7 @@ public final class MetadataStore: @unchecked Sendable {
         node.contentHash = row.optionalText(5)
         node.modified = row.int(6)
         node.id = row.text(7)
+        node.modifiedNanos = Int32(row.int(8))
         return node
     }
 }

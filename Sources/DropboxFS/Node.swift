@@ -11,6 +11,9 @@ public struct Node: Sendable, Equatable {
     public var contentHash: String?
     /// Seconds since 1970 (the file's `client_modified`: what the user's program set).
     public var modified: Int64 = 0
+    /// Nanoseconds of `modified`, which Dropbox does not keep: known for revisions this
+    /// mount uploaded (rsync compares them), else 0.
+    public var modifiedNanos: Int32 = 0
     public var id: String = ""
 
     public static let root = Node(pathLower: "", name: "", isFolder: true)

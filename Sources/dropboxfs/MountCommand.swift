@@ -6,7 +6,7 @@ import Foundation
 struct MountCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mount",
-        abstract: "Mount a Dropbox account at a directory (read-only for now).",
+        abstract: "Mount a Dropbox account at a directory.",
         discussion: """
             Returns once the mount is ready, or fails with one line saying why (bad token, \
             unreachable server, unusable mountpoint). The filesystem keeps running in the \
@@ -84,17 +84,67 @@ private func firstLine(_ handle: FileHandle) -> String {
 
 struct UnmountCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "unmount", abstract: "Unmount a dropboxfs mount (also one whose process died).")
+        commandName: "unmount", abstract: "Unmount a dropboxfs mount (also one whose process died).",
+        discussion: """
+            Waits until every file written through the mount is on Dropbox, showing what is \
+            left; with --no-wait the uploads are left in the queue for the next mount.
+            """)
 
     @Argument(help: "The mountpoint.")
     var mountpoint: String
+
+    @Flag(help: "Return at once; pending uploads resume at the next mount.")
+    var noWait = false
 
     func run() async throws {
         try await reportingErrors("unmount \(mountpoint)") {
             let path = MountTable.canonical(mountpoint)
             guard MountTable.isMounted(path, type: "fuse.dropboxfs") else { throw ClientError.local("not a dropboxfs mount") }
+            let daemon = StatusReport.read(path)?.pid
             try Unmounter.unmount(path)
+            guard let daemon else { return }
+            if noWait {
+                kill(daemon, SIGTERM)  // ends the process; the queue is on disk
+                return
+            }
+            try await Self.waitForUploads(daemon, path)
         }
+    }
+
+    /// The daemon finishes its uploads once unmounted, then exits: waits for that, showing
+    /// what is left.
+    static func waitForUploads(_ daemon: pid_t, _ path: String) async throws {
+        var shown = ""
+        while kill(daemon, 0) == 0 {
+            if let report = StatusReport.read(path), !report.uploads.isEmpty {
+                let left = report.uploads.reduce(Int64(0)) { $0 + $1.size - $1.sent }
+                let line = "unmount: uploading \(report.uploads.count) file(s), \(ByteFormat.string(left)) left"
+                if line != shown { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+                shown = line
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+}
+
+/// The daemon's status file, as `status` and `unmount` read it.
+struct StatusReport {
+    struct Upload {
+        var size: Int64
+        var sent: Int64
+    }
+
+    var pid: pid_t
+    var uploads: [Upload]
+
+    static func read(_ mountpoint: String) -> StatusReport? {
+        guard let data = FileManager.default.contents(atPath: StatusReporter.file(for: mountpoint)),
+              let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let pid = (json["pid"] as? NSNumber)?.int32Value else { return nil }
+        let uploads = (json["uploads"] as? [[String: Any]] ?? []).map {
+            Upload(size: ($0["size"] as? NSNumber)?.int64Value ?? 0, sent: ($0["sent"] as? NSNumber)?.int64Value ?? 0)
+        }
+        return StatusReport(pid: pid, uploads: uploads)
     }
 }
 

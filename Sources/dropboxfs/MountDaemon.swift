@@ -2,6 +2,7 @@ import ArgumentParser
 import DropboxAPI
 import DropboxFS
 import Foundation
+import Synchronization
 
 /// The mounted filesystem's process: checks the account, opens the caches, catches up with
 /// remote changes, mounts, then serves until unmounted or signalled (SIGTERM/SIGINT unmount
@@ -30,9 +31,11 @@ struct MountDaemon {
             if log < 0 { log = open("/dev/null", O_WRONLY | O_CLOEXEC) }
             if log >= 0 { dup2(log, STDOUT_FILENO); dup2(log, STDERR_FILENO); close(log) }
         }
-        let signals = Self.stopOnSignals(prepared.mount)
+        let stopNow = StopFlag()
+        let signals = Self.stopOnSignals(prepared.mount, stopNow)
         defer { signals.forEach { $0.cancel() } }
         let watching = Task { await prepared.watcher.run() }
+        let uploading = Task { await prepared.fs.uploader.run() }
         let status = StatusReporter(mountpoint: mountpoint, prepared: prepared)
         let reporting = Task { await status.run() }
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
@@ -40,6 +43,15 @@ struct MountDaemon {
             thread.name = "dropboxfs-fuse"
             thread.start()
         }
+        // Unmounted: what was written goes to Dropbox before the process ends, unless told
+        // to stop now (SIGTERM, `unmount --no-wait`): the queue then waits for the next mount.
+        if !stopNow.isSet {
+            let complete = await prepared.fs.uploader.drain { left in
+                if !left.isEmpty { status.write() }
+            }
+            if !complete { FileHandle.standardError.write(Data("dropboxfs: uploads left for the next mount: \(prepared.fs.writeBack.pending.count)\n".utf8)) }
+        }
+        uploading.cancel()
         watching.cancel()
         reporting.cancel()
         await reporting.value
@@ -48,12 +60,17 @@ struct MountDaemon {
     }
 
     /// SIGTERM, SIGINT and SIGHUP unmount and end the process cleanly (libfuse's own handlers
-    /// only wake the loop's thread, and ours runs elsewhere).
-    static func stopOnSignals(_ mount: FuseMount) -> [any DispatchSourceSignal] {
+    /// only wake the loop's thread, and ours runs elsewhere), leaving queued uploads for the
+    /// next mount; a second signal during the final uploads ends them too.
+    static func stopOnSignals(_ mount: FuseMount, _ stopNow: StopFlag) -> [any DispatchSourceSignal] {
         [SIGTERM, SIGINT, SIGHUP].map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { mount.stop() }
+            source.setEventHandler {
+                if stopNow.isSet || !mount.isServing { exit(0) }  // queue is durable
+                stopNow.set()
+                mount.stop()
+            }
             source.resume()
             return source
         }
@@ -94,7 +111,10 @@ struct MountDaemon {
         } ?? options.cacheSize ?? 10 << 30
         let store = try MetadataStore(path: cacheRoot + "/metadata.sqlite")
         let cache = try BlockCache(directory: URL(fileURLWithPath: cacheRoot), limit: limit)
-        let fs = DropboxFileSystem(client: client, store: store, cache: cache, options: options.fs)
+        let queue = try UploadQueue(path: cacheRoot + "/uploads.sqlite")
+        let fs = try DropboxFileSystem(client: client, store: store, cache: cache, queue: queue, stagingDirectory: cacheRoot + "/staging",
+                                       options: options.fs)
+        try fs.writeBack.recover()
         let mount = FuseMount(fs: fs)
         let watcher = fs.watcher
         watcher.setListener { changes, everything in mount.invalidate(changes, everything: everything) }
@@ -112,6 +132,13 @@ struct MountDaemon {
     static func sanitize(_ text: String) -> String {
         String(text.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
     }
+}
+
+/// Set once the daemon is told to stop at once rather than finish its uploads.
+final class StopFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    var isSet: Bool { flag.load(ordering: .relaxed) }
+    func set() { flag.store(true, ordering: .relaxed) }
 }
 
 /// Writes the mount's figures for `dropboxfs status` every two seconds.
@@ -143,6 +170,12 @@ struct StatusReporter: Sendable {
             "cache_bytes": cache.size, "cache_limit": cache.limit, "cache_hit_rate": cache.hitRate,
             "downloaded_bytes": prepared.fs.reader.bytesDownloaded, "requests": prepared.client.transport.requestCount,
             "inodes": prepared.fs.inodes.count,
+            "uploads": prepared.fs.writeBack.pending.map { upload -> [String: Any] in
+                var item: [String: Any] = ["path": upload.path, "size": upload.size, "sent": upload.sent, "state": upload.state]
+                if let failure = upload.failure { item["failure"] = failure }
+                return item
+            },
+            "uploaded_files": prepared.fs.writeBack.uploadedFiles,
         ]
         guard let data = try? JSONSerialization.data(withJSONObject: report, options: [.sortedKeys]) else { return }
         let path = Self.file(for: mountpoint)

@@ -4,7 +4,7 @@ import Foundation
 
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "status", abstract: "Show dropboxfs mounts: account, cache size and hit rate, requests made.")
+        commandName: "status", abstract: "Show dropboxfs mounts: account, cache, requests, pending uploads and their failures.")
 
     @Argument(help: "Only this mountpoint.")
     var mountpoint: String?
@@ -32,6 +32,16 @@ struct StatusCommand: AsyncParsableCommand {
                 print("  downloaded  \(ByteFormat.string(int("downloaded_bytes")))")
                 print("  requests    \(int("requests"))")
                 print("  inodes      \(int("inodes")) known to the kernel")
+                let uploads = report["uploads"] as? [[String: Any]] ?? []
+                let queued = uploads.reduce(Int64(0)) { $0 + ((($1["size"] as? NSNumber)?.int64Value) ?? 0) }
+                print("  uploads     \(uploads.count) pending (\(ByteFormat.string(queued))), \(int("uploaded_files")) done")
+                for upload in uploads {
+                    let number = { (key: String) in (upload[key] as? NSNumber)?.int64Value ?? 0 }
+                    var line = "    \(upload["path"] as? String ?? "?")  \(upload["state"] as? String ?? "?")"
+                    if upload["state"] as? String == "uploading" { line += " \(ByteFormat.string(number("sent"))) of \(ByteFormat.string(number("size")))" }
+                    if let failure = upload["failure"] as? String { line += ": \(failure)" }
+                    print(line)
+                }
             }
         }
     }

@@ -31,12 +31,13 @@ final class MountFixture: @unchecked Sendable {
         client = DropboxClient(endpoints: try Endpoints(baseURL: emulator.baseURL), tokens: StaticAccessToken(Self.token))
     }
 
-    static func with(seeds: [String] = ["demo"], faults: [String] = [], options: [String] = [], mount: Bool = true,
+    static func with(seeds: [String] = ["demo"], faults: [String] = [], options: [String] = [], mount: Bool = true, quota: Int64? = nil,
                      _ body: (MountFixture) async throws -> Void) async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("mount-test-" + UUID().uuidString.prefix(8))
         var configuration = EmulatorConfiguration(dataDirectory: root.appendingPathComponent("data"))
         configuration.tokens = [token]
         configuration.seeds = seeds
+        if let quota { configuration.quota = quota }
         let emulator = try await Emulator.start(configuration)
         var failure: (any Error)?
         do {
@@ -73,6 +74,16 @@ final class MountFixture: @unchecked Sendable {
         try await eventually("the daemon to exit") { self.daemonPIDs().isEmpty }
     }
 
+    /// kill -9 of the daemon; returns once the kernel has let go of it (the mount answers
+    /// ENOTCONN), which can come a moment after the process vanishes from /proc.
+    func killDaemon() async throws {
+        for pid in daemonPIDs() { kill(pid, SIGKILL) }
+        try await eventually("the mount to lose its daemon") {
+            var info = stat()
+            return stat(self.mountpoint, &info) != 0 && errno == ENOTCONN
+        }
+    }
+
     var isMounted: Bool {
         ((try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? "")
             .split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == mountpoint }
@@ -102,6 +113,35 @@ final class MountFixture: @unchecked Sendable {
     }
 
     func routeStats() async throws -> [String: [String: Int]] { try await emulator.routeStats() }
+
+    /// Every file under `local` is on Dropbox under `remote` with the same content hash, and
+    /// Dropbox holds no other file there. Returns how many files were compared.
+    @discardableResult
+    func expectOnDropbox(_ local: String, at remote: String) async throws -> Int {
+        let entries = try await client.listAll(remote, recursive: true)
+        var remoteHashes: [String: String] = [:]
+        for case .file(let file) in entries { remoteHashes[String(file.pathLower!.dropFirst(remote.count))] = file.contentHash }
+        var localHashes: [String: String] = [:]
+        let base = URL(fileURLWithPath: local).standardizedFileURL.path
+        for case let path as String in FileManager.default.enumerator(atPath: base)! {
+            var isDirectory: ObjCBool = false
+            FileManager.default.fileExists(atPath: base + "/" + path, isDirectory: &isDirectory)
+            if !isDirectory.boolValue { localHashes["/" + path.lowercased()] = try ContentHasher.hash(file: base + "/" + path) }
+        }
+        guard remoteHashes == localHashes else {
+            let missing = Set(localHashes.keys).subtracting(remoteHashes.keys).sorted().prefix(5)
+            let differing = localHashes.keys.filter { remoteHashes[$0] != nil && remoteHashes[$0] != localHashes[$0] }.prefix(5)
+            let extra = Set(remoteHashes.keys).subtracting(localHashes.keys).sorted().prefix(5)
+            throw MountFailure(message: "Dropbox differs under \(remote): missing \(Array(missing)), differing \(Array(differing)), extra \(Array(extra))")
+        }
+        return localHashes.count
+    }
+
+    /// The daemon's log (for failure messages).
+    var log: String {
+        let directories = (try? FileManager.default.contentsOfDirectory(atPath: cacheDirectory)) ?? []
+        return directories.compactMap { try? String(contentsOfFile: cacheDirectory + "/" + $0 + "/dropboxfs.log", encoding: .utf8) }.joined()
+    }
 }
 
 struct MountFailure: Error, CustomStringConvertible {

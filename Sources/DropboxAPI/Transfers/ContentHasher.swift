@@ -1,4 +1,5 @@
 import CCryptoShim
+import Foundation
 
 /// Dropbox's `content_hash`, computed as bytes stream: SHA-256 of each 4 MiB block, then
 /// SHA-256 of the concatenated block digests, in hex. (The emulator has its own
@@ -42,6 +43,15 @@ public final class ContentHasher: @unchecked Sendable {
     public static func hash(_ bytes: [UInt8]) -> String {
         let hasher = ContentHasher()
         bytes.withUnsafeBytes { hasher.update($0) }
+        return hasher.finish()
+    }
+
+    /// The content hash of a local file.
+    public static func hash(file path: String) throws -> String {
+        let (fd, size) = try FileIO.openForReading(path)
+        defer { close(fd) }
+        let hasher = ContentHasher()
+        try FileIO.feed(fd, length: size, into: hasher)
         return hasher.finish()
     }
 

@@ -32,23 +32,30 @@ extension DropboxClient {
             return file
         }
         let (sessionID, hash) = try await sendConcurrentSession(fd: fd, size: size, tuning: tuning, progress: progress)
-        let finish = UploadSessionFinishArgument(cursor: UploadSessionCursor(sessionId: sessionID, offset: size), commit: commit)
-        // A finish of unknown outcome happened if the path now holds our bytes.
-        return try await settle(check: { try await self.committedFile(at: commit.path, hash: hash) }) {
-            let file = try await self.upload(Routes.uploadSessionFinish, finish, body: .none)
-            try Self.check(file, hash: hash)
-            return file
-        }
+        return try await finishSession(sessionID, size: size, hash: hash, commit: commit)
     }
 
     /// Sends a file's bytes into a new concurrent session (closed by its last chunk) and
     /// returns the session and the content hash, assembled from the chunks' block digests.
-    func sendConcurrentSession(fd: Int32, size: Int64, tuning: UploadTuning,
-                               progress: (@Sendable (Int64, Int64) -> Void)?) async throws -> (String, String) {
-        let start = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(sessionType: .concurrent), body: .none)
-        let chunk = max(4 << 20, tuning.chunkSize / (4 << 20) * (4 << 20))
+    ///
+    /// `resume` continues a session an earlier run (or process) started: chunks it already
+    /// sent are only hashed, not sent again. `started` hears the session id before any chunk
+    /// goes, `chunkSent` each chunk's offset once the server has it — what a caller records to
+    /// resume after a crash.
+    public func sendConcurrentSession(fd: Int32, size: Int64, tuning: UploadTuning, resume: SessionResume? = nil,
+                                      started: (@Sendable (String) -> Void)? = nil, chunkSent: (@Sendable (Int64) -> Void)? = nil,
+                                      progress: (@Sendable (Int64, Int64) -> Void)?) async throws -> (String, String) {
+        let sessionID: String
+        if let resume {
+            sessionID = resume.sessionID
+        } else {
+            sessionID = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(sessionType: .concurrent), body: .none).sessionId
+            started?(sessionID)
+        }
+        let chunk = Self.sessionChunkSize(tuning)
         let offsets = Array(stride(from: Int64(0), to: max(size, 1), by: Int(chunk)))
         let chunks = ChunkLedger()
+        let alreadySent = resume?.sentChunks ?? []
         // The closing chunk goes last, once every other chunk is in: then a retried close that
         // finds the session already closed can only mean our own earlier attempt closed it.
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -63,7 +70,11 @@ extension DropboxClient {
                 group.addTask {
                     let blockDigests = try FileIO.blockDigests(fd, offset: offset, length: length)
                     chunks.record(offset, digests: blockDigests)
-                    let argument = UploadSessionAppendArgument(cursor: UploadSessionCursor(sessionId: start.sessionId, offset: offset),
+                    if alreadySent.contains(offset) {
+                        progress?(chunks.sent(offset, length), size)
+                        return
+                    }
+                    let argument = UploadSessionAppendArgument(cursor: UploadSessionCursor(sessionId: sessionID, offset: offset),
                                                                close: last, contentHash: ContentHasher.combine(blockDigests))
                     do {
                         _ = try await self.upload(Routes.uploadSessionAppend, argument, body: .file(descriptor: fd, offset: offset, length: length),
@@ -71,6 +82,7 @@ extension DropboxClient {
                     } catch let error as CallError<UploadSessionLookupError> {
                         guard last, case .route(.closed, _, _, _) = error else { throw error }
                     }
+                    chunkSent?(offset)
                 }
             }
             func launchable() -> Bool {
@@ -82,11 +94,25 @@ extension DropboxClient {
                 while launchable() { launch() }
             }
         }
-        return (start.sessionId, ContentHasher.combine(chunks.digests(in: offsets)))
+        return (sessionID, ContentHasher.combine(chunks.digests(in: offsets)))
+    }
+
+    /// The chunk size of concurrent sessions: `tuning.chunkSize` rounded down to 4 MiB.
+    public static func sessionChunkSize(_ tuning: UploadTuning) -> Int64 { max(4 << 20, tuning.chunkSize / (4 << 20) * (4 << 20)) }
+
+    /// Commits a closed session holding content with `hash` (a finish of unknown outcome
+    /// happened if the path now holds those bytes).
+    public func finishSession(_ sessionID: String, size: Int64, hash: String, commit: CommitInfo) async throws -> FileMetadata {
+        let finish = UploadSessionFinishArgument(cursor: UploadSessionCursor(sessionId: sessionID, offset: size), commit: commit)
+        return try await settle(check: { try await self.committedFile(at: commit.path, hash: hash) }) {
+            let file = try await self.upload(Routes.uploadSessionFinish, finish, body: .none)
+            try Self.check(file, hash: hash)
+            return file
+        }
     }
 
     /// The file at `path` if it holds content with `hash` (after an ambiguous failure).
-    func committedFile(at path: String, hash: String) async throws -> FileMetadata? {
+    public func committedFile(at path: String, hash: String) async throws -> FileMetadata? {
         let file = try await metadataIfExists(path)?.fileMetadata
         return file?.contentHash == hash ? file : nil
     }
@@ -95,6 +121,17 @@ extension DropboxClient {
         if let remote = file.contentHash, remote != hash {
             throw CallError<PathWriteError>.client(.contentHashMismatch(expected: hash, actual: remote))
         }
+    }
+}
+
+/// A concurrent upload session to carry on with: its id and the offsets of the chunks the
+/// server already has.
+public struct SessionResume: Sendable {
+    public var sessionID: String
+    public var sentChunks: Set<Int64>
+    public init(sessionID: String, sentChunks: Set<Int64>) {
+        self.sessionID = sessionID
+        self.sentChunks = sentChunks
     }
 }
 

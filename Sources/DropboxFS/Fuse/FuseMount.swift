@@ -65,6 +65,9 @@ public final class FuseMount: @unchecked Sendable {
         return result
     }
 
+    /// True from `mount` until the session is torn down.
+    public var isServing: Bool { lock.withLock { session != nil } }
+
     /// Ends the loop (for SIGTERM/SIGINT): marks the session done and detaches the mount, so
     /// workers blocked reading /dev/fuse wake up.
     public func stop() {

@@ -3,6 +3,10 @@ import Foundation
 
 /// RENAME_NOREPLACE from <linux/fs.h> (not visible through libfuse's headers).
 private let renameNoReplace: UInt32 = 1
+/// FUSE_SET_ATTR_* bits of setattr's `to_set` (macros in fuse_lowlevel.h).
+private let setAttrSize: Int32 = 1 << 3
+private let setAttrMtime: Int32 = 1 << 5
+private let setAttrMtimeNow: Int32 = 1 << 8
 
 /// The low-level operation table. Each entry copies its borrowed arguments, then calls the
 /// core; network-bound work continues in a task that replies when done.
@@ -78,14 +82,72 @@ enum FuseOperations {
         ops.open = { req, ino, fi in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
-            let writable = (fi!.pointee.flags & O_ACCMODE) != O_RDONLY || (fi!.pointee.flags & O_TRUNC) != 0
+            let flags = fi!.pointee.flags
+            let writable = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) != 0
             do {
-                let (handle, keep) = try mount.fs.open(UInt64(ino), writable: writable)
+                let (handle, keep) = try mount.fs.open(UInt64(ino), writable: writable, truncate: writable && flags & O_TRUNC != 0)
                 fi!.pointee.fh = handle
                 cfuse_file_info_set_keep_cache(fi, keep ? 1 : 0)
                 fuse_reply_open(request.raw, fi)
             } catch {
                 request.fail(error)
+            }
+        }
+        ops.create = { req, parent, name, _, fi in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let name = String(cString: name!)
+            let info = FileInfo(fi!.pointee)
+            guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
+            mount.answerLater(request) {
+                let (inode, node, handle) = try await mount.fs.create(parent: UInt64(parent), name: name, exclusive: info.value.flags & O_EXCL != 0)
+                var entry = mount.entryParam(inode, node)
+                var copy = info.value
+                copy.fh = handle
+                fuse_reply_create(request.raw, &entry, &copy)
+            }
+        }
+        ops.mknod = { req, parent, name, mode, _ in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let name = String(cString: name!)
+            guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
+            guard mode & S_IFMT == S_IFREG else { return request.fail(EPERM) }  // no devices, fifos or sockets
+            mount.answerLater(request) {
+                let (inode, node) = try await mount.fs.makeFile(parent: UInt64(parent), name: name)
+                var entry = mount.entryParam(inode, node)
+                fuse_reply_entry(request.raw, &entry)
+            }
+        }
+        ops.write = { req, _, buffer, size, offset, fi in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let handle = fi!.pointee.fh
+            let bytes = UnsafeRawBufferPointer(start: buffer, count: size)
+            do {
+                // Straight to the staging file when no byte must come from Dropbox first.
+                if let written = try mount.fs.tryWrite(handle: handle, bytes, at: Int64(offset)) {
+                    fuse_reply_write(request.raw, written)
+                    return
+                }
+            } catch {
+                return request.fail(error)
+            }
+            let copy = Array(bytes)
+            mount.answerLater(request) {
+                fuse_reply_write(request.raw, try await mount.fs.write(handle: handle, copy, at: Int64(offset)))
+            }
+        }
+        ops.setattr = { req, ino, attr, toSet, fi in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let handle = fi?.pointee.fh
+            let size: Int64? = toSet & setAttrSize != 0 ? Int64(attr!.pointee.st_size) : nil
+            let modified: timespec? = toSet & setAttrMtimeNow != 0 ? LocalVersion.now() : toSet & setAttrMtime != 0 ? attr!.pointee.st_mtim : nil
+            mount.answerLater(request) {
+                let node = try await mount.fs.setAttributes(UInt64(ino), handle: handle, size: size, modified: modified)
+                var attributes = mount.fs.attributes(UInt64(ino), node)
+                fuse_reply_attr(request.raw, &attributes, mount.cacheTimeout)
             }
         }
         ops.read = { req, _, size, offset, fi in
@@ -109,14 +171,46 @@ enum FuseOperations {
             }
         }
         ops.release = { req, _, fi in
-            FuseMount.from(req).fs.release(handle: fi!.pointee.fh)
-            fuse_reply_err(req, 0)
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let handle = fi!.pointee.fh
+            mount.answerLater(request) {
+                try await mount.fs.release(handle: handle)
+                request.ok()
+            }
         }
-        // Never ENOSYS for flush/fsync: libfuse would take that as success forever. There is
-        // nothing to flush on a read-only mount.
-        ops.flush = { req, _, _ in fuse_reply_err(req, 0) }
-        ops.fsync = { req, _, _, _ in fuse_reply_err(req, 0) }
+        // close(2): a written file is sealed into the upload queue before close returns.
+        ops.flush = { req, _, fi in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let handle = fi!.pointee.fh
+            mount.answerLater(request) {
+                try await mount.fs.flush(handle: handle)
+                request.ok()
+            }
+        }
+        // fsync: returns once Dropbox has the file.
+        ops.fsync = { req, ino, _, fi in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let handle = fi?.pointee.fh
+            mount.answerLater(request) {
+                try await mount.fs.sync(UInt64(ino), handle: handle)
+                request.ok()
+            }
+        }
         ops.fsyncdir = { req, _, _, _ in fuse_reply_err(req, 0) }
+        ops.copy_file_range = { req, _, inOffset, inInfo, _, outOffset, outInfo, length, _ in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let (source, target) = (inInfo!.pointee.fh, outInfo!.pointee.fh)
+            mount.answerLater(request) {
+                let copied = try await mount.fs.copyWholeFile(from: source, offset: Int64(inOffset), to: target, offset: Int64(outOffset),
+                                                              length: Int64(length))
+                fuse_reply_write(request.raw, Int(copied))
+            }
+        }
+        ops.fallocate = { req, _, _, _, _, _ in fuse_reply_err(req, EOPNOTSUPP) }
         ops.statfs = { req, _ in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
@@ -156,9 +250,6 @@ enum FuseOperations {
                 request.fail(error)
             }
         }
-        // Writes arrive with the write path; until then every change is refused cleanly.
-        ops.setattr = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
-        ops.mknod = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
         ops.mkdir = { req, parent, name, _ in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
@@ -184,10 +275,9 @@ enum FuseOperations {
                 request.ok()
             }
         }
-        ops.create = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
-        ops.write = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
-        ops.setxattr = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
-        ops.removexattr = { req, _, _ in fuse_reply_err(req, EROFS) }
+        // Dropbox keeps no extended attributes of ours; user.dropbox.* are read-only.
+        ops.setxattr = { req, _, _, _, _, _ in fuse_reply_err(req, EOPNOTSUPP) }
+        ops.removexattr = { req, _, _ in fuse_reply_err(req, EOPNOTSUPP) }
         ops.symlink = { req, _, _, _ in fuse_reply_err(req, EPERM) }
         ops.link = { req, _, _, _ in fuse_reply_err(req, EPERM) }
         return ops

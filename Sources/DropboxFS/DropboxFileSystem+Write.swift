@@ -1,0 +1,130 @@
+import DropboxAPI
+import Foundation
+
+/// File content changes: create, write, truncate, times, flush, fsync and server-side copies.
+/// Bytes go to the write-back's local version of the file (see `WriteBack`); nothing here
+/// waits for Dropbox except `fsync` (and a copy, which Dropbox makes itself).
+extension DropboxFileSystem {
+    /// create(2) / open with O_CREAT of a new name: an empty local version, open for writing.
+    public func create(parent: UInt64, name: String, exclusive: Bool) async throws -> (inode: UInt64, node: Node, handle: UInt64) {
+        if options.readOnly { throw FSError.readOnly }
+        let folder = try node(parent)
+        guard folder.isFolder else { throw FSError.notDirectory }
+        try await ensureListed(folder.pathLower)
+        try Self.checkName(name)
+        if let existing = try child(of: folder.pathLower, named: name) {
+            if exclusive { throw FSError.exists }
+            if existing.isFolder { throw FSError.isDirectory }
+            let inode = inodes.inode(for: existing.pathLower)
+            let (handle, _) = try open(inode, writable: true, truncate: true)
+            return (inode, try node(inode), handle)
+        }
+        let pathLower = Node.child(folder.pathLower, name)
+        let inode = inodes.inode(for: pathLower)
+        let handle = newHandle(inode: inode, node: Node(pathLower: pathLower, name: name, isFolder: false))
+        do {
+            _ = try writeBack.attach(handle: handle, path: folder.pathLower + "/" + name, base: nil, writable: true, truncate: true)
+        } catch {
+            _ = forgetHandle(handle)
+            throw error
+        }
+        return (inode, try node(inode), handle)
+    }
+
+    /// mknod(2) of a regular file: created and closed at once (an empty file to upload).
+    public func makeFile(parent: UInt64, name: String) async throws -> (UInt64, Node) {
+        let (inode, node, handle) = try await create(parent: parent, name: name, exclusive: true)
+        try await release(handle: handle)
+        return (inode, node)
+    }
+
+    /// Writes at once when the bytes can go straight to the local version; nil means the
+    /// write needs Dropbox first (call `write`).
+    public func tryWrite(handle: UInt64, _ bytes: UnsafeRawBufferPointer, at offset: Int64) throws -> Int? {
+        try writeBack.tryWrite(handle: try localHandle(handle), bytes, at: offset)
+    }
+
+    public func write(handle: UInt64, _ bytes: [UInt8], at offset: Int64) async throws -> Int {
+        try await writeBack.write(handle: try localHandle(handle), bytes, at: offset)
+    }
+
+    /// setattr: size truncates or extends (through the handle, or as truncate(2) would);
+    /// a modification time goes with the next upload as `client_modified`. Mode, owner and
+    /// atime are accepted and not kept (Dropbox has no such thing; doc/SEMANTICS.md).
+    public func setAttributes(_ inode: UInt64, handle: UInt64?, size: Int64?, modified: timespec?) async throws -> Node {
+        let current = try node(inode)
+        if (size != nil || modified != nil) && options.readOnly { throw FSError.readOnly }
+        if let size {
+            if current.isFolder { throw FSError.isDirectory }
+            let local = handle.flatMap { handle in handles.withLock { $0.open[handle]?.local == true } ? handle : nil }
+            let remote = try store.node(current.pathLower)
+            try await writeBack.truncate(handle: local, path: Node.parent(of: current.pathLower) + "/" + current.name,
+                                         base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size)
+        }
+        if let modified, !current.isFolder { _ = try writeBack.setModified(current.pathLower, to: modified) }
+        return try node(inode)
+    }
+
+    /// close(2) of a descriptor: a written file is sealed into the upload queue.
+    public func flush(handle: UInt64) async throws {
+        guard handles.withLock({ $0.open[handle]?.local == true }) else { return }
+        try await writeBack.flush(handle: handle)
+    }
+
+    /// fsync: returns once the file's content is on Dropbox.
+    public func sync(_ inode: UInt64, handle: UInt64?) async throws {
+        guard let path = inodes.path(of: inode) else { return }
+        let local = handle.flatMap { handle in handles.withLock { $0.open[handle]?.local == true } ? handle : nil }
+        try await writeBack.sync(handle: local, pathLower: path)
+    }
+
+    /// copy_file_range of a whole file that Dropbox already holds into a file just created or
+    /// truncated: Dropbox copies it (`copy_v2`), no byte travels. Anything else is
+    /// `notSupported`, and the kernel copies through read and write instead.
+    public func copyWholeFile(from sourceHandle: UInt64, offset inOffset: Int64, to targetHandle: UInt64, offset outOffset: Int64,
+                              length: Int64) async throws -> Int64 {
+        guard let source = handles.withLock({ $0.open[sourceHandle] }), let target = handles.withLock({ $0.open[targetHandle] }),
+              !source.local, target.local, inOffset == 0, outOffset == 0, source.node.rev != nil,
+              length >= source.node.size, source.node.size < Int64(UInt32.max),
+              let targetVersion = writeBack.version(handle: targetHandle), targetVersion.file.size == 0,
+              try store.node(source.node.pathLower)?.rev == source.node.rev else {
+            throw FSError.notSupported
+        }
+        let targetPath = targetVersion.path
+        return try await writeBack.holding([targetVersion.pathLower]) {
+            // Dropbox's copy cannot replace: an older file at the target goes first.
+            if let old = try store.node(targetVersion.pathLower), !old.isFolder { try await delete(old.pathLower) }
+            let copied = try await client.settle(check: { () -> Metadata? in
+                guard let there = try await self.client.metadataIfExists(targetPath)?.fileMetadata,
+                      there.contentHash == source.node.contentHash else { return nil }
+                return .file(there)
+            }) {
+                try await self.client.rpc(Routes.copy, RelocationArgument(from: source.node.pathLower, to: targetPath)).metadata
+            }
+            guard case .file(let file) = copied else { throw FSError.io("copy_v2 returned no file") }
+            try await watcher.catchUp()
+            // The target's local version stands for the copy now: nothing left to upload.
+            try writeBack.discard(targetVersion.pathLower)
+            return file.size
+        }
+    }
+
+    // MARK: Handles
+
+    func newHandle(inode: UInt64, node: Node, local: Bool = true) -> UInt64 {
+        handles.withLock { state in
+            let id = state.next
+            state.next += 1
+            state.open[id] = OpenFile(inode: inode, node: node, stream: ReadStream(), local: local)
+            return id
+        }
+    }
+
+    func forgetHandle(_ handle: UInt64) -> OpenFile? { handles.withLock { $0.open.removeValue(forKey: handle) } }
+
+    private func localHandle(_ handle: UInt64) throws -> UInt64 {
+        guard let file = handles.withLock({ $0.open[handle] }) else { throw FSError.io("unknown file handle") }
+        guard file.local else { throw FSError.accessDenied }  // opened read-only
+        return handle
+    }
+}

@@ -1,0 +1,62 @@
+import Synchronization
+
+/// Wakes everyone waiting for "something changed" (an upload finished, a file was sealed).
+/// Waiters read `generation` before checking their condition and wait for a later one, so a
+/// change between the check and the wait is never missed.
+final class ChangeSignal: Sendable {
+    private struct State {
+        var generation: UInt64 = 0
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiter: UInt64 = 0
+        /// Waiters whose timeout fired before they started waiting.
+        var expired: Set<UInt64> = []
+    }
+
+    private let state = Mutex(State())
+
+    var generation: UInt64 { state.withLock { $0.generation } }
+
+    func notify() {
+        let woken = state.withLock { state in
+            state.generation += 1
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
+        }
+        for waiter in woken { waiter.resume() }
+    }
+
+    /// Returns once the generation is past `seen`, or after `timeout`.
+    func wait(after seen: UInt64, timeout: Duration? = nil) async {
+        let id = state.withLock { state -> UInt64 in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        let timer = timeout.map { timeout in
+            Task {
+                try await Task.sleep(for: timeout)
+                self.wake(id)
+            }
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = state.withLock { state in
+                if state.generation != seen || state.expired.remove(id) != nil { return true }
+                state.waiters[id] = continuation
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+        timer?.cancel()
+        state.withLock { _ = $0.expired.remove(id) }
+    }
+
+    private func wake(_ id: UInt64) {
+        let waiter = state.withLock { state in
+            guard let waiter = state.waiters.removeValue(forKey: id) else {
+                state.expired.insert(id)
+                return nil as CheckedContinuation<Void, Never>?
+            }
+            return waiter
+        }
+        waiter?.resume()
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+
+/// One local version of a file: its bytes (a `StagedFile`) and where it stands on the way to
+/// Dropbox. A path has at most one version being edited; once sealed (at close or fsync) a
+/// version waits in the upload queue, and writing the file again starts a new version from a
+/// copy. Every field but `id` and `file` is guarded by the owning `WriteBack`'s lock.
+final class LocalVersion: @unchecked Sendable {
+    enum Phase: Equatable {
+        /// Open for writing; not yet in the queue.
+        case editing
+        /// Sealed and recorded in the upload queue; its path may still change (a rename).
+        case queued
+        /// Being sent and committed: its path is fixed until the upload ends.
+        case uploading
+        /// On Dropbox, replaced by a newer version before it went, or deleted.
+        case finished
+    }
+
+    let id: Int64
+    let file: StagedFile
+    /// The Dropbox path: the parent's lower-case path and the file's own name (Dropbox keeps
+    /// folders' casing; the last component is what the user typed).
+    var path: String
+    var modified: timespec
+    /// The revision this version replaces (`WriteMode.update`); nil for a new file.
+    var baseRev: String?
+    /// The Dropbox id of the file it came from (for `user.dropbox.id`), if any.
+    var baseID: String
+    var phase: Phase = .editing
+    /// Writable handles open on it.
+    var writers = 0
+    /// When it was sealed or last touched: uploads wait a moment for a following rename or
+    /// utimens (rsync, editors) unless someone waits for them (`urgent`).
+    var settledAt = ContinuousClock.now
+    var urgent = false
+    /// Why the last upload attempt failed, and when to try again.
+    var failure: FSError?
+    var failureText: String?
+    var retryAt: ContinuousClock.Instant?
+    var attempts = 0
+    /// A concurrent upload session under way (large files), to resume after a crash.
+    var sessionID: String?
+    var sentChunks: Set<Int64> = []
+    var sentBytes: Int64 = 0
+    /// The version that took its place before it was uploaded, if one did.
+    var replacedBy: LocalVersion?
+
+    init(id: Int64, file: StagedFile, path: String, modified: timespec, baseRev: String?, baseID: String) {
+        self.id = id
+        self.file = file
+        self.path = path
+        self.modified = modified
+        self.baseRev = baseRev
+        self.baseID = baseID
+    }
+
+    var pathLower: String { Node.parent(of: path) + "/" + name.lowercased() }
+    var name: String { String(path[path.index(after: path.lastIndex(of: "/")!)...]) }
+
+    /// Whether this version sits at `pathLower` or anywhere below it.
+    func isAt(orUnder prefix: String) -> Bool {
+        let lower = pathLower
+        return lower == prefix || lower.hasPrefix(prefix + "/")
+    }
+
+    var node: Node {
+        var node = Node(pathLower: pathLower, name: name, isFolder: false)
+        node.size = file.size
+        node.modified = Int64(modified.tv_sec)
+        node.modifiedNanos = Int32(modified.tv_nsec)
+        node.id = baseID
+        return node
+    }
+
+    var record: QueuedUpload {
+        QueuedUpload(id: id, path: path, staging: file.path, size: file.size, modified: modified, baseRev: baseRev,
+                     sessionID: sessionID, sentChunks: sentChunks)
+    }
+
+    static func now() -> timespec {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return time
+    }
+}

@@ -1,0 +1,259 @@
+import Foundation
+import Synchronization
+
+/// The local bytes of one version of a file being written: a sparse staging file in the
+/// cache directory, plus which 4 MiB blocks of it hold the truth. A block nobody has written
+/// still holds the base revision's bytes on Dropbox; it is fetched (through the block cache)
+/// only when a partial write or a read needs it, or when the version is sealed for upload —
+/// so a small change to a large file never waits for the whole file.
+///
+/// Lock: `state` guards the bookkeeping and is held across each write's `pwrite`, so a block
+/// being filled from Dropbox can never overwrite bytes a writer put there meanwhile.
+public final class StagedFile: Sendable {
+    public static let blockSize = Reader.blockSize
+
+    /// Where unwritten bytes come from: a revision on Dropbox, read through `reader`.
+    public struct Base: Sendable {
+        public var node: Node
+        public var reader: Reader
+    }
+
+    public let path: String
+    private let fd: Int32
+    private let base: Base?
+    private let state: Mutex<State>
+
+    private struct State {
+        var size: Int64
+        /// Bytes below this (and in blocks not local) are still the base revision's.
+        var baseLength: Int64
+        var localBlocks: Set<Int64>
+        var fills: [Int64: Task<Void, any Error>] = [:]
+        /// Changed since it was made (written, truncated, or new): something to upload.
+        var changed = false
+        /// Sealed for upload: its bytes may no longer change (writers get a copy).
+        var sealed = false
+    }
+
+    /// A new staging file at `path`: empty, or standing for `base` (nothing fetched yet).
+    public init(path: String, base: Base?, truncate: Bool) throws {
+        let size = truncate ? 0 : base?.node.size ?? 0
+        fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StagedFile.error("create", path) }
+        guard ftruncate(fd, off_t(size)) == 0 else {
+            let error = StagedFile.error("size", path)
+            close(fd)
+            unlink(path)
+            throw error
+        }
+        self.path = path
+        self.base = base
+        state = Mutex(State(size: size, baseLength: size, localBlocks: [], changed: truncate))
+    }
+
+    /// Reopens a staging file a crashed or stopped mount left sealed in the upload queue.
+    public init(sealedAt path: String) throws {
+        fd = open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw StagedFile.error("open", path) }
+        var info = stat()
+        fstat(fd, &info)
+        self.path = path
+        base = nil
+        state = Mutex(State(size: Int64(info.st_size), baseLength: 0, localBlocks: [], sealed: true))
+    }
+
+    /// A copy of a sealed file's bytes (complete: sealing filled them), to go on writing while
+    /// the sealed one uploads.
+    public func copy(to newPath: String) throws -> StagedFile {
+        let copy = try StagedFile(path: newPath, base: nil, truncate: true)
+        let size = self.size
+        var offset: Int64 = 0
+        while offset < size {
+            var from = off_t(offset)
+            let n = sendfile(copy.fd, fd, &from, Int(min(size - offset, 1 << 30)))  // in the kernel, no copy here
+            if n <= 0 { throw StagedFile.error("copy to", newPath) }
+            offset += Int64(n)
+        }
+        guard ftruncate(copy.fd, off_t(size)) == 0 else { throw StagedFile.error("size", newPath) }
+        copy.state.withLock { $0.size = size; $0.changed = false }
+        return copy
+    }
+
+    deinit { close(fd) }
+
+    public var size: Int64 { state.withLock { $0.size } }
+    public var isSealed: Bool { state.withLock { $0.sealed } }
+    /// Holds changes not yet sealed.
+    public var hasChanges: Bool { state.withLock { $0.changed && !$0.sealed } }
+
+    public enum WriteOutcome: Sendable {
+        case written(Int)
+        /// These blocks must be filled from the base revision first (`fill`).
+        case needsFill([Int64])
+        /// The version is sealed: write to a copy.
+        case sealed
+    }
+
+    /// Writes at once when no block needs the base revision's bytes first.
+    public func tryWrite(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws -> WriteOutcome {
+        try state.withLock { state in
+            if state.sealed { return .sealed }
+            let end = offset + Int64(bytes.count)
+            guard bytes.count > 0 else { return .written(0) }
+            let first = offset / Self.blockSize, last = (end - 1) / Self.blockSize
+            var missing: [Int64] = []
+            for block in first...last where needsFill(block, state) {
+                let covered = offset <= block * Self.blockSize && end >= min((block + 1) * Self.blockSize, state.baseLength)
+                if !covered { missing.append(block) }
+            }
+            if !missing.isEmpty { return .needsFill(missing) }
+            try Self.writeAll(fd, bytes, at: offset, path: path)
+            for block in first...last { state.localBlocks.insert(block) }
+            state.size = max(state.size, end)
+            state.changed = true
+            return .written(bytes.count)
+        }
+    }
+
+    /// Writes, filling blocks from the base revision first where the write covers them only
+    /// in part.
+    public func write(_ bytes: [UInt8], at offset: Int64) async throws -> WriteOutcome {
+        while true {
+            let outcome = try bytes.withUnsafeBytes { try tryWrite($0, at: offset) }
+            guard case .needsFill(let blocks) = outcome else { return outcome }
+            for block in blocks { try await fill(block) }
+        }
+    }
+
+    /// Sets the size. Bytes cut off are gone for good, also from the base: growing again
+    /// shows zeros there, as on a local disk.
+    public func truncate(to newSize: Int64) throws -> Bool {
+        try state.withLock { state in
+            if state.sealed { return false }
+            guard ftruncate(fd, off_t(newSize)) == 0 else { throw StagedFile.error("truncate", path) }
+            state.size = newSize
+            state.baseLength = min(state.baseLength, newSize)
+            state.changed = true
+            return true
+        }
+    }
+
+    /// Reads local bytes, filling what is still on Dropbox first.
+    public func read(at offset: Int64, size: Int) async throws -> [UInt8] {
+        let end = min(offset + Int64(size), self.size)
+        guard end > offset else { return [] }
+        for block in (offset / Self.blockSize)...((end - 1) / Self.blockSize) { try await fill(block) }
+        var buffer = [UInt8](repeating: 0, count: Int(end - offset))
+        var done = 0
+        while done < buffer.count {
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(offset) + off_t(done)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            done += n
+        }
+        return Array(buffer[..<done])
+    }
+
+    /// True when [offset, offset+size) needs nothing from Dropbox (a read can be spliced from
+    /// the staging file).
+    public func isLocal(at offset: Int64, size: Int) -> Bool {
+        state.withLock { state in
+            let end = min(offset + Int64(size), state.size)
+            guard end > offset else { return true }
+            return ((offset / Self.blockSize)...((end - 1) / Self.blockSize)).allSatisfy { !needsFill($0, state) }
+        }
+    }
+
+    /// Fetches every block still on Dropbox, so the file is complete locally.
+    public func fillComplete() async throws {
+        let blocks = state.withLock { state in
+            stride(from: Int64(0), to: (state.baseLength + Self.blockSize - 1) / Self.blockSize, by: 1).filter { needsFill($0, state) }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var next = 0
+            for _ in 0..<min(4, blocks.count) {
+                let block = blocks[next]
+                next += 1
+                group.addTask { try await self.fill(block) }
+            }
+            while try await group.next() != nil, next < blocks.count {
+                let block = blocks[next]
+                next += 1
+                group.addTask { try await self.fill(block) }
+            }
+        }
+    }
+
+    /// Seals the file for upload, complete locally; false if it was sealed already or holds
+    /// no change.
+    public func seal() async throws -> Bool {
+        guard hasChanges else { return false }
+        try await fillComplete()
+        return state.withLock { state in
+            if state.sealed || !state.changed { return false }
+            state.sealed = true
+            return true
+        }
+    }
+
+    /// Makes the staging file durable on disk (fsync).
+    public func persist() throws {
+        guard fsync(fd) == 0 else { throw StagedFile.error("sync", path) }
+    }
+
+    public func remove() { unlink(path) }
+
+    // MARK: Filling from the base revision
+
+    private func needsFill(_ block: Int64, _ state: State) -> Bool {
+        !state.localBlocks.contains(block) && block * Self.blockSize < state.baseLength
+    }
+
+    /// Copies one block's base bytes into the staging file (one fetch shared by all callers).
+    private func fill(_ block: Int64) async throws {
+        let task: Task<Void, any Error>? = state.withLock { state in
+            guard needsFill(block, state) else { return nil }
+            if let running = state.fills[block] { return running }
+            let task = Task { try await self.fetchAndStore(block) }
+            state.fills[block] = task
+            return task
+        }
+        guard let task else { return }
+        defer { state.withLock { if $0.fills[block] == task { $0.fills.removeValue(forKey: block) } } }
+        try await task.value
+    }
+
+    private func fetchAndStore(_ block: Int64) async throws {
+        guard let base else { return }
+        let start = block * Self.blockSize
+        let length = state.withLock { min(Self.blockSize, $0.baseLength - start) }
+        guard length > 0 else { return }
+        let bytes = try await base.reader.read(base.node, offset: start, size: Int(length), stream: nil)
+        try state.withLock { state in
+            guard needsFill(block, state) else { return }  // written whole, or cut off, meanwhile
+            let keep = Int(min(Int64(bytes.count), state.baseLength - start))
+            try bytes.withUnsafeBytes { try Self.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[..<keep]), at: start, path: path) }
+            state.localBlocks.insert(block)
+        }
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: String) throws {
+        var done = 0
+        while done < bytes.count {
+            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw error("write", path)
+            }
+            done += n
+        }
+    }
+
+    /// A failed local file operation: ENOSPC and EDQUOT become `noSpace` (the writer sees
+    /// ENOSPC), anything else an I/O error naming the file.
+    static func error(_ what: String, _ path: String) -> FSError {
+        let code = errno
+        if code == ENOSPC || code == EDQUOT { return .noSpace }
+        return .io("\(what) \(path): \(String(cString: strerror(code)))")
+    }
+}

@@ -1,0 +1,199 @@
+import DropboxAPI
+import Foundation
+import Synchronization
+
+/// Sends sealed local versions to Dropbox, oldest first per path:
+/// - many small files: each into a closed upload session, committed together by
+///   `upload_session/finish_batch_v2` (Dropbox serialises commits per namespace: one commit
+///   for many files is far faster than one each); a lone small file goes by `files/upload`;
+/// - a large file: a concurrent upload session with parallel 4 MiB-aligned appends, its
+///   session and sent chunks recorded in the queue so a restarted mount resumes it.
+///
+/// Every commit says `WriteMode.update(rev)` (or `add` for a new file), so a change made
+/// elsewhere meanwhile is never overwritten: the local bytes then go to a conflicted copy
+/// beside it, named as Dropbox names them. Every upload carries its content hash.
+public final class Uploader: Sendable {
+    /// Above this a file gets its own session with parallel appends.
+    static let largeFile: Int64 = 16 << 20
+    /// How long a sealed file waits for a rename or utimens that usually follows (rsync,
+    /// editors) before it goes, unless someone waits for it.
+    static let quietPeriod: Duration = .milliseconds(400)
+    /// The longest a small file waits for others to share its batch.
+    static let batchDelay: Duration = .seconds(2)
+    static let maxLargeAtOnce = 2
+    static let maxBatchesAtOnce = 2
+
+    let writeBack: WriteBack
+    let client: DropboxClient
+    let watcher: ChangeWatcher
+    let store: MetadataStore
+    let tuning: UploadTuning
+    private let running = Mutex<(batches: Int, large: Int)>((0, 0))
+
+    public init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore) {
+        self.writeBack = writeBack
+        self.client = client
+        self.watcher = watcher
+        self.store = store
+        var tuning = UploadTuning()
+        tuning.chunkSize = 32 << 20
+        tuning.parallelism = 4
+        self.tuning = tuning
+    }
+
+    /// Uploads until cancelled.
+    public func run() async {
+        await withDiscardingTaskGroup { group in
+            while !Task.isCancelled {
+                let seen = writeBack.signal.generation
+                let slots = running.withLock { (Self.maxBatchesAtOnce - $0.batches, Self.maxLargeAtOnce - $0.large) }
+                let (jobs, wake) = writeBack.takeEligible(batches: slots.0, large: slots.1, quiet: Self.quietPeriod, batchDelay: Self.batchDelay, largeFile: Self.largeFile)
+                for job in jobs {
+                    running.withLock { if job.count == 1 && job[0].file.size > Self.largeFile { $0.large += 1 } else { $0.batches += 1 } }
+                    group.addTask {
+                        await self.upload(job)
+                        self.running.withLock { if job.count == 1 && job[0].file.size > Self.largeFile { $0.large -= 1 } else { $0.batches -= 1 } }
+                        self.writeBack.signal.notify()
+                    }
+                }
+                if jobs.isEmpty { await writeBack.signal.wait(after: seen, timeout: wake) }
+            }
+        }
+    }
+
+    /// Uploads everything queued, without quiet periods (unmount); returns false if some
+    /// uploads keep failing (they stay queued for the next mount). `progress` hears what is
+    /// left every second.
+    public func drain(progress: @Sendable ([WriteBack.PendingUpload]) -> Void) async -> Bool {
+        await writeBack.sealAllForDrain()
+        while true {
+            let seen = writeBack.signal.generation
+            let left = writeBack.pending
+            progress(left)
+            if left.isEmpty { return true }
+            if writeBack.allFailedSinceDrain { return false }
+            await writeBack.signal.wait(after: seen, timeout: .seconds(1))
+        }
+    }
+
+    // MARK: One job
+
+    private func upload(_ job: [LocalVersion]) async {
+        if job.count > 1 {
+            await uploadBatch(job)
+        } else if job[0].file.size > Self.largeFile {
+            await uploadLarge(job[0])
+        } else {
+            let version = job[0]
+            let commit = writeBack.commitInfo(version)
+            do {
+                let file = try await client.uploadFile(version.file.path, to: commit, tuning: tuning)
+                await complete(version, file)
+            } catch {
+                await failed(version, error)
+            }
+        }
+    }
+
+    private func uploadBatch(_ job: [LocalVersion]) async {
+        let items = job.map { DropboxClient.BatchItem(localPath: $0.file.path, commit: writeBack.commitInfo($0)) }
+        do {
+            let results = try await client.uploadBatch(items, tuning: tuning)
+            for (version, result) in zip(job, results) {
+                switch result {
+                case .success(let file): await complete(version, file)
+                case .failure(let error): await failed(version, error)
+                }
+            }
+        } catch {
+            for version in job { await failed(version, error) }
+        }
+    }
+
+    /// A large file through a concurrent session, resumed from the queue's record if an
+    /// earlier run started it.
+    private func uploadLarge(_ version: LocalVersion) async {
+        let commit = writeBack.commitInfo(version)
+        let size = version.file.size
+        let fd = open(version.file.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return await failed(version, StagedFile.error("open", version.file.path)) }
+        defer { close(fd) }
+        let resume = writeBack.sessionResume(version)
+        do {
+            let (session, hash) = try await client.sendConcurrentSession(
+                fd: fd, size: size, tuning: tuning, resume: resume,
+                started: { [writeBack] in writeBack.recordSession(version, $0) },
+                chunkSent: { [writeBack] in writeBack.recordChunk(version, $0) },
+                progress: { [writeBack] sent, _ in writeBack.recordProgress(version, sent) })
+            let file = try await client.finishSession(session, size: size, hash: hash, commit: commit)
+            await complete(version, file)
+        } catch {
+            // A session Dropbox no longer knows (expired, or finished by a lost answer) is
+            // started afresh next time.
+            if Self.isSessionError(error) { writeBack.recordSession(version, nil) }
+            await failed(version, error)
+        }
+    }
+
+    static func isSessionError(_ error: any Error) -> Bool {
+        if case .route? = error as? CallError<UploadSessionLookupError> { return true }
+        if case .route(.lookupFailed, _, _, _)? = error as? CallError<UploadSessionFinishError> { return true }
+        return false
+    }
+
+    // MARK: Outcomes
+
+    private func complete(_ version: LocalVersion, _ file: FileMetadata) async {
+        // The file's nanoseconds, which Dropbox does not keep (rsync compares them).
+        try? store.setModifiedNanos(rev: file.rev, nanos: Int32(version.modified.tv_nsec))
+        // The store learns the new revision in Dropbox's order before the local version
+        // stops hiding the old one.
+        try? await watcher.catchUp()
+        writeBack.finished(version, as: file)
+    }
+
+    private func failed(_ version: LocalVersion, _ error: any Error) async {
+        if Self.isConflict(error) {
+            do {
+                let file = try await saveConflictedCopy(version)
+                return await complete(version, file)
+            } catch {
+                return writeBack.failed(version, error)
+            }
+        }
+        writeBack.failed(version, error)
+    }
+
+    /// The path changed on Dropbox since the version's base revision (or a new file's name
+    /// was taken): unless it already holds these very bytes, they go beside it as
+    /// "name (conflicted copy YYYY-MM-DD).ext", and the path shows Dropbox's version.
+    private func saveConflictedCopy(_ version: LocalVersion) async throws -> FileMetadata {
+        let path = version.path
+        let hash = try ContentHasher.hash(file: version.file.path)
+        if let same = try await client.committedFile(at: path, hash: hash) { return same }
+        var commit = writeBack.commitInfo(version)
+        commit.path = Node.parent(of: path) + "/" + Self.conflictedName(version.name, on: Date())
+        commit.mode = .add
+        commit.autorename = true
+        let file = try await client.uploadFile(version.file.path, to: commit, tuning: tuning)
+        FuseLog.error("conflict: \(path) changed on Dropbox while it was edited here; the local version is saved as \(file.pathDisplay ?? file.name)")
+        return file
+    }
+
+    static func conflictedName(_ name: String, on date: Date) -> String {
+        var time = time_t(date.timeIntervalSince1970)
+        var parts = tm()
+        localtime_r(&time, &parts)
+        let day = String(format: "%04d-%02d-%02d", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday))
+        if let dot = name.lastIndex(of: "."), dot != name.startIndex {
+            return "\(name[..<dot]) (conflicted copy \(day))\(name[dot...])"
+        }
+        return "\(name) (conflicted copy \(day))"
+    }
+
+    static func isConflict(_ error: any Error) -> Bool {
+        if case .route(.path(.conflict), _, _, _)? = error as? CallError<PathWriteError> { return true }
+        if case .route(.path(.conflict), _, _, _)? = error as? CallError<UploadSessionFinishError> { return true }
+        return false
+    }
+}

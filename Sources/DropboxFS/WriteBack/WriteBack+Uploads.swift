@@ -1,0 +1,141 @@
+import DropboxAPI
+import Foundation
+
+/// The uploader's side of the write-back: which versions may go now, and what their
+/// uploads' outcomes do to the queue.
+extension WriteBack {
+    /// Marks eligible versions as uploading and returns them as jobs (one batch of small
+    /// files, or one large file each), with when to look again if some are not ready yet.
+    /// Eligible: sealed, not held by a rename or delete, no older version of the path still
+    /// uploading, not waiting to retry, and quiet for a moment (unless urgent or unmounting).
+    /// Small files wait until writing pauses (`quiet`) or `batchDelay` passes, so a stream
+    /// of them (cp -r, tar x, rsync) goes in a few large batches.
+    func takeEligible(batches: Int, large: Int, quiet: Duration, batchDelay: Duration, largeFile: Int64) -> ([[LocalVersion]], Duration?) {
+        state.withLock { state in
+            let now = ContinuousClock.now
+            let uploadingPaths = Set(state.versions.values.filter { $0.phase == .uploading }.map(\.pathLower))
+            var small: [(version: LocalVersion, readyAt: ContinuousClock.Instant)] = []
+            var big: [LocalVersion] = []
+            var wake: ContinuousClock.Instant?
+            var lastActivity: ContinuousClock.Instant?
+            var urgent = state.draining
+            for version in state.versions.values.sorted(by: { $0.id < $1.id }) where version.phase == .queued {
+                if uploadingPaths.contains(version.pathLower) { continue }
+                if state.held.keys.contains(where: { version.isAt(orUnder: $0) }) { continue }
+                var readyAt = state.draining || version.urgent ? now : version.settledAt + quiet
+                // Unmounting gives every failed upload one more try at once.
+                let retriedInDrain = version.attempts > (state.drainStartedAttempts[version.id] ?? 0)
+                if let retry = version.retryAt, !state.draining || retriedInDrain { readyAt = max(readyAt, retry) }
+                if readyAt > now {
+                    wake = min(wake ?? readyAt, readyAt)
+                    continue
+                }
+                if version.file.size > largeFile {
+                    big.append(version)
+                } else {
+                    small.append((version, readyAt))
+                    urgent = urgent || version.urgent
+                }
+            }
+            for version in state.versions.values where version.phase == .queued && version.file.size <= largeFile {
+                lastActivity = max(lastActivity ?? version.settledAt, version.settledAt)
+            }
+            var jobs: [[LocalVersion]] = []
+            if batches > 0, let oldest = small.map(\.readyAt).min() {
+                let due = oldest + batchDelay
+                let paused = (lastActivity ?? now) + quiet
+                if urgent || small.count >= 1000 || paused <= now || due <= now {
+                    jobs.append(small.prefix(1000).map(\.version))
+                } else {
+                    wake = min(wake ?? due, min(due, paused))
+                }
+            }
+            for version in big.prefix(max(0, large)) { jobs.append([version]) }
+            for job in jobs { for version in job { version.phase = .uploading } }
+            return (jobs, wake.map { $0 - now })
+        }
+    }
+
+    /// Where and how a version is committed (snapshotted: its path cannot change while it
+    /// uploads).
+    func commitInfo(_ version: LocalVersion) -> CommitInfo {
+        state.withLock { _ in
+            CommitInfo(path: version.path, mode: version.baseRev.map { .update($0) } ?? .add, autorename: false,
+                       clientModified: DropboxDate.format(Date(timeIntervalSince1970: TimeInterval(version.modified.tv_sec))))
+        }
+    }
+
+    func sessionResume(_ version: LocalVersion) -> SessionResume? {
+        state.withLock { _ in version.sessionID.map { SessionResume(sessionID: $0, sentChunks: version.sentChunks) } }
+    }
+
+    func recordSession(_ version: LocalVersion, _ sessionID: String?) {
+        state.withLock { _ in
+            version.sessionID = sessionID
+            version.sentChunks = []
+            try? queue.save(version.record)
+        }
+    }
+
+    func recordChunk(_ version: LocalVersion, _ offset: Int64) {
+        state.withLock { _ in
+            version.sentChunks.insert(offset)
+            try? queue.save(version.record)
+        }
+    }
+
+    func recordProgress(_ version: LocalVersion, _ sent: Int64) {
+        state.withLock { _ in version.sentBytes = sent }
+    }
+
+    /// The version is on Dropbox as `file`: it leaves the queue, and newer versions of the
+    /// same path now replace that revision.
+    func finished(_ version: LocalVersion, as file: FileMetadata) {
+        state.withLock { state in
+            let onPath = file.pathLower == version.pathLower  // not a conflicted copy
+            for newer in state.versions.values where newer !== version && newer.pathLower == version.pathLower && onPath {
+                newer.baseRev = file.rev
+                if newer.phase == .queued { try? queue.save(newer.record) }
+            }
+            try? queue.remove([version.id])
+            finishLocked(&state, version)
+            state.uploaded += 1
+        }
+        signal.notify()
+    }
+
+    /// An upload attempt failed: the version waits in the queue and is tried again later
+    /// (sooner for network trouble, after a minute for a full account); `fsync` reports it.
+    func failed(_ version: LocalVersion, _ error: any Error) {
+        let mapped = ErrnoMapping.fsError(error)
+        state.withLock { _ in
+            version.phase = .queued
+            version.attempts += 1
+            version.failure = mapped == .noSpace ? .noSpace : (mapped == .invalidName || mapped == .accessDenied ? mapped : .io("\(error)"))
+            version.failureText = mapped == .noSpace ? "Dropbox account is full (insufficient_space)" : "\(error)"
+            let delay = mapped == .noSpace ? 60.0 : min(300.0, 2.0 * Double(1 << min(version.attempts, 8)))
+            version.retryAt = .now + .milliseconds(Int(delay * 1000))
+        }
+        FuseLog.error("upload of \(version.path) failed (attempt \(version.attempts), will retry): \(version.failureText ?? "")")
+        signal.notify()
+    }
+
+    /// Unmounting: seals what is still open with changes, and stops waiting for quiet.
+    func sealAllForDrain() async {
+        let open = state.withLock { state -> [LocalVersion] in
+            state.draining = true
+            state.drainStartedAttempts = Dictionary(uniqueKeysWithValues: state.versions.values.map { ($0.id, $0.attempts) })
+            return state.versions.values.filter { $0.phase == .editing }
+        }
+        for version in open { try? await seal(version) }
+        signal.notify()
+    }
+
+    /// True when every pending upload has failed again since the drain began.
+    var allFailedSinceDrain: Bool {
+        state.withLock { state in
+            let pending = state.versions.values.filter { $0.phase == .queued || $0.phase == .uploading }
+            return !pending.isEmpty && pending.allSatisfy { $0.phase == .queued && $0.attempts > (state.drainStartedAttempts[$0.id] ?? 0) }
+        }
+    }
+}

@@ -1,0 +1,408 @@
+import DropboxAPI
+import Foundation
+import Synchronization
+
+/// Write-back of file content: every file written through the mount gets a local version
+/// (a staging file in the cache directory); `close` seals it into the durable upload queue
+/// and returns; the `Uploader` sends it to Dropbox. Until then the local version is what the
+/// mount shows for that path (read-your-writes), over whatever the metadata store holds.
+///
+/// Ordering: a path's versions are uploaded oldest first, one at a time; a version still
+/// waiting when a newer one is sealed is dropped (the newer one carries its bytes). Renames
+/// and deletes of files with pending versions first wait for uploads under way there
+/// (`holding`), then re-address or drop the waiting versions, so no upload lands on a name
+/// the user has since moved away from.
+///
+/// Lock: `state` guards every version's mutable fields and the maps below; it is never held
+/// across I/O except quick SQLite writes to the queue.
+public final class WriteBack: Sendable {
+    let queue: UploadQueue
+    let stagingDirectory: String
+    let reader: Reader
+    let signal = ChangeSignal()
+    let state: Mutex<State>
+
+    struct State {
+        var nextID: Int64
+        /// Every version not yet finished, by id.
+        var versions: [Int64: LocalVersion] = [:]
+        /// The newest version of each path: what the mount shows there.
+        var current: [String: LocalVersion] = [:]
+        /// Open handles served from a local version.
+        var handles: [UInt64: LocalVersion] = [:]
+        /// Paths (and everything below) a rename or delete is changing: not uploaded meanwhile.
+        var held: [String: Int] = [:]
+        /// Set while unmounting: no upload waits for its quiet moment.
+        var draining = false
+        var drainStartedAttempts: [Int64: Int] = [:]
+        /// Files uploaded since the mount began.
+        var uploaded = 0
+    }
+
+    public init(queue: UploadQueue, stagingDirectory: String, reader: Reader) throws {
+        self.queue = queue
+        self.stagingDirectory = stagingDirectory
+        self.reader = reader
+        try FileManager.default.createDirectory(atPath: stagingDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        state = Mutex(State(nextID: queue.maxID + 1))
+    }
+
+    /// Takes up the queue a previous mount left (after a crash, `--no-wait` or a failure) and
+    /// removes staging files nothing refers to.
+    public func recover() throws {
+        let records = try queue.all()
+        var kept = Set<String>()
+        state.withLock { state in
+            for record in records {
+                guard let file = try? StagedFile(sealedAt: record.staging), file.size == record.size else {
+                    FuseLog.error("queued upload of \(record.path) lost its staging file; dropped")
+                    try? queue.remove([record.id])
+                    continue
+                }
+                kept.insert(record.staging)
+                let version = LocalVersion(id: record.id, file: file, path: record.path, modified: record.modified,
+                                           baseRev: record.baseRev, baseID: "")
+                version.phase = .queued
+                version.sessionID = record.sessionID
+                version.sentChunks = record.sentChunks
+                version.settledAt = .now - .seconds(60)
+                state.versions[record.id] = version
+                if let older = state.current[version.pathLower], older.id > version.id { continue }
+                state.current[version.pathLower] = version
+            }
+        }
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: stagingDirectory)) ?? [] where !kept.contains(stagingDirectory + "/" + name) {
+            unlink(stagingDirectory + "/" + name)
+        }
+    }
+
+    // MARK: What the mount shows
+
+    /// The local version's node at a path, if the path has one.
+    public func overlay(_ pathLower: String) -> Node? {
+        state.withLock { $0.current[pathLower]?.node }
+    }
+
+    /// Local versions directly inside a folder.
+    public func overlayChildren(_ folderLower: String) -> [Node] {
+        state.withLock { state in state.current.values.filter { Node.parent(of: $0.pathLower) == folderLower }.map(\.node) }
+    }
+
+    /// Whether any local version lies below a folder (rmdir must refuse).
+    public func hasVersions(under folderLower: String) -> Bool {
+        state.withLock { state in state.current.values.contains { $0.pathLower.hasPrefix(folderLower + "/") } }
+    }
+
+    // MARK: Opening, writing, closing
+
+    /// Serves a handle from the path's local version, making one for writers: `base` is the
+    /// Dropbox file it starts from (nil for a new file), `truncate` starts it empty.
+    /// Readers are served locally only when the path has a local version (returns false
+    /// otherwise).
+    public func attach(handle: UInt64, path: String, base: Node?, writable: Bool, truncate: Bool) throws -> Bool {
+        let pathLower = Node.parent(of: path) + "/" + String(path.split(separator: "/").last ?? "").lowercased()
+        return try state.withLock { state in
+            if let current = state.current[pathLower] {
+                var version = current
+                if writable {
+                    if current.phase != .editing { version = try newVersionLocked(&state, after: current, truncate: truncate) }
+                    else if truncate { _ = try current.file.truncate(to: 0) }
+                    version.writers += 1
+                }
+                state.handles[handle] = version
+                return true
+            }
+            guard writable else { return false }
+            let id = state.nextID
+            state.nextID += 1
+            let file = try StagedFile(path: stagingPath(id), base: base.map { StagedFile.Base(node: $0, reader: reader) }, truncate: truncate || base == nil)
+            let modified = truncate || base == nil ? LocalVersion.now() : timespec(tv_sec: Int(base!.modified), tv_nsec: Int(base!.modifiedNanos))
+            let version = LocalVersion(id: id, file: file, path: path, modified: modified, baseRev: base?.rev, baseID: base?.id ?? "")
+            version.writers = 1
+            state.versions[id] = version
+            state.current[pathLower] = version
+            state.handles[handle] = version
+            return true
+        }
+    }
+
+    /// A version to edit after `previous`, which is sealed: a copy of its bytes (or empty).
+    /// It replaces the same revision `previous` does, until `previous` reaches Dropbox.
+    private func newVersionLocked(_ state: inout State, after previous: LocalVersion, truncate: Bool) throws -> LocalVersion {
+        let id = state.nextID
+        state.nextID += 1
+        let file = truncate ? try StagedFile(path: stagingPath(id), base: nil, truncate: true) : try previous.file.copy(to: stagingPath(id))
+        let version = LocalVersion(id: id, file: file, path: previous.path, modified: truncate ? LocalVersion.now() : previous.modified,
+                                   baseRev: previous.baseRev, baseID: previous.baseID)
+        state.versions[id] = version
+        state.current[version.pathLower] = version
+        return version
+    }
+
+    private func stagingPath(_ id: Int64) -> String { stagingDirectory + "/\(id)" }
+
+    public func isLocal(handle: UInt64) -> Bool { state.withLock { $0.handles[handle] != nil } }
+
+    /// Writes through a handle at once when no bytes must come from Dropbox first; nil means
+    /// "call `write` (async)".
+    public func tryWrite(handle: UInt64, _ bytes: UnsafeRawBufferPointer, at offset: Int64) throws -> Int? {
+        while true {
+            guard let version = state.withLock({ $0.handles[handle] }) else { throw FSError.io("write on an unknown handle") }
+            switch try version.file.tryWrite(bytes, at: offset) {
+            case .written(let count):
+                touch(version)
+                return count
+            case .needsFill:
+                return nil
+            case .sealed:
+                try moveToNewVersion(handle: handle, from: version, truncate: false)
+            }
+        }
+    }
+
+    public func write(handle: UInt64, _ bytes: [UInt8], at offset: Int64) async throws -> Int {
+        while true {
+            guard let version = state.withLock({ $0.handles[handle] }) else { throw FSError.io("write on an unknown handle") }
+            switch try await version.file.write(bytes, at: offset) {
+            case .written(let count):
+                touch(version)
+                return count
+            case .needsFill:
+                continue
+            case .sealed:
+                try moveToNewVersion(handle: handle, from: version, truncate: false)
+            }
+        }
+    }
+
+    /// The handle's version was sealed (closed by another descriptor, or fsynced): go on in
+    /// the path's newer version, or a new copy.
+    private func moveToNewVersion(handle: UInt64, from sealed: LocalVersion, truncate: Bool) throws {
+        try state.withLock { state in
+            guard state.handles[handle] === sealed else { return }
+            var next = state.current[sealed.pathLower]
+            if next == nil || next!.phase != .editing { next = try newVersionLocked(&state, after: sealed, truncate: truncate) }
+            state.handles[handle] = next
+            sealed.writers -= 1
+            next!.writers += 1
+        }
+    }
+
+    private func touch(_ version: LocalVersion) {
+        state.withLock { _ in version.settledAt = .now }
+    }
+
+    /// Truncates (or extends) a handle's file, or the path's, making a version if needed.
+    public func truncate(handle: UInt64?, path: String, base: Node?, to size: Int64) async throws {
+        if let handle, isLocal(handle: handle) {
+            while true {
+                let version = state.withLock { $0.handles[handle]! }
+                if try version.file.truncate(to: size) { return touch(version) }
+                try moveToNewVersion(handle: handle, from: version, truncate: false)
+            }
+        }
+        // No handle (truncate(2)): a short-lived writer.
+        let temporary = UInt64.max - UInt64(state.withLock { state in state.nextID })
+        _ = try attach(handle: temporary, path: path, base: base, writable: true, truncate: size == 0)
+        do {
+            let version = state.withLock { $0.handles[temporary]! }
+            if size != 0 { _ = try version.file.truncate(to: size) }
+            try await release(handle: temporary)
+        } catch {
+            try? await release(handle: temporary)
+            throw error
+        }
+    }
+
+    /// Sets a local version's modification time (sent as `client_modified`). A file with no
+    /// local version keeps Dropbox's (there is no way to change it without new content).
+    public func setModified(_ pathLower: String, to time: timespec) throws -> Bool {
+        try state.withLock { state in
+            guard let version = state.current[pathLower] else { return false }
+            guard version.phase == .editing || version.phase == .queued else { return false }
+            version.modified = time
+            version.settledAt = .now
+            if version.phase == .queued { try queue.save(version.record) }
+            return true
+        }
+    }
+
+    /// close(2) of a writable descriptor: seals the version into the queue if it changed.
+    public func flush(handle: UInt64) async throws {
+        guard let version = state.withLock({ $0.handles[handle] }) else { return }
+        try await seal(version)
+    }
+
+    /// The last descriptor of a handle is gone.
+    public func release(handle: UInt64) async throws {
+        guard let version = state.withLock({ $0.handles.removeValue(forKey: handle) }) else { return }
+        let writersLeft = state.withLock { _ -> Int? in
+            guard version.phase == .editing, version.writers > 0 else { return nil }
+            version.writers -= 1
+            return version.writers
+        }
+        guard writersLeft == 0 else { return }
+        try await seal(version)
+        // Opened for writing but never changed: nothing to upload, nothing to show.
+        state.withLock { state in
+            guard version.phase == .editing, version.writers == 0, !version.file.hasChanges else { return }
+            finishLocked(&state, version)
+        }
+    }
+
+    /// Seals a changed version into the durable queue. A version of the same path still
+    /// waiting in the queue is replaced by it, in the same transaction.
+    func seal(_ version: LocalVersion) async throws {
+        guard try await version.file.seal() else { return }
+        try state.withLock { state in
+            guard version.phase == .editing else { return }
+            let replaced = state.versions.values.filter { $0.pathLower == version.pathLower && $0.phase == .queued && $0.id < version.id }
+            try queue.save(version.record, replacing: replaced.map(\.id))
+            version.phase = .queued
+            version.settledAt = .now
+            for old in replaced {
+                old.replacedBy = version
+                finishLocked(&state, old)
+            }
+        }
+        signal.notify()
+    }
+
+    /// Drops a version from the maps (and its staging file, unless a handle still reads it).
+    func finishLocked(_ state: inout State, _ version: LocalVersion) {
+        version.phase = .finished
+        state.versions.removeValue(forKey: version.id)
+        if state.current[version.pathLower] === version { state.current.removeValue(forKey: version.pathLower) }
+        version.file.remove()
+    }
+
+    // MARK: fsync
+
+    /// fsync: seals the handle's (or path's) version and returns once it is on Dropbox.
+    public func sync(handle: UInt64?, pathLower: String) async throws {
+        let version = state.withLock { state in handle.flatMap { state.handles[$0] } ?? state.current[pathLower] }
+        guard var version else { return }
+        try await seal(version)
+        state.withLock { _ in version.urgent = true }
+        signal.notify()
+        while true {
+            let seen = signal.generation
+            let outcome: Result<Bool, FSError> = state.withLock { _ in
+                while let newer = version.replacedBy { version = newer; version.urgent = true }
+                if version.phase == .finished { return .success(true) }
+                if version.phase == .editing { return .success(true) }  // nothing sealed to wait for
+                if let failure = version.failure, version.phase == .queued { return .failure(failure) }
+                return .success(false)
+            }
+            switch outcome {
+            case .success(true): return
+            case .success(false): await signal.wait(after: seen)
+            case .failure(let error): throw error
+            }
+        }
+    }
+
+    // MARK: Renames and deletes
+
+    /// Runs `body` while nothing at or below `paths` is uploaded, after uploads under way
+    /// there have ended.
+    public func holding<T>(_ paths: [String], _ body: () async throws -> T) async throws -> T {
+        state.withLock { state in for path in paths { state.held[path, default: 0] += 1 } }
+        defer {
+            state.withLock { state in
+                for path in paths {
+                    state.held[path]! -= 1
+                    if state.held[path] == 0 { state.held.removeValue(forKey: path) }
+                }
+            }
+            signal.notify()
+        }
+        while true {
+            let seen = signal.generation
+            let busy = state.withLock { state in
+                state.versions.values.contains { version in version.phase == .uploading && paths.contains { version.isAt(orUnder: $0) } }
+            }
+            if !busy { break }
+            await signal.wait(after: seen)
+        }
+        return try await body()
+    }
+
+    /// Whether a path has a local version (call within `holding`).
+    public func hasVersion(_ pathLower: String) -> Bool { state.withLock { $0.current[pathLower] != nil } }
+
+    /// unlink: drops every version at a path (open handles keep reading their bytes).
+    public func discard(_ pathLower: String) throws {
+        try state.withLock { state in
+            let doomed = state.versions.values.filter { $0.pathLower == pathLower }
+            try queue.remove(doomed.map(\.id))
+            for version in doomed { finishLocked(&state, version) }
+        }
+        signal.notify()
+    }
+
+    /// rename: versions at or below `from` go to `to` (a file's versions then replace
+    /// `baseRev` when given: the revision now at `to`). Versions already at `to` are dropped:
+    /// the rename replaced them.
+    public func move(from: String, to: String, toName: String, baseRev: String??) throws {
+        try state.withLock { state in
+            let replaced = state.versions.values.filter { $0.pathLower == to && from != to }
+            try queue.remove(replaced.map(\.id))
+            for version in replaced { finishLocked(&state, version) }
+            for version in state.versions.values where version.isAt(orUnder: from) {
+                let wasCurrent = state.current[version.pathLower] === version
+                if wasCurrent { state.current.removeValue(forKey: version.pathLower) }
+                if version.pathLower == from {
+                    version.path = Node.parent(of: to) + "/" + toName
+                    if let baseRev { version.baseRev = baseRev }
+                } else {
+                    version.path = to + version.path.dropFirst(from.count)
+                }
+                version.settledAt = .now
+                if wasCurrent { state.current[version.pathLower] = version }
+                if version.phase == .queued { try queue.save(version.record) }
+            }
+        }
+        signal.notify()
+    }
+
+    // MARK: Reads of local versions
+
+    /// For a read a handle serves locally: the staging file's span when every byte is local.
+    public func localSpan(handle: UInt64, offset: Int64, size: Int) -> (file: String, offset: Int64, length: Int)? {
+        guard let version = state.withLock({ $0.handles[handle] }) else { return nil }
+        let length = max(0, min(Int64(size), version.file.size - offset))
+        guard length > 0, version.file.isLocal(at: offset, size: Int(length)) else { return nil }
+        return (version.file.path, offset, Int(length))
+    }
+
+    public func read(handle: UInt64, offset: Int64, size: Int) async throws -> [UInt8] {
+        guard let version = state.withLock({ $0.handles[handle] }) else { throw FSError.io("read on an unknown handle") }
+        return try await version.file.read(at: offset, size: size)
+    }
+
+    /// The version a handle reads (for copy_file_range's checks).
+    func version(handle: UInt64) -> LocalVersion? { state.withLock { $0.handles[handle] } }
+
+    // MARK: Status
+
+    public struct PendingUpload: Sendable {
+        public var path: String
+        public var size: Int64
+        public var sent: Int64
+        public var state: String
+        public var failure: String?
+    }
+
+    public var uploadedFiles: Int { state.withLock { $0.uploaded } }
+
+    public var pending: [PendingUpload] {
+        state.withLock { state in
+            state.versions.values.filter { $0.phase == .queued || $0.phase == .uploading }.sorted { $0.id < $1.id }.map {
+                PendingUpload(path: $0.path, size: $0.file.size, sent: $0.sentBytes,
+                              state: $0.phase == .uploading ? "uploading" : ($0.failureText == nil ? "queued" : "waiting to retry"),
+                              failure: $0.failureText)
+            }
+        }
+    }
+}

@@ -1,0 +1,274 @@
+import DropboxAPI
+import Foundation
+import Testing
+import TestSupport
+
+/// Writing through the mount: every closed file reaches Dropbox intact (checked by content
+/// hash against the local source), and reads see local bytes at once.
+@Suite("mount: write path", .serialized, .timeLimit(.minutes(10)))
+struct WriteTests {
+    /// A local tree of `files` files (sizes up to `maxSize`) in `folders` folders.
+    static func makeTree(_ m: MountFixture, _ name: String, files: Int, folders: Int, maxSize: Int) async throws -> String {
+        let path = m.root.appendingPathComponent(name).path
+        let script = """
+            import os, random
+            random.seed(7)
+            for i in range(\(files)):
+                folder = os.path.join('\(path)', 'dir%02d' % (i % \(folders)))
+                os.makedirs(folder, exist_ok=True)
+                with open(os.path.join(folder, 'file%04d.dat' % i), 'wb') as f:
+                    f.write(os.urandom(random.randrange(0, \(maxSize))))
+            """
+        let result = try await m.sh("python3 -c \"$SCRIPT\"".replacingOccurrences(of: "$SCRIPT", with: script.replacingOccurrences(of: "\"", with: "\\\"")))
+        #expect(result.status == 0, "\(result.stderr)")
+        return path
+    }
+
+    @Test func rsyncAndTarRoundTripsReachDropbox() async throws {
+        try await MountFixture.with { m in
+            let source = try await Self.makeTree(m, "src", files: 2000, folders: 20, maxSize: 16 << 10)
+            let first = try await m.sh("rsync -a '\(source)/' \"$M/backup/\"", timeout: 300)
+            #expect(first.status == 0, "\(first.stderr)")
+            let second = try await m.sh("rsync -a --stats '\(source)/' \"$M/backup/\"", timeout: 300)
+            #expect(second.stdout.contains("Number of regular files transferred: 0"), "\(second.stdout)")
+
+            let tar = try await m.sh("tar -C '\(source)' -cf - . | tar -C \"$M\" -xf - --one-top-level=extracted && tar -C \"$M/extracted\" -cf - . | tar -tvf - | awk '{print $3, $6}' | sort > '\(m.root.path)/out.txt' && tar -C '\(source)' -cf - . | tar -tvf - | awk '{print $3, $6}' | sort > '\(m.root.path)/in.txt' && cmp '\(m.root.path)/in.txt' '\(m.root.path)/out.txt' && diff -r '\(source)' \"$M/extracted\"", timeout: 300)
+            #expect(tar.status == 0, "\(tar.stderr)")
+
+            // Unmounting waits for the queue: then Dropbox has every byte.
+            try await m.unmount()
+            #expect(try await m.expectOnDropbox(source, at: "/backup") == 2000)
+            #expect(try await m.expectOnDropbox(source, at: "/extracted") == 2000)
+            let commits = try await m.routeStats().filter { $0.key.contains("finish_batch") }.values.reduce(0) { $0 + ($1["requests"] ?? 0) }
+            #expect(commits <= 40, "\(commits) batch commits for 4,000 files")
+        }
+    }
+
+    @Test func editorPatternsAppendsTruncationAndRandomWrites() async throws {
+        try await MountFixture.with(seeds: ["demo", "big=24M"]) { m in
+            let local = m.root.appendingPathComponent("local").path
+            try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+            let script = """
+                set -e
+                L='\(local)'
+                # Editor save: backup copy, write a temporary file, rename it over the original.
+                cp "$M/README.txt" "$M/README.txt~"
+                printf 'edited\\n' > "$M/.README.txt.swp" && mv "$M/.README.txt.swp" "$M/README.txt"
+                printf 'edited\\n' > "$L/README.txt"; cp "$M/README.txt~" "$L/README.txt~"
+                # Appends, each through a new open.
+                for i in $(seq 1 20); do echo "line $i" >> "$M/log.txt"; echo "line $i" >> "$L/log.txt"; done
+                # Truncation: shrink and grow again (zeros), on both sides.
+                head -c 300000 /dev/urandom > "$L/trunc.bin"; cp "$L/trunc.bin" "$M/trunc.bin"
+                truncate -s 1000 "$M/trunc.bin"; truncate -s 1000 "$L/trunc.bin"
+                truncate -s 9000000 "$M/trunc.bin"; truncate -s 9000000 "$L/trunc.bin"
+                cmp "$L/trunc.bin" "$M/trunc.bin"
+                cmp "$L/log.txt" "$M/log.txt"
+                cat "$M/README.txt" | grep -q edited
+                """
+            let edits = try await m.sh(script)
+            #expect(edits.status == 0, "\(edits.stderr)")
+
+            // Random writes across 4 MiB block boundaries of a file on Dropbox, mirrored locally.
+            let random = """
+                import os, random, shutil, subprocess
+                random.seed(3)
+                remote = os.environ['M'] + '/big.bin'; mirror = '\(local)/big.bin'
+                shutil.copyfile(remote, mirror)
+                a = os.open(remote, os.O_RDWR); b = os.open(mirror, os.O_RDWR)
+                for i in range(200):
+                    block = random.randrange(1, 7) * 4 * 1024 * 1024
+                    offset = block + random.randrange(-70000, 70000)
+                    data = os.urandom(random.randrange(1, 140000))
+                    assert os.pwrite(a, data, offset) == len(data); os.pwrite(b, data, offset)
+                    if i % 50 == 0:
+                        assert os.pread(a, 200000, offset - 50000) == os.pread(b, 200000, offset - 50000)
+                os.fsync(a)
+                os.close(a); os.close(b)
+                """
+            let writes = try await m.sh("python3 -c \"$(cat <<'PY'\n\(random)\nPY\n)\" && cmp \"$M/big.bin\" '\(local)/big.bin'")
+            #expect(writes.status == 0, "\(writes.stderr)")
+
+            try await m.unmount()
+            for name in ["README.txt", "README.txt~", "log.txt", "trunc.bin", "big.bin"] {
+                let remote = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/" + name)).fileMetadata
+                #expect(remote?.contentHash == (try ContentHasher.hash(file: local + "/" + name)), "\(name)")
+            }
+            #expect(try await m.client.metadataIfExists("/.README.txt.swp") == nil)
+        }
+    }
+
+    @Test func aLargeFileAndConcurrentWritersReadBackIdentically() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let local = m.root.appendingPathComponent("local").path
+            try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+            let script = """
+                set -e
+                L='\(local)'
+                head -c 1G /dev/urandom > "$L/one.bin"
+                cp "$L/one.bin" "$M/one.bin" && sync "$M/one.bin"
+                cmp "$L/one.bin" "$M/one.bin"
+                for i in 1 2 3 4; do head -c $((i * 3000000)) /dev/urandom > "$L/w$i.bin"; done
+                for i in 1 2 3 4; do dd if="$L/w$i.bin" of="$M/w$i.bin" bs=64k status=none & done; wait
+                for i in 1 2 3 4; do cmp "$L/w$i.bin" "$M/w$i.bin"; done
+                """
+            let result = try await m.sh(script, timeout: 600)
+            #expect(result.status == 0, "\(result.stderr)")
+            // fsync returned: Dropbox has the 1 GiB file already.
+            let remote = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/one.bin")).fileMetadata
+            #expect(remote?.contentHash == (try ContentHasher.hash(file: local + "/one.bin")))
+            try await m.unmount()
+            try await m.expectOnDropbox(local, at: "")
+        }
+    }
+
+    /// Uploads are held up (slow commits) while files are renamed and deleted: Dropbox ends
+    /// with exactly the renamed files, none of the deleted ones, nothing at the old names.
+    @Test func renamesAndDeletesOfPendingFilesAreOrderedWithTheirUploads() async throws {
+        try await MountFixture.with(faults: ["latency:ms=700,routes=files/upload_session/finish_batch_v2+files/upload"]) { m in
+            let script = """
+                set -e
+                mkdir "$M/pending"
+                for i in $(seq 1 30); do echo "file $i" > "$M/pending/f$i.txt"; done
+                for i in $(seq 1 10); do mv "$M/pending/f$i.txt" "$M/pending/renamed$i.txt"; done
+                for i in $(seq 11 20); do rm "$M/pending/f$i.txt"; done
+                mv "$M/pending/f21.txt" "$M/README.txt"
+                mkdir "$M/moved" && mv "$M/pending" "$M/moved/pending"
+                ls "$M/moved/pending" | wc -l
+                """
+            let result = try await m.sh(script)
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stdout == "19\n")
+            try await m.unmount()
+            let names = try await m.client.listAll("/moved/pending").map(\.name).sorted()
+            #expect(names == ((1...10).map { "renamed\($0).txt" } + (22...30).map { "f\($0).txt" }).sorted())
+            #expect(try await m.client.metadataIfExists("/pending") == nil)
+            let readme = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/README.txt")).fileMetadata
+            #expect(readme?.size == 8)  // "file 21\n"
+        }
+    }
+
+    @Test func copiesInsideTheMountAreMadeByDropbox() async throws {
+        try await MountFixture.with(seeds: ["demo", "big=40M"]) { m in
+            _ = try await m.sh("cat \"$M/big.bin\" > /dev/null")
+            try await m.emulator.resetStats()
+            let copy = try await m.sh("cp \"$M/big.bin\" \"$M/Documents/copy.bin\" && cmp \"$M/big.bin\" \"$M/Documents/copy.bin\"")
+            #expect(copy.status == 0, "\(copy.stderr)")
+            let stats = try await m.routeStats()
+            #expect(stats["files/copy_v2"]?["requests"] == 1)
+            let sent = stats.filter { $0.key.contains("upload") }.values.reduce(0) { $0 + ($1["bytes_in"] ?? 0) }
+            #expect(sent == 0, "\(stats)")
+            let copied = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/Documents/copy.bin")).fileMetadata
+            let original = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/big.bin")).fileMetadata
+            #expect(copied?.contentHash == original?.contentHash)
+        }
+    }
+
+    @Test func aRemoteEditDuringALocalEditMakesAConflictedCopy() async throws {
+        try await MountFixture.with { m in
+            let remoteVersion = m.root.appendingPathComponent("remote.txt").path
+            try Data("changed elsewhere\n".utf8).write(to: URL(fileURLWithPath: remoteVersion))
+            // Open README.txt for writing, change Dropbox's copy meanwhile, then close.
+            let script = """
+                exec 3<>"$M/README.txt"
+                printf 'local edit\\n' >&3
+                curl -s -o /dev/null -X POST "$API/2/files/upload" -H 'Authorization: Bearer \(MountFixture.token)' \
+                  -H 'Content-Type: application/octet-stream' -H 'Dropbox-API-Arg: {"path":"/README.txt","mode":"overwrite"}' \
+                  --data-binary @'\(remoteVersion)'
+                exec 3>&-
+                sync "$M/README.txt"
+                """
+            let result = try await m.sh("API='\(m.emulator.baseURL)'; " + script)
+            #expect(result.status == 0, "\(result.stderr)")
+            let names = try await m.client.listAll("").map(\.name)
+            let conflicted = names.filter { $0.hasPrefix("README (conflicted copy ") && $0.hasSuffix(").txt") }
+            #expect(conflicted.count == 1, "\(names)")
+            try await eventually("the mount to show Dropbox's version") {
+                try await m.sh("cat \"$M/README.txt\"").stdout == "changed elsewhere\n"
+            }
+            if let name = conflicted.first {
+                #expect(try await m.sh("head -c 11 \"$M/\(name)\"").stdout == "local edit\n")
+            }
+        }
+    }
+
+    /// Closed files survive a kill -9 of the daemon in the middle of their uploads.
+    @Test func killedDuringUploadsTheNextMountFinishesThem() async throws {
+        try await MountFixture.with(seeds: [], faults: ["latency:ms=3000,routes=files/upload_session/finish_batch_v2+files/upload_session/finish+files/upload",
+                                                                  "bandwidth:bps=8000000,routes=files/upload_session/append_v2"]) { m in
+            let local = m.root.appendingPathComponent("local").path
+            let script = """
+                set -e
+                mkdir -p '\(local)/k'
+                for i in $(seq 1 50); do head -c $((i * 100)) /dev/urandom > '\(local)'/k/s$i.bin; done
+                head -c 48M /dev/urandom > '\(local)/k/large.bin'
+                cp -r '\(local)/k' "$M/k"
+                """
+            let result = try await m.sh(script)
+            #expect(result.status == 0, "\(result.stderr)")
+            // Killed once the large file's session is under way (its chunks go slowly).
+            try await eventually("the large upload to start") { (try await m.routeStats()["files/upload_session/append_v2"]?["requests"] ?? 0) > 0 }
+            try await m.killDaemon()
+            try await m.emulator.setFaults([])
+            try await m.mount()
+            // The local versions show at once; the queue empties on its own.
+            #expect(try await m.sh("cmp '\(local)/k/large.bin' \"$M/k/large.bin\"").status == 0)
+            try await m.unmount()
+            #expect(try await m.expectOnDropbox(local + "/k", at: "/k") == 51)
+        }
+    }
+
+    @Test func writesUnderInjectedFaultsLoseNothing() async throws {
+        let faults = ["500:p=0.05", "503:p=0.05", "429:p=0.05,retry_after=0", "reset:p=0.02",
+                      "too_many_write_operations:p=0.1,routes=files/upload_session/finish_batch_v2+files/upload+files/move_v2"]
+        try await MountFixture.with(seeds: [], faults: faults) { m in
+            let source = try await Self.makeTree(m, "src", files: 300, folders: 5, maxSize: 64 << 10)
+            let script = """
+                set -e
+                rsync -a '\(source)/' "$M/tree/"
+                head -c 40M /dev/urandom > '\(source)/large.bin'; cp '\(source)/large.bin' "$M/tree/large.bin"
+                for i in $(seq 1 10); do echo "line $i" >> '\(source)/log.txt'; echo "line $i" >> "$M/tree/log.txt"; done
+                mv "$M/tree/dir00" "$M/tree/dir-renamed" && mv '\(source)/dir00' '\(source)/dir-renamed'
+                sync "$M/tree/large.bin"
+                """
+            let result = try await m.sh(script, timeout: 300)
+            #expect(result.status == 0, "\(result.stderr)")
+            try await m.unmount()
+            try await m.emulator.setFaults([])
+            #expect(try await m.expectOnDropbox(source, at: "/tree") == 302, "\(m.log.suffix(2000))")
+        }
+    }
+
+    @Test func aFullCacheDiskOrAFullAccountIsENOSPCAndLosesNothing() async throws {
+        try await MountFixture.with(seeds: [], mount: false, quota: 4 << 20) { m in
+            let tiny = m.root.appendingPathComponent("tiny").path
+            try FileManager.default.createDirectory(atPath: tiny, withIntermediateDirectories: true)
+            #expect(try await m.sh("mount -t tmpfs -o size=8m tmpfs '\(tiny)'").status == 0)
+            defer { _ = umount2(tiny, Int32(MNT_DETACH)) }
+            let mounted = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint, "--cache-dir", tiny], environment: m.environment)
+            #expect(mounted.status == 0, "\(mounted.stderr)")
+
+            // The cache disk fills: the writer gets ENOSPC; what was closed before is intact.
+            #expect(try await m.sh("echo keep > \"$M/kept.txt\"").status == 0)
+            let full = try await m.sh("head -c 12M /dev/zero > \"$M/huge.bin\"")
+            #expect(full.status != 0)
+            #expect(full.stderr.contains("No space left on device"), "\(full.stderr)")
+            #expect(try await m.sh("rm -f \"$M/huge.bin\"; sync \"$M/kept.txt\" && cat \"$M/kept.txt\"").stdout == "keep\n")
+
+            // Dropbox is full (4 MiB quota): fsync says ENOSPC, the file stays readable here
+            // and `status` says why it is waiting.
+            let quota = try await m.sh("head -c 5M /dev/urandom > \"$M/over.bin\" && sync \"$M/over.bin\"")
+            #expect(quota.status != 0)
+            #expect(quota.stderr.contains("No space left on device"), "\(quota.stderr)")
+            #expect(try await m.sh("wc -c < \"$M/over.bin\"").stdout == "5242880\n")
+            let status = try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment)
+            try await eventually("status to report the failure") {
+                try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment).stdout.contains("insufficient_space")
+            }
+            #expect(status.status == 0)
+            #expect(try await m.client.metadataIfExists("/kept.txt") != nil)
+            let unmounted = try await ProcessRunner.run(MountFixture.binary, ["unmount", "--no-wait", m.mountpoint], environment: m.environment)
+            #expect(unmounted.status == 0, "\(unmounted.stderr)")
+            try await eventually("the daemon to exit") { m.daemonPIDs().isEmpty }
+        }
+    }
+}
