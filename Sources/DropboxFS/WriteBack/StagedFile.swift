@@ -196,9 +196,26 @@ public final class StagedFile: Sendable {
         }
     }
 
-    /// Makes the staging file durable on disk (fsync).
-    public func persist() throws {
-        guard fsync(fd) == 0 else { throw StagedFile.error("sync", path) }
+    /// Offers a sealed file's blocks to the block cache under the content hash Dropbox now
+    /// has for them, so reading the file back after its upload costs no download. Skipped
+    /// for files too large to be worth a quarter of the cache.
+    public func offerBlocks(to cache: BlockCache, contentHash: String) {
+        let size = self.size
+        guard isSealed, size > 0, size <= cache.limit / 4 else { return }
+        for index in stride(from: Int64(0), to: (size + Self.blockSize - 1) / Self.blockSize, by: 1) {
+            let key = BlockCache.key(contentHash: contentHash, index: index)
+            guard !cache.contains(key), let (temporary, target) = cache.temporaryFile(for: key) else { continue }
+            let length = Int(min(Self.blockSize, size - index * Self.blockSize))
+            var from = off_t(index * Self.blockSize)
+            var done = 0
+            while done < length {
+                let n = sendfile(target, fd, &from, length - done)
+                if n <= 0 { break }
+                done += n
+            }
+            close(target)
+            if done == length { cache.adopt(key, temporary: temporary, size: length) } else { unlink(temporary) }
+        }
     }
 
     public func remove() { unlink(path) }

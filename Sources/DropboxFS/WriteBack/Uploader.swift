@@ -150,6 +150,7 @@ public final class Uploader: Sendable {
         // stops hiding the old one.
         try? await watcher.catchUp()
         writeBack.finished(version, as: file)
+        if let hash = file.contentHash { version.file.offerBlocks(to: writeBack.reader.cache, contentHash: hash) }
     }
 
     private func failed(_ version: LocalVersion, _ error: any Error) async {

@@ -28,8 +28,9 @@ public final class WriteBack: Sendable {
         var versions: [Int64: LocalVersion] = [:]
         /// The newest version of each path: what the mount shows there.
         var current: [String: LocalVersion] = [:]
-        /// Open handles served from a local version.
+        /// Open handles served from a local version, and which of them may write.
         var handles: [UInt64: LocalVersion] = [:]
+        var writerHandles: Set<UInt64> = []
         /// Paths (and everything below) a rename or delete is changing: not uploaded meanwhile.
         var held: [String: Int] = [:]
         /// Set while unmounting: no upload waits for its quiet moment.
@@ -108,6 +109,7 @@ public final class WriteBack: Sendable {
                     if current.phase != .editing { version = try newVersionLocked(&state, after: current, truncate: truncate) }
                     else if truncate { _ = try current.file.truncate(to: 0) }
                     version.writers += 1
+                    state.writerHandles.insert(handle)
                 }
                 state.handles[handle] = version
                 return true
@@ -122,6 +124,7 @@ public final class WriteBack: Sendable {
             state.versions[id] = version
             state.current[pathLower] = version
             state.handles[handle] = version
+            state.writerHandles.insert(handle)
             return true
         }
     }
@@ -228,14 +231,18 @@ public final class WriteBack: Sendable {
     }
 
     /// close(2) of a writable descriptor: seals the version into the queue if it changed.
+    /// (A reader closing never seals a version someone is still writing.)
     public func flush(handle: UInt64) async throws {
-        guard let version = state.withLock({ $0.handles[handle] }) else { return }
+        guard let version = state.withLock({ $0.writerHandles.contains(handle) ? $0.handles[handle] : nil }) else { return }
         try await seal(version)
     }
 
     /// The last descriptor of a handle is gone.
     public func release(handle: UInt64) async throws {
-        guard let version = state.withLock({ $0.handles.removeValue(forKey: handle) }) else { return }
+        let released = state.withLock { state in
+            (state.handles.removeValue(forKey: handle), state.writerHandles.remove(handle) != nil)
+        }
+        guard let version = released.0, released.1 else { return }
         let writersLeft = state.withLock { _ -> Int? in
             guard version.phase == .editing, version.writers > 0 else { return nil }
             version.writers -= 1
