@@ -115,12 +115,16 @@ struct UnmountCommand: AsyncParsableCommand {
     /// what is left.
     static func waitForUploads(_ daemon: pid_t, _ path: String) async throws {
         var shown = ""
+        var shownAt = ContinuousClock.now - .seconds(10)
         while kill(daemon, 0) == 0 {
-            if let report = StatusReport.read(path), !report.uploads.isEmpty {
+            if let report = StatusReport.read(path), !report.uploads.isEmpty, ContinuousClock.now - shownAt >= .seconds(1) {
                 let left = report.uploads.reduce(Int64(0)) { $0 + $1.size - $1.sent }
                 let line = "unmount: uploading \(report.uploads.count) file(s), \(ByteFormat.string(left)) left"
-                if line != shown { FileHandle.standardError.write(Data((line + "\n").utf8)) }
-                shown = line
+                if line != shown {
+                    FileHandle.standardError.write(Data((line + "\n").utf8))
+                    shown = line
+                    shownAt = .now
+                }
             }
             try await Task.sleep(for: .milliseconds(100))
         }

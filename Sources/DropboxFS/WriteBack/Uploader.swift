@@ -99,12 +99,14 @@ public final class Uploader: Sendable {
         let items = job.map { DropboxClient.BatchItem(localPath: $0.file.path, commit: writeBack.commitInfo($0)) }
         do {
             let results = try await client.uploadBatch(items, tuning: tuning)
+            var done: [(LocalVersion, FileMetadata)] = []
             for (version, result) in zip(job, results) {
                 switch result {
-                case .success(let file): await complete(version, file)
+                case .success(let file): done.append((version, file))
                 case .failure(let error): await failed(version, error)
                 }
             }
+            await complete(done)
         } catch {
             for version in job { await failed(version, error) }
         }
@@ -144,13 +146,21 @@ public final class Uploader: Sendable {
     // MARK: Outcomes
 
     private func complete(_ version: LocalVersion, _ file: FileMetadata) async {
-        // The file's nanoseconds, which Dropbox does not keep (rsync compares them).
-        try? store.setModifiedNanos(rev: file.rev, nanos: Int32(version.modified.tv_nsec))
-        // The store learns the new revision in Dropbox's order before the local version
-        // stops hiding the old one.
+        await complete([(version, file)])
+    }
+
+    /// Versions now on Dropbox: one catch-up for all of them (a batch commits up to 1,000).
+    private func complete(_ done: [(LocalVersion, FileMetadata)]) async {
+        guard !done.isEmpty else { return }
+        // The files' nanoseconds, which Dropbox does not keep (rsync compares them).
+        for (version, file) in done { try? store.setModifiedNanos(rev: file.rev, nanos: Int32(version.modified.tv_nsec)) }
+        // The store learns the new revisions in Dropbox's order before the local versions
+        // stop hiding the old ones.
         try? await watcher.catchUp()
-        writeBack.finished(version, as: file)
-        if let hash = file.contentHash { version.file.offerBlocks(to: writeBack.reader.cache, contentHash: hash) }
+        for (version, file) in done {
+            writeBack.finished(version, as: file)
+            if let hash = file.contentHash { version.file.offerBlocks(to: writeBack.reader.cache, contentHash: hash) }
+        }
     }
 
     private func failed(_ version: LocalVersion, _ error: any Error) async {

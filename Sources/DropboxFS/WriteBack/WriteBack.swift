@@ -21,6 +21,8 @@ public final class WriteBack: Sendable {
     let reader: Reader
     let signal = ChangeSignal()
     let state: Mutex<State>
+    /// Handles for truncate(2) without an open file, above any FUSE handle number.
+    private let temporaryHandles = Atomic<UInt64>(1 << 62)
 
     struct State {
         var nextID: Int64
@@ -205,7 +207,7 @@ public final class WriteBack: Sendable {
             }
         }
         // No handle (truncate(2)): a short-lived writer.
-        let temporary = UInt64.max - UInt64(state.withLock { state in state.nextID })
+        let temporary = temporaryHandles.add(1, ordering: .relaxed).newValue
         _ = try attach(handle: temporary, path: path, base: base, writable: true, truncate: size == 0)
         do {
             let version = state.withLock { $0.handles[temporary]! }
