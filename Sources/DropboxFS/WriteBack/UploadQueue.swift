@@ -80,7 +80,11 @@ public final class UploadQueue: @unchecked Sendable {
         try durable { try db.transaction { for id in ids { try db.run("DELETE FROM uploads WHERE id = ?", [.int(id)]) } } }
     }
 
-    public var maxID: Int64 { (try? lock.withLock { try db.first("SELECT MAX(id) FROM uploads") { $0.int(0) } }) ?? 0 ?? 0 }
+    /// The largest id recorded (0 when empty): new versions are numbered after it.
+    public var maxID: Int64 {
+        let found = try? lock.withLock { try db.first("SELECT COALESCE(MAX(id), 0) FROM uploads") { $0.int(0) } }
+        return (found ?? nil) ?? 0
+    }
 
     /// Runs a change; a full disk is ENOSPC for whoever is closing a file.
     private func durable(_ body: () throws -> Void) throws {
