@@ -56,9 +56,8 @@ extension DropboxFileSystem {
         if (size != nil || modified != nil) && options.readOnly { throw FSError.readOnly }
         if let size {
             if current.isFolder { throw FSError.isDirectory }
-            let local = handle.flatMap { handle in handles.withLock { $0.open[handle]?.local == true } ? handle : nil }
             let remote = try store.node(current.pathLower)
-            try await writeBack.truncate(handle: local, path: Node.parent(of: current.pathLower) + "/" + current.name,
+            try await writeBack.truncate(handle: handle, path: Node.parent(of: current.pathLower) + "/" + current.name,
                                          base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size)
         }
         if let modified, !current.isFolder { _ = try writeBack.setModified(current.pathLower, to: modified) }
@@ -67,15 +66,13 @@ extension DropboxFileSystem {
 
     /// close(2) of a descriptor: a written file is sealed into the upload queue.
     public func flush(handle: UInt64) async throws {
-        guard handles.withLock({ $0.open[handle]?.local == true }) else { return }
-        try await writeBack.flush(handle: handle)
+        try await writeBack.flush(handle: handle)  // nothing to do unless it writes
     }
 
     /// fsync: returns once the file's content is on Dropbox.
     public func sync(_ inode: UInt64, handle: UInt64?) async throws {
         guard let path = inodes.path(of: inode) else { return }
-        let local = handle.flatMap { handle in handles.withLock { $0.open[handle]?.local == true } ? handle : nil }
-        try await writeBack.sync(handle: local, pathLower: path)
+        try await writeBack.sync(handle: handle, pathLower: path)
     }
 
     /// copy_file_range of a whole file that Dropbox already holds into a file just created or

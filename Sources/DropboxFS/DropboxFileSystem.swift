@@ -168,9 +168,11 @@ public final class DropboxFileSystem: Sendable {
         let handle = newHandle(inode: inode, node: file, local: false)
         let local: Bool
         do {
-            let remote = try store.node(file.pathLower)
+            // The Dropbox file a new local version starts from: writers only (a reader is
+            // served locally only if a local version exists already).
+            let base = writable ? try store.node(file.pathLower).flatMap { $0.isFolder ? nil : $0 } : nil
             local = try writeBack.attach(handle: handle, path: Node.parent(of: file.pathLower) + "/" + file.name,
-                                         base: remote.flatMap { $0.isFolder ? nil : $0 }, writable: writable, truncate: truncate)
+                                         base: base, writable: writable, truncate: truncate)
         } catch {
             _ = forgetHandle(handle)
             throw error

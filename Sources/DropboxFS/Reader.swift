@@ -181,15 +181,7 @@ final class BlockWriter: @unchecked Sendable {
 
     func append(_ bytes: UnsafeRawBufferPointer) throws {
         try lock.withLock {
-            var done = 0
-            while done < bytes.count {
-                let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(written + done))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw CacheUnavailable()
-                }
-                done += n
-            }
+            guard PositionalWrite.all(fd, bytes, at: Int64(written)) == 0 else { throw CacheUnavailable() }
             written += bytes.count
         }
     }

@@ -46,9 +46,7 @@ struct MountDaemon {
         // Unmounted: what was written goes to Dropbox before the process ends, unless told
         // to stop now (SIGTERM, `unmount --no-wait`): the queue then waits for the next mount.
         if !stopNow.isSet {
-            let complete = await prepared.fs.uploader.drain { left in
-                if !left.isEmpty { status.write() }
-            }
+            let complete = await prepared.fs.uploader.drain()
             if !complete { FileHandle.standardError.write(Data("dropboxfs: uploads left for the next mount: \(prepared.fs.writeBack.pending.count)\n".utf8)) }
         }
         uploading.cancel()

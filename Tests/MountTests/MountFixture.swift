@@ -14,6 +14,8 @@ final class MountFixture: @unchecked Sendable {
     let mountpoint: String
     let cacheDirectory: String
     let client: DropboxClient
+    /// tmpfs mounts made for the test (detached at cleanup, after the dropboxfs mount).
+    private var scratchDisks: [String] = []
 
     var environment: [String: String] {
         ["DROPBOXFS_ACCESS_TOKEN": Self.token, "DROPBOXFS_API_URL": emulator.baseURL,
@@ -74,6 +76,17 @@ final class MountFixture: @unchecked Sendable {
         try await eventually("the daemon to exit") { self.daemonPIDs().isEmpty }
     }
 
+    /// `dropboxfs mount` with its cache on a tmpfs of `size` (e.g. "2m"): a small disk that
+    /// fills up. Returns what the mount command said.
+    func mountWithCacheOnSmallDisk(size: String) async throws -> ProcessRunner.Result {
+        let disk = root.appendingPathComponent("small-disk").path
+        try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
+        let made = try await sh("mount -t tmpfs -o size=\(size) tmpfs '\(disk)'")
+        guard made.status == 0 else { throw MountFailure(message: "cannot mount a tmpfs: \(made.stderr)") }
+        scratchDisks.append(disk)
+        return try await ProcessRunner.run(Self.binary, ["mount", mountpoint, "--cache-dir", disk], environment: environment)
+    }
+
     /// kill -9 of the daemon; returns once the kernel has let go of it (the mount answers
     /// ENOTCONN), which can come a moment after the process vanishes from /proc.
     func killDaemon() async throws {
@@ -106,6 +119,7 @@ final class MountFixture: @unchecked Sendable {
         }
         for pid in daemonPIDs() { kill(pid, SIGKILL) }
         try? await eventually("cleanup", timeout: 10) { !self.isMounted }
+        for disk in scratchDisks { _ = umount2(disk, Int32(MNT_DETACH)) }
     }
 
     func sh(_ command: String, timeout: Double = 120) async throws -> ProcessRunner.Result {
@@ -125,7 +139,7 @@ final class MountFixture: @unchecked Sendable {
         let base = URL(fileURLWithPath: local).standardizedFileURL.path
         for case let path as String in FileManager.default.enumerator(atPath: base)! {
             var isDirectory: ObjCBool = false
-            FileManager.default.fileExists(atPath: base + "/" + path, isDirectory: &isDirectory)
+            _ = FileManager.default.fileExists(atPath: base + "/" + path, isDirectory: &isDirectory)
             if !isDirectory.boolValue { localHashes["/" + path.lowercased()] = try ContentHasher.hash(file: base + "/" + path) }
         }
         guard remoteHashes == localHashes else {

@@ -36,11 +36,7 @@ struct RobustnessTests {
     @Test func aFullCacheDiskSlowsReadsButNeverFailsThem() async throws {
         try await MountFixture.with(seeds: ["big=24M"], mount: false) { m in
             // The cache directory on a 2 MiB filesystem: no 4 MiB block ever fits.
-            let tiny = m.root.appendingPathComponent("tiny").path
-            try FileManager.default.createDirectory(atPath: tiny, withIntermediateDirectories: true)
-            #expect(try await m.sh("mount -t tmpfs -o size=2m tmpfs '\(tiny)'").status == 0)
-            defer { _ = umount2(tiny, Int32(MNT_DETACH)) }
-            let mounted = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint, "--cache-dir", tiny], environment: m.environment)
+            let mounted = try await m.mountWithCacheOnSmallDisk(size: "2m")
             #expect(mounted.status == 0, "\(mounted.stderr)")
             let viaMount = try await m.sh("sha256sum \"$M/big.bin\" | cut -c1-64")
             let direct = try await m.sh("curl -s -X POST '\(m.emulator.baseURL)/2/files/download' -H 'Authorization: Bearer \(MountFixture.token)' -H 'Dropbox-API-Arg: {\"path\":\"/big.bin\"}' | sha256sum | cut -c1-64")

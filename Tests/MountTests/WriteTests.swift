@@ -240,11 +240,7 @@ struct WriteTests {
 
     @Test func aFullCacheDiskOrAFullAccountIsENOSPCAndLosesNothing() async throws {
         try await MountFixture.with(seeds: [], mount: false, quota: 4 << 20) { m in
-            let tiny = m.root.appendingPathComponent("tiny").path
-            try FileManager.default.createDirectory(atPath: tiny, withIntermediateDirectories: true)
-            #expect(try await m.sh("mount -t tmpfs -o size=8m tmpfs '\(tiny)'").status == 0)
-            defer { _ = umount2(tiny, Int32(MNT_DETACH)) }
-            let mounted = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint, "--cache-dir", tiny], environment: m.environment)
+            let mounted = try await m.mountWithCacheOnSmallDisk(size: "8m")
             #expect(mounted.status == 0, "\(mounted.stderr)")
 
             // The cache disk fills: the writer gets ENOSPC; what was closed before is intact.

@@ -34,14 +34,25 @@ enum FileIO {
     }
 
     static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+        let failure = PositionalWrite.all(fd, bytes, at: offset)
+        if failure != 0 { throw ClientError.local("write failed: \(String(cString: strerror(failure)))") }
+    }
+}
+
+/// `pwrite` until every byte is written (short writes and EINTR go on), for callers that
+/// map the failure their own way (ENOSPC is a different answer for each of them).
+public enum PositionalWrite {
+    /// 0 when all was written, else the errno.
+    public static func all(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         var done = 0
         while done < bytes.count {
             let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
             if n < 0 {
                 if errno == EINTR { continue }
-                throw ClientError.local("write failed: \(String(cString: strerror(errno)))")
+                return errno
             }
             done += n
         }
+        return 0
     }
 }

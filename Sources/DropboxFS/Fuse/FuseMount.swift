@@ -93,6 +93,14 @@ public final class FuseMount: @unchecked Sendable {
         }
     }
 
+    /// `answerLater` for operations whose only answer is "done".
+    func answerDone(_ request: Request, _ body: @escaping @Sendable () async throws -> Void) {
+        answerLater(request) {
+            try await body()
+            request.ok()
+        }
+    }
+
     // MARK: Invalidation (change watcher only)
 
     public func invalidate(_ changes: [StoreChange], everything: Bool) {

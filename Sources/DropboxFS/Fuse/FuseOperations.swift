@@ -174,9 +174,8 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let handle = fi!.pointee.fh
-            mount.answerLater(request) {
+            mount.answerDone(request) {
                 try await mount.fs.release(handle: handle)
-                request.ok()
             }
         }
         // close(2): a written file is sealed into the upload queue before close returns.
@@ -184,9 +183,8 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let handle = fi!.pointee.fh
-            mount.answerLater(request) {
+            mount.answerDone(request) {
                 try await mount.fs.flush(handle: handle)
-                request.ok()
             }
         }
         // fsync: returns once Dropbox has the file.
@@ -194,9 +192,8 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let handle = fi?.pointee.fh
-            mount.answerLater(request) {
+            mount.answerDone(request) {
                 try await mount.fs.sync(UInt64(ino), handle: handle)
-                request.ok()
             }
         }
         ops.fsyncdir = { req, _, _, _ in fuse_reply_err(req, 0) }
@@ -269,10 +266,9 @@ enum FuseOperations {
             let (from, to) = (String(cString: name!), String(cString: newName!))
             guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
             guard flags & ~renameNoReplace == 0 else { return request.fail(EINVAL) }  // no RENAME_EXCHANGE
-            mount.answerLater(request) {
+            mount.answerDone(request) {
                 try await mount.fs.rename(parent: UInt64(parent), name: from, newParent: UInt64(newParent), newName: to,
                                           noReplace: flags & renameNoReplace != 0)
-                request.ok()
             }
         }
         // Dropbox keeps no extended attributes of ours; user.dropbox.* are read-only.
@@ -290,9 +286,8 @@ extension FuseOperations {
         let request = Request(raw: req!)
         let name = String(cString: name!)
         guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
-        mount.answerLater(request) {
+        mount.answerDone(request) {
             try await mount.fs.remove(parent: UInt64(parent), name: name, folder: folder)
-            request.ok()
         }
     }
 }

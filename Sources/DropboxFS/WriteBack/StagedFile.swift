@@ -1,3 +1,4 @@
+import DropboxAPI
 import Foundation
 import Synchronization
 
@@ -67,13 +68,7 @@ public final class StagedFile: Sendable {
     public func copy(to newPath: String) throws -> StagedFile {
         let copy = try StagedFile(path: newPath, base: nil, truncate: true)
         let size = self.size
-        var offset: Int64 = 0
-        while offset < size {
-            var from = off_t(offset)
-            let n = sendfile(copy.fd, fd, &from, Int(min(size - offset, 1 << 30)))  // in the kernel, no copy here
-            if n <= 0 { throw StagedFile.error("copy to", newPath) }
-            offset += Int64(n)
-        }
+        guard send(to: copy.fd, from: 0, length: size) else { throw StagedFile.error("copy to", newPath) }
         guard ftruncate(copy.fd, off_t(size)) == 0 else { throw StagedFile.error("size", newPath) }
         copy.state.withLock { $0.size = size; $0.changed = false }
         return copy
@@ -205,16 +200,10 @@ public final class StagedFile: Sendable {
         for index in stride(from: Int64(0), to: (size + Self.blockSize - 1) / Self.blockSize, by: 1) {
             let key = BlockCache.key(contentHash: contentHash, index: index)
             guard !cache.contains(key), let (temporary, target) = cache.temporaryFile(for: key) else { continue }
-            let length = Int(min(Self.blockSize, size - index * Self.blockSize))
-            var from = off_t(index * Self.blockSize)
-            var done = 0
-            while done < length {
-                let n = sendfile(target, fd, &from, length - done)
-                if n <= 0 { break }
-                done += n
-            }
+            let length = min(Self.blockSize, size - index * Self.blockSize)
+            let sent = send(to: target, from: index * Self.blockSize, length: length)
             close(target)
-            if done == length { cache.adopt(key, temporary: temporary, size: length) } else { unlink(temporary) }
+            if sent { cache.adopt(key, temporary: temporary, size: Int(length)) } else { unlink(temporary) }
         }
     }
 
@@ -255,21 +244,26 @@ public final class StagedFile: Sendable {
     }
 
     private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: String) throws {
-        var done = 0
-        while done < bytes.count {
-            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw error("write", path)
-            }
-            done += n
+        let failure = PositionalWrite.all(fd, bytes, at: offset)
+        if failure != 0 { throw error("write", path, errno: failure) }
+    }
+
+    /// Copies `length` bytes of this file from `offset` to `target`'s current position, in
+    /// the kernel (sendfile); false if it stopped short.
+    private func send(to target: Int32, from offset: Int64, length: Int64) -> Bool {
+        var from = off_t(offset)
+        var done: Int64 = 0
+        while done < length {
+            let n = sendfile(target, fd, &from, Int(min(length - done, 1 << 30)))
+            if n <= 0 { return false }
+            done += Int64(n)
         }
+        return true
     }
 
     /// A failed local file operation: ENOSPC and EDQUOT become `noSpace` (the writer sees
     /// ENOSPC), anything else an I/O error naming the file.
-    static func error(_ what: String, _ path: String) -> FSError {
-        let code = errno
+    static func error(_ what: String, _ path: String, errno code: Int32 = errno) -> FSError {
         if code == ENOSPC || code == EDQUOT { return .noSpace }
         return .io("\(what) \(path): \(String(cString: strerror(code)))")
     }

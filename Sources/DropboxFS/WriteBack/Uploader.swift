@@ -49,10 +49,11 @@ public final class Uploader: Sendable {
                 let slots = running.withLock { (Self.maxBatchesAtOnce - $0.batches, Self.maxLargeAtOnce - $0.large) }
                 let (jobs, wake) = writeBack.takeEligible(batches: slots.0, large: slots.1, quiet: Self.quietPeriod, batchDelay: Self.batchDelay, largeFile: Self.largeFile)
                 for job in jobs {
-                    running.withLock { if job.count == 1 && job[0].file.size > Self.largeFile { $0.large += 1 } else { $0.batches += 1 } }
+                    let large = Self.isLarge(job)
+                    occupy(large: large, by: 1)
                     group.addTask {
                         await self.upload(job)
-                        self.running.withLock { if job.count == 1 && job[0].file.size > Self.largeFile { $0.large -= 1 } else { $0.batches -= 1 } }
+                        self.occupy(large: large, by: -1)
                         self.writeBack.signal.notify()
                     }
                 }
@@ -61,28 +62,34 @@ public final class Uploader: Sendable {
         }
     }
 
+    /// Counts a job in or out of its kind's slots.
+    private func occupy(large: Bool, by change: Int) {
+        running.withLock { if large { $0.large += change } else { $0.batches += change } }
+    }
+
     /// Uploads everything queued, without quiet periods (unmount); returns false if some
-    /// uploads keep failing (they stay queued for the next mount). `progress` hears what is
-    /// left every second.
-    public func drain(progress: @Sendable ([WriteBack.PendingUpload]) -> Void) async -> Bool {
+    /// uploads keep failing (they stay queued for the next mount). What is left shows in
+    /// `WriteBack.pending` (the status file).
+    public func drain() async -> Bool {
         await writeBack.sealAllForDrain()
         while true {
             let seen = writeBack.signal.generation
-            let left = writeBack.pending
-            progress(left)
-            if left.isEmpty { return true }
+            if writeBack.pending.isEmpty { return true }
             if writeBack.allFailedSinceDrain { return false }
-            await writeBack.signal.wait(after: seen, timeout: .seconds(1))
+            await writeBack.signal.wait(after: seen, timeout: .seconds(1))  // uploads notify; the timeout is a safety net
         }
     }
 
     // MARK: One job
 
+    /// A job is one large file, or a batch of small ones.
+    static func isLarge(_ job: [LocalVersion]) -> Bool { job.count == 1 && job[0].file.size > largeFile }
+
     private func upload(_ job: [LocalVersion]) async {
-        if job.count > 1 {
-            await uploadBatch(job)
-        } else if job[0].file.size > Self.largeFile {
+        if Self.isLarge(job) {
             await uploadLarge(job[0])
+        } else if job.count > 1 {
+            await uploadBatch(job)
         } else {
             let version = job[0]
             let commit = writeBack.commitInfo(version)

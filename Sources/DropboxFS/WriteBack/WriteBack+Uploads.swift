@@ -20,6 +20,7 @@ extension WriteBack {
             var lastActivity: ContinuousClock.Instant?
             var urgent = state.draining
             for version in state.versions.values.sorted(by: { $0.id < $1.id }) where version.phase == .queued {
+                if version.file.size <= largeFile { lastActivity = max(lastActivity ?? version.settledAt, version.settledAt) }
                 if uploadingPaths.contains(version.pathLower) { continue }
                 if state.held.keys.contains(where: { version.isAt(orUnder: $0) }) { continue }
                 var readyAt = state.draining || version.urgent ? now : version.settledAt + quiet
@@ -36,9 +37,6 @@ extension WriteBack {
                     small.append((version, readyAt))
                     urgent = urgent || version.urgent
                 }
-            }
-            for version in state.versions.values where version.phase == .queued && version.file.size <= largeFile {
-                lastActivity = max(lastActivity ?? version.settledAt, version.settledAt)
             }
             var jobs: [[LocalVersion]] = []
             if batches > 0, let oldest = small.map(\.readyAt).min() {
