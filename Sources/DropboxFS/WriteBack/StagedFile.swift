@@ -12,6 +12,7 @@ import Synchronization
 /// being filled from Dropbox can never overwrite bytes a writer put there meanwhile.
 public final class StagedFile: Sendable {
     public static let blockSize = Reader.blockSize
+    static let offerLimit: Int64 = 64 << 20
 
     /// Where unwritten bytes come from: a revision on Dropbox, read through `reader`.
     public struct Base: Sendable {
@@ -192,11 +193,13 @@ public final class StagedFile: Sendable {
     }
 
     /// Offers a sealed file's blocks to the block cache under the content hash Dropbox now
-    /// has for them, so reading the file back after its upload costs no download. Skipped
-    /// for files too large to be worth a quarter of the cache.
+    /// has for them, so reading the file back after its upload costs no download. Only for
+    /// files up to `offerLimit` (and a quarter of the cache): copying a large file again
+    /// right after its upload competes with the writes that follow (measured: a second
+    /// `cp` of 1 GiB + sync took 3.2 s instead of 2.1 s).
     public func offerBlocks(to cache: BlockCache, contentHash: String) {
         let size = self.size
-        guard isSealed, size > 0, size <= cache.limit / 4 else { return }
+        guard isSealed, size > 0, size <= min(Self.offerLimit, cache.limit / 4) else { return }
         for index in stride(from: Int64(0), to: (size + Self.blockSize - 1) / Self.blockSize, by: 1) {
             let key = BlockCache.key(contentHash: contentHash, index: index)
             guard !cache.contains(key), let (temporary, target) = cache.temporaryFile(for: key) else { continue }
