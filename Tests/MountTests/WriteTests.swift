@@ -121,6 +121,57 @@ struct WriteTests {
         }
     }
 
+    /// A large file written sequentially from empty sends its finished chunks while it is
+    /// still open, and only the rest after close. Coming back into bytes already sent
+    /// (a write, or a truncation) makes the upload at close start over, with the right bytes.
+    @Test(arguments: ["sequential", "rewrite", "truncate"])
+    func aSequentiallyWrittenLargeFileUploadsBeforeClose(_ mode: String) async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let local = m.root.appendingPathComponent("local").path
+            let fifo = m.root.appendingPathComponent("go").path
+            try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+            #expect(mkfifo(fifo, 0o600) == 0)
+            // 160 MiB written, then the writer waits (file open) until told to go on.
+            let writer = """
+                import os, sys
+                a = os.open(os.environ['M'] + '/big.bin', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                b = open('\(local)/big.bin', 'wb')
+                for i in range(160):
+                    data = os.urandom(1 << 20); os.write(a, data); b.write(data)
+                open('\(fifo)').read()
+                if '\(mode)' == 'rewrite':
+                    data = os.urandom(5000); os.pwrite(a, data, 1000); b.seek(1000); b.write(data)
+                if '\(mode)' == 'truncate':
+                    os.ftruncate(a, 100 << 20); b.truncate(100 << 20)
+                os.close(a); b.close()
+                """
+            let appended = { try await m.routeStats()["files/upload_session/append_v2"]?["bytes_in"] ?? 0 }
+            async let written = m.sh("python3 -c \"$(cat <<'PY'\n\(writer)\nPY\n)\" && sync \"$M/big.bin\"", timeout: 300)
+            do {
+                // Chunks the writer has moved past (4 × 32 MiB) go before close.
+                try await eventually("chunks sent before close", timeout: 60) { try await appended() >= 128 << 20 }
+            } catch {
+                _ = try? await m.sh("echo > '\(fifo)'")
+                throw error
+            }
+            #expect(try await appended() == 128 << 20)
+            #expect(try await m.sh("echo > '\(fifo)'").status == 0)
+            let result = try await written
+            #expect(result.status == 0, "\(result.stderr)")
+
+            // fsync returned: Dropbox has the final bytes; only the tail went after close,
+            // unless bytes sent early changed (then everything went again).
+            let expected: Int = switch mode {
+            case "rewrite": (128 << 20) + (160 << 20)
+            case "truncate": (128 << 20) + (100 << 20)
+            default: 160 << 20
+            }
+            #expect(try await appended() == expected)
+            try await m.unmount()
+            #expect(try await m.expectOnDropbox(local, at: "") == 1)
+        }
+    }
+
     /// Uploads are held up (slow commits) while files are renamed and deleted: Dropbox ends
     /// with exactly the renamed files, none of the deleted ones, nothing at the old names.
     @Test func renamesAndDeletesOfPendingFilesAreOrderedWithTheirUploads() async throws {

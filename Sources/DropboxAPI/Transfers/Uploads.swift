@@ -49,7 +49,7 @@ extension DropboxClient {
         if let resume {
             sessionID = resume.sessionID
         } else {
-            sessionID = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(sessionType: .concurrent), body: .none).sessionId
+            sessionID = try await startConcurrentSession()
             started?(sessionID)
         }
         let chunk = Self.sessionChunkSize(tuning)
@@ -68,20 +68,14 @@ extension DropboxClient {
                 next += 1
                 running += 1
                 group.addTask {
-                    let blockDigests = try FileIO.blockDigests(fd, offset: offset, length: length)
-                    chunks.record(offset, digests: blockDigests)
                     if alreadySent.contains(offset) {
+                        chunks.record(offset, digests: try resume?.digests[offset] ?? FileIO.blockDigests(fd, offset: offset, length: length))
                         progress?(chunks.sent(offset, length), size)
                         return
                     }
-                    let argument = UploadSessionAppendArgument(cursor: UploadSessionCursor(sessionId: sessionID, offset: offset),
-                                                               close: last, contentHash: ContentHasher.combine(blockDigests))
-                    do {
-                        _ = try await self.upload(Routes.uploadSessionAppend, argument, body: .file(descriptor: fd, offset: offset, length: length),
-                                                  progress: { bytes in progress?(chunks.sent(offset, bytes), size) })
-                    } catch let error as CallError<UploadSessionLookupError> {
-                        guard last, case .route(.closed, _, _, _) = error else { throw error }
-                    }
+                    let blockDigests = try await self.appendConcurrentChunk(session: sessionID, fd: fd, offset: offset, length: length, close: last,
+                                                                          progress: { bytes in progress?(chunks.sent(offset, bytes), size) })
+                    chunks.record(offset, digests: blockDigests)
                     chunkSent?(offset)
                 }
             }
@@ -95,6 +89,28 @@ extension DropboxClient {
             }
         }
         return (sessionID, ContentHasher.combine(chunks.digests(in: offsets)))
+    }
+
+    /// Starts an empty concurrent upload session (its chunks may then arrive in any order).
+    public func startConcurrentSession() async throws -> String {
+        try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(sessionType: .concurrent), body: .none).sessionId
+    }
+
+    /// Appends one chunk of `fd` (from `offset`, also its session offset) to a concurrent
+    /// session, with its content hash, and returns the chunk's block digests. Every chunk
+    /// but the closing one must be a multiple of 4 MiB long. A closing append refused as
+    /// `closed` was our own earlier attempt whose answer was lost.
+    public func appendConcurrentChunk(session: String, fd: Int32, offset: Int64, length: Int64, close: Bool,
+                                      progress: (@Sendable (Int64) -> Void)? = nil) async throws -> [UInt8] {
+        let blockDigests = try FileIO.blockDigests(fd, offset: offset, length: length)
+        let argument = UploadSessionAppendArgument(cursor: UploadSessionCursor(sessionId: session, offset: offset),
+                                                   close: close, contentHash: ContentHasher.combine(blockDigests))
+        do {
+            _ = try await upload(Routes.uploadSessionAppend, argument, body: .file(descriptor: fd, offset: offset, length: length), progress: progress)
+        } catch let error as CallError<UploadSessionLookupError> {
+            guard close, case .route(.closed, _, _, _) = error else { throw error }
+        }
+        return blockDigests
     }
 
     /// The chunk size of concurrent sessions: `tuning.chunkSize` rounded down to 4 MiB.
@@ -124,14 +140,17 @@ extension DropboxClient {
     }
 }
 
-/// A concurrent upload session to carry on with: its id and the offsets of the chunks the
-/// server already has.
+/// A concurrent upload session to carry on with: its id, the offsets of the chunks the
+/// server already has, and the block digests of those whose digests are known (the others
+/// are read again to hash them).
 public struct SessionResume: Sendable {
     public var sessionID: String
     public var sentChunks: Set<Int64>
-    public init(sessionID: String, sentChunks: Set<Int64>) {
+    public var digests: [Int64: [UInt8]]
+    public init(sessionID: String, sentChunks: Set<Int64>, digests: [Int64: [UInt8]] = [:]) {
         self.sessionID = sessionID
         self.sentChunks = sentChunks
+        self.digests = digests
     }
 }
 

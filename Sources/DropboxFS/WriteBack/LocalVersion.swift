@@ -42,6 +42,11 @@ final class LocalVersion: @unchecked Sendable {
     var sessionID: String?
     var sentChunks: Set<Int64> = []
     var sentBytes: Int64 = 0
+    /// Block digests of chunks sent before close, so the upload at seal need not read them
+    /// again to hash them.
+    var chunkDigests: [Int64: [UInt8]] = [:]
+    /// Early sends under way (`WriteBack+EarlyUploads`): the upload waits for them.
+    var earlySends = 0
     /// The version that took its place before it was uploaded, if one did.
     var replacedBy: LocalVersion?
 

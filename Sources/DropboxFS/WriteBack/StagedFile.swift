@@ -35,6 +35,13 @@ public final class StagedFile: Sendable {
         var changed = false
         /// Sealed for upload: its bytes may no longer change (writers get a copy).
         var sealed = false
+        /// Upload before close: only a file that began empty (new, or opened with O_TRUNC)
+        /// offers its chunks early. Bytes below `frozenEnd` went, or are going, to an upload
+        /// session; a write or truncation there breaks it for good, and the upload at seal
+        /// starts afresh.
+        var offersEarlyChunks = false
+        var frozenEnd: Int64 = 0
+        var earlyBroken = false
     }
 
     /// A new staging file at `path`: empty, or standing for `base` (nothing fetched yet).
@@ -50,7 +57,7 @@ public final class StagedFile: Sendable {
         }
         self.path = path
         self.base = base
-        state = Mutex(State(size: size, baseLength: size, localBlocks: [], changed: truncate))
+        state = Mutex(State(size: size, baseLength: size, localBlocks: [], changed: truncate, offersEarlyChunks: size == 0))
     }
 
     /// Reopens a staging file a crashed or stopped mount left sealed in the upload queue.
@@ -71,7 +78,7 @@ public final class StagedFile: Sendable {
         let size = self.size
         guard send(to: copy.fd, from: 0, length: size) else { throw StagedFile.error("copy to", newPath) }
         guard ftruncate(copy.fd, off_t(size)) == 0 else { throw StagedFile.error("size", newPath) }
-        copy.state.withLock { $0.size = size; $0.changed = false }
+        copy.state.withLock { $0.size = size; $0.changed = false; $0.offersEarlyChunks = false }
         return copy
     }
 
@@ -103,6 +110,7 @@ public final class StagedFile: Sendable {
                 if !covered { missing.append(block) }
             }
             if !missing.isEmpty { return .needsFill(missing) }
+            if offset < state.frozenEnd { state.earlyBroken = true }
             try Self.writeAll(fd, bytes, at: offset, path: path)
             for block in first...last { state.localBlocks.insert(block) }
             state.size = max(state.size, end)
@@ -130,6 +138,8 @@ public final class StagedFile: Sendable {
             state.size = newSize
             state.baseLength = min(state.baseLength, newSize)
             state.changed = true
+            // A chunk sent early must not become the closing one, nor lose bytes.
+            if state.frozenEnd > 0 && newSize <= state.frozenEnd { state.earlyBroken = true }
             return true
         }
     }
@@ -211,6 +221,32 @@ public final class StagedFile: Sendable {
     }
 
     public func remove() { unlink(path) }
+
+    // MARK: Upload before close
+
+    /// Whether writes may still make chunks ready to go before close.
+    public var offersEarlyChunks: Bool {
+        state.withLock { $0.offersEarlyChunks && !$0.earlyBroken && !$0.sealed }
+    }
+
+    /// False once a change touched bytes already given to an early upload: its session is
+    /// then worthless.
+    public var keepsEarlyChunks: Bool { state.withLock { !$0.earlyBroken } }
+
+    /// The next `chunkSize` bytes to send before close, now frozen, if the writer has moved
+    /// past them (a sequential writer does not come back; one that does breaks the early
+    /// upload, never the file). A chunk is taken only with bytes after it, so it is never
+    /// the session's closing chunk.
+    public func freezeNextChunk(_ chunkSize: Int64) -> Int64? {
+        state.withLock { state in
+            guard state.offersEarlyChunks, !state.earlyBroken, !state.sealed, state.frozenEnd + chunkSize < state.size else { return nil }
+            defer { state.frozenEnd += chunkSize }
+            return state.frozenEnd
+        }
+    }
+
+    /// Gives up uploading before close (an early send failed): the upload at seal does it all.
+    public func stopEarlyChunks() { state.withLock { $0.offersEarlyChunks = false } }
 
     // MARK: Filling from the base revision
 

@@ -7,7 +7,9 @@ import Synchronization
 ///   `upload_session/finish_batch_v2` (Dropbox serialises commits per namespace: one commit
 ///   for many files is far faster than one each); a lone small file goes by `files/upload`;
 /// - a large file: a concurrent upload session with parallel 4 MiB-aligned appends, its
-///   session and sent chunks recorded in the queue so a restarted mount resumes it.
+///   session and sent chunks recorded in the queue so a restarted mount resumes it. A large
+///   file written sequentially from empty starts that session before close
+///   (`WriteBack+EarlyUploads`), so its upload overlaps the writing.
 ///
 /// Every commit says `WriteMode.update(rev)` (or `add` for a new file), so a change made
 /// elsewhere meanwhile is never overwritten: the local bytes then go to a conflicted copy
@@ -15,6 +17,8 @@ import Synchronization
 public final class Uploader: Sendable {
     /// Above this a file gets its own session with parallel appends.
     static let largeFile: Int64 = 16 << 20
+    /// Session chunk size (a multiple of 4 MiB), also for chunks sent before close.
+    static let chunkSize: Int64 = 32 << 20
     /// How long a sealed file waits for a rename or utimens that usually follows (rsync,
     /// editors) before it goes, unless someone waits for it.
     static let quietPeriod: Duration = .milliseconds(400)
@@ -22,13 +26,15 @@ public final class Uploader: Sendable {
     static let batchDelay: Duration = .seconds(2)
     static let maxLargeAtOnce = 2
     static let maxBatchesAtOnce = 2
+    /// Chunks of files still being written sent at once, over all files.
+    static let maxEarlyAtOnce = 4
 
     let writeBack: WriteBack
     let client: DropboxClient
     let watcher: ChangeWatcher
     let store: MetadataStore
     let tuning: UploadTuning
-    private let running = Mutex<(batches: Int, large: Int)>((0, 0))
+    private let running = Mutex<(batches: Int, large: Int, early: Int)>((0, 0, 0))
 
     public init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore) {
         self.writeBack = writeBack
@@ -36,7 +42,7 @@ public final class Uploader: Sendable {
         self.watcher = watcher
         self.store = store
         var tuning = UploadTuning()
-        tuning.chunkSize = 32 << 20
+        tuning.chunkSize = Self.chunkSize
         tuning.parallelism = 4
         self.tuning = tuning
     }
@@ -49,22 +55,38 @@ public final class Uploader: Sendable {
                 let slots = running.withLock { (Self.maxBatchesAtOnce - $0.batches, Self.maxLargeAtOnce - $0.large) }
                 let (jobs, wake) = writeBack.takeEligible(batches: slots.0, large: slots.1, quiet: Self.quietPeriod, batchDelay: Self.batchDelay, largeFile: Self.largeFile)
                 for job in jobs {
-                    let large = Self.isLarge(job)
-                    occupy(large: large, by: 1)
+                    let kind: Slot = Self.isLarge(job) ? .large : .batches
+                    occupy(kind, by: 1)
                     group.addTask {
                         await self.upload(job)
-                        self.occupy(large: large, by: -1)
+                        self.occupy(kind, by: -1)
                         self.writeBack.signal.notify()
                     }
                 }
-                if jobs.isEmpty { await writeBack.signal.wait(after: seen, timeout: wake) }
+                let early = writeBack.takeEarlyChunks(limit: Self.maxEarlyAtOnce - running.withLock { $0.early }, chunkSize: Self.chunkSize)
+                for chunk in early {
+                    occupy(.early, by: 1)
+                    group.addTask {
+                        await self.sendEarly(chunk)
+                        self.occupy(.early, by: -1)
+                    }
+                }
+                if jobs.isEmpty && early.isEmpty { await writeBack.signal.wait(after: seen, timeout: wake) }
             }
         }
     }
 
+    private enum Slot { case batches, large, early }
+
     /// Counts a job in or out of its kind's slots.
-    private func occupy(large: Bool, by change: Int) {
-        running.withLock { if large { $0.large += change } else { $0.batches += change } }
+    private func occupy(_ slot: Slot, by change: Int) {
+        running.withLock {
+            switch slot {
+            case .batches: $0.batches += change
+            case .large: $0.large += change
+            case .early: $0.early += change
+            }
+        }
     }
 
     /// Uploads everything queued, without quiet periods (unmount); returns false if some
@@ -141,6 +163,29 @@ public final class Uploader: Sendable {
             // started afresh next time.
             if Self.isSessionError(error) { writeBack.recordSession(version, nil) }
             await failed(version, error)
+        }
+    }
+
+    /// One chunk of a file still being written, into the version's session (started here
+    /// for its first chunk). The bookkeeping notifies the run loop either way.
+    private func sendEarly(_ chunk: EarlyChunk) async {
+        let version = chunk.version
+        let fd = open(version.file.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return writeBack.earlyChunkFailed(version) }
+        defer { close(fd) }
+        do {
+            let session: String
+            if let known = chunk.session {
+                session = known
+            } else {
+                session = try await client.startConcurrentSession()
+                writeBack.earlySessionStarted(version, session)
+            }
+            let digests = try await client.appendConcurrentChunk(session: session, fd: fd, offset: chunk.offset, length: Self.chunkSize, close: false)
+            writeBack.earlyChunkSent(version, session: session, offset: chunk.offset, digests: digests)
+        } catch {
+            FuseLog.error("early upload of \(version.path) stopped (the upload at close sends the rest): \(error)")
+            writeBack.earlyChunkFailed(version)
         }
     }
 

@@ -21,7 +21,7 @@ extension WriteBack {
             var urgent = state.draining
             for version in state.versions.values.sorted(by: { $0.id < $1.id }) where version.phase == .queued {
                 if version.file.size <= largeFile { lastActivity = max(lastActivity ?? version.settledAt, version.settledAt) }
-                if uploadingPaths.contains(version.pathLower) { continue }
+                if uploadingPaths.contains(version.pathLower) || version.earlySends > 0 { continue }
                 if state.held.keys.contains(where: { version.isAt(orUnder: $0) }) { continue }
                 var readyAt = state.draining || version.urgent ? now : version.settledAt + quiet
                 // Unmounting gives every failed upload one more try at once.
@@ -64,13 +64,14 @@ extension WriteBack {
     }
 
     func sessionResume(_ version: LocalVersion) -> SessionResume? {
-        state.withLock { _ in version.sessionID.map { SessionResume(sessionID: $0, sentChunks: version.sentChunks) } }
+        state.withLock { _ in version.sessionID.map { SessionResume(sessionID: $0, sentChunks: version.sentChunks, digests: version.chunkDigests) } }
     }
 
     func recordSession(_ version: LocalVersion, _ sessionID: String?) {
         state.withLock { _ in
             version.sessionID = sessionID
             version.sentChunks = []
+            version.chunkDigests = [:]
             try? queue.save(version.record)
         }
     }

@@ -155,7 +155,7 @@ public final class WriteBack: Sendable {
             guard let version = state.withLock({ $0.handles[handle] }) else { throw FSError.io("write on an unknown handle") }
             switch try version.file.tryWrite(bytes, at: offset) {
             case .written(let count):
-                touch(version)
+                touch(version, wrote: offset, count)
                 return count
             case .needsFill:
                 return nil
@@ -170,7 +170,7 @@ public final class WriteBack: Sendable {
             guard let version = state.withLock({ $0.handles[handle] }) else { throw FSError.io("write on an unknown handle") }
             switch try await version.file.write(bytes, at: offset) {
             case .written(let count):
-                touch(version)
+                touch(version, wrote: offset, count)
                 return count
             case .needsFill:
                 continue
@@ -195,6 +195,14 @@ public final class WriteBack: Sendable {
 
     private func touch(_ version: LocalVersion) {
         state.withLock { _ in version.settledAt = .now }
+    }
+
+    /// After a write: the uploader hears when a file being written from empty may have a
+    /// chunk ready to send before close.
+    private func touch(_ version: LocalVersion, wrote offset: Int64, _ count: Int) {
+        touch(version)
+        let chunk = Uploader.chunkSize
+        if (offset + Int64(count)) / chunk > offset / chunk && version.file.offersEarlyChunks { signal.notify() }
     }
 
     /// Truncates (or extends) a handle's file, or the path's, making a version if needed.
@@ -265,6 +273,7 @@ public final class WriteBack: Sendable {
         guard try await version.file.seal() else { return }
         try state.withLock { state in
             guard version.phase == .editing else { return }
+            dropBrokenEarlySessionLocked(version)
             let replaced = state.versions.values.filter { $0.pathLower == version.pathLower && $0.phase == .queued && $0.id < version.id }
             try queue.save(version.record, replacing: replaced.map(\.id))
             version.phase = .queued
