@@ -45,8 +45,9 @@ public final class DropboxClient: Sendable {
     }
 
     public func upload<A, R, E>(_ route: Route<A, R, E>, _ argument: A, body: RequestBody,
-                                progress: (@Sendable (Int64) -> Void)? = nil) async throws -> R {
+                                progress: (@Sendable (Int64) -> Void)? = nil, background: Bool = false) async throws -> R {
         var request = HTTPRequest(url: endpoints.url(route.host, route: route.name))
+        request.background = background
         request.headers = [("Content-Type", "application/octet-stream"), ("Dropbox-API-Arg", try APIJSON.headerValue(argument))]
         request.body = body
         if let progress { request.progress = { sent, _ in progress(sent) } }

@@ -101,12 +101,15 @@ extension DropboxClient {
     /// but the closing one must be a multiple of 4 MiB long. A closing append refused as
     /// `closed` was our own earlier attempt whose answer was lost.
     public func appendConcurrentChunk(session: String, fd: Int32, offset: Int64, length: Int64, close: Bool,
-                                      progress: (@Sendable (Int64) -> Void)? = nil) async throws -> [UInt8] {
-        let blockDigests = try FileIO.blockDigests(fd, offset: offset, length: length)
+                                      progress: (@Sendable (Int64) -> Void)? = nil, background: Bool = false) async throws -> [UInt8] {
+        let blockDigests = background
+            ? try await LowPriority.run { try FileIO.blockDigests(fd, offset: offset, length: length) }
+            : try FileIO.blockDigests(fd, offset: offset, length: length)
         let argument = UploadSessionAppendArgument(cursor: UploadSessionCursor(sessionId: session, offset: offset),
                                                    close: close, contentHash: ContentHasher.combine(blockDigests))
         do {
-            _ = try await upload(Routes.uploadSessionAppend, argument, body: .file(descriptor: fd, offset: offset, length: length), progress: progress)
+            _ = try await upload(Routes.uploadSessionAppend, argument, body: .file(descriptor: fd, offset: offset, length: length),
+                                 progress: progress, background: background)
         } catch let error as CallError<UploadSessionLookupError> {
             guard close, case .route(.closed, _, _, _) = error else { throw error }
         }

@@ -38,6 +38,7 @@ public final class CurlTransport: Sendable {
                 // A thread of its own: a transfer blocks for its whole length, and Dispatch's
                 // global pool (one thread per core) would make parallel transfers queue.
                 let thread = Thread {
+                    if transfer.request.background { LowPriority.lowerCurrentThread() }
                     continuation.resume(with: Result { try transfer.run(on: box.handle, userAgent: self.userAgent) })
                 }
                 thread.name = "dropboxfs-http"

@@ -39,6 +39,10 @@ public struct HTTPRequest: Sendable {
     public var totalTimeout: Int = 0
     /// For a ranged download: anything but 206 is refused before a byte reaches the sink.
     public var requirePartialContent = false
+    /// The transfer's thread runs at the lowest CPU priority (`LowPriority`): work ahead of
+    /// need, such as an upload started before the file is closed, must not slow the writer
+    /// feeding it.
+    public var background = false
 
     public init(url: String) { self.url = url }
 }

@@ -181,7 +181,7 @@ public final class Uploader: Sendable {
                 session = try await client.startConcurrentSession()
                 writeBack.earlySessionStarted(version, session)
             }
-            let digests = try await client.appendConcurrentChunk(session: session, fd: fd, offset: chunk.offset, length: Self.chunkSize, close: false)
+            let digests = try await client.appendConcurrentChunk(session: session, fd: fd, offset: chunk.offset, length: Self.chunkSize, close: false, background: true)
             writeBack.earlyChunkSent(version, session: session, offset: chunk.offset, digests: digests)
         } catch {
             FuseLog.error("early upload of \(version.path) stopped (the upload at close sends the rest): \(error)")
