@@ -69,6 +69,7 @@ public final class Uploader: Sendable {
                     group.addTask {
                         await self.sendEarly(chunk)
                         self.occupy(.early, by: -1)
+                        self.writeBack.signal.notify()  // a slot is free for the next chunk
                     }
                 }
                 if jobs.isEmpty && early.isEmpty { await writeBack.signal.wait(after: seen, timeout: wake) }
@@ -167,7 +168,9 @@ public final class Uploader: Sendable {
     }
 
     /// One chunk of a file still being written, into the version's session (started here
-    /// for its first chunk). The bookkeeping notifies the run loop either way.
+    /// for its first chunk), at the lowest CPU priority, so it takes mostly CPU the writer
+    /// leaves idle. Measured on two cores, `cp` of 1 GiB + `sync`: 1.88-1.98 s without early
+    /// chunks, 1.66-2.08 s with them at normal priority, 1.49-1.64 s at the lowest.
     private func sendEarly(_ chunk: EarlyChunk) async {
         let version = chunk.version
         let fd = open(version.file.path, O_RDONLY | O_CLOEXEC)
@@ -181,7 +184,8 @@ public final class Uploader: Sendable {
                 session = try await client.startConcurrentSession()
                 writeBack.earlySessionStarted(version, session)
             }
-            let digests = try await client.appendConcurrentChunk(session: session, fd: fd, offset: chunk.offset, length: Self.chunkSize, close: false, background: true)
+            let digests = try await client.appendConcurrentChunk(session: session, fd: fd, offset: chunk.offset, length: Self.chunkSize,
+                                                                 close: false, background: true)
             writeBack.earlyChunkSent(version, session: session, offset: chunk.offset, digests: digests)
         } catch {
             FuseLog.error("early upload of \(version.path) stopped (the upload at close sends the rest): \(error)")
