@@ -23,7 +23,8 @@ extension DropboxFileSystem {
         let inode = inodes.inode(for: pathLower)
         let handle = newHandle(inode: inode, node: Node(pathLower: pathLower, name: name, isFolder: false))
         do {
-            _ = try writeBack.attach(handle: handle, path: folder.pathLower + "/" + name, base: nil, writable: true, truncate: true)
+            let lineage = try writeBack.attach(handle: handle, path: folder.pathLower + "/" + name, base: nil, writable: true, truncate: true)
+            if let lineage { _ = openedLocal(inode, lineage: lineage, truncate: true) }
         } catch {
             _ = forgetHandle(handle)
             throw error

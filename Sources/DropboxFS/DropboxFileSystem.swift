@@ -31,8 +31,7 @@ public final class DropboxFileSystem: Sendable {
     public let options: Options
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
     let handles = Mutex<(next: UInt64, open: [UInt64: OpenFile])>((1, [:]))
-    /// Per inode: the content hash the kernel's cached pages hold, when known to be one.
-    private let lastOpenedHash = Mutex<[UInt64: String]>([:])
+    let pages: KernelPages
     /// Folders have no modification time on Dropbox: they show the time of the mount.
     private let mountedAt = Int(Date().timeIntervalSince1970)
     private let space = Mutex<(value: (used: Int64, allocated: Int64)?, at: ContinuousClock.Instant)>((nil, .now))
@@ -46,7 +45,11 @@ public final class DropboxFileSystem: Sendable {
         self.reader = Reader(client: client, cache: cache)
         self.watcher = ChangeWatcher(client: client, store: store)
         self.writeBack = try WriteBack(queue: queue, stagingDirectory: stagingDirectory, reader: reader)
-        self.uploader = Uploader(writeBack: writeBack, client: client, watcher: watcher, store: store)
+        let pages = KernelPages(), inodes = inodes
+        self.pages = pages
+        self.uploader = Uploader(writeBack: writeBack, client: client, watcher: watcher, store: store) { pathLower, lineage, contentHash in
+            if let inode = inodes.existing(pathLower) { pages.uploaded(inode, lineage: lineage, contentHash: contentHash) }
+        }
         self.options = options
     }
 
@@ -166,31 +169,33 @@ public final class DropboxFileSystem: Sendable {
         let file = try node(inode)
         if file.isFolder { throw FSError.isDirectory }
         let handle = newHandle(inode: inode, node: file, local: false)
-        let local: Bool
+        let lineage: Int64?
         do {
             // The Dropbox file a new local version starts from: writers only (a reader is
             // served locally only if a local version exists already).
             let base = writable ? try store.node(file.pathLower).flatMap { $0.isFolder ? nil : $0 } : nil
-            local = try writeBack.attach(handle: handle, path: Node.parent(of: file.pathLower) + "/" + file.name,
+            lineage = try writeBack.attach(handle: handle, path: Node.parent(of: file.pathLower) + "/" + file.name,
                                          base: base, writable: writable, truncate: truncate)
         } catch {
             _ = forgetHandle(handle)
             throw error
         }
-        if local {
+        if let lineage {
             handles.withLock { $0.open[handle]?.local = true }
-            return (handle, false)
+            return (handle, openedLocal(inode, lineage: lineage, truncate: truncate))
         }
         // The page cache belongs to the inode, while each handle reads the revision it opened:
         // keep the cache only if it can hold nothing but this content.
         let othersCurrent = handles.withLock { state in
             state.open.values.allSatisfy { $0.inode != inode || $0.node.contentHash == file.contentHash }
         }
-        let keep = lastOpenedHash.withLock { seen in
-            defer { seen[inode] = othersCurrent ? file.contentHash : nil }
-            return othersCurrent && file.contentHash != nil && seen[inode] == file.contentHash
-        }
-        return (handle, keep)
+        return (handle, pages.openedRemote(inode, contentHash: file.contentHash, othersCurrent: othersCurrent))
+    }
+
+    /// Whether a handle served from a local version keeps the kernel's pages.
+    func openedLocal(_ inode: UInt64, lineage: Int64, truncate: Bool) -> Bool {
+        let onlyLocal = handles.withLock { state in state.open.values.allSatisfy { $0.inode != inode || $0.local } }
+        return pages.openedLocal(inode, lineage: lineage, truncate: truncate, onlyLocal: onlyLocal)
     }
 
     /// A read that can be answered straight from a cached block's file (see `Reader.cachedSpan`).
@@ -232,20 +237,12 @@ public final class DropboxFileSystem: Sendable {
     public func release(handle: UInt64) async throws {
         guard let file = handles.withLock({ $0.open.removeValue(forKey: handle) }) else { return }
         if file.local { return try await writeBack.release(handle: handle) }
-        // A handle on an older revision may have filled the page cache with its bytes.
-        lastOpenedHash.withLock { seen in
-            if seen[file.inode] != file.node.contentHash { seen.removeValue(forKey: file.inode) }
-        }
+        pages.closedRemote(file.inode, contentHash: file.node.contentHash)
     }
 
     /// The kernel forgot `count` references to an inode; its state goes with the last one.
     public func forget(_ inode: UInt64, count: UInt64) {
-        if inodes.forget(inode, count: count) { _ = lastOpenedHash.withLock { $0.removeValue(forKey: inode) } }
-    }
-
-    /// Forgets what the kernel may hold for an inode whose content changed remotely.
-    func forgetKeptPages(_ inode: UInt64) {
-        _ = lastOpenedHash.withLock { $0.removeValue(forKey: inode) }
+        if inodes.forget(inode, count: count) { pages.forget(inode) }
     }
 
     // MARK: statfs, xattrs

@@ -172,6 +172,28 @@ struct WriteTests {
         }
     }
 
+    /// The kernel keeps the pages of a file written here through its upload, so reading it
+    /// back downloads nothing (it is too large to be offered to the block cache), yet an
+    /// edit made on Dropbox afterwards shows as for any file.
+    @Test func pagesOfAnUploadedFileStayUntilDropboxChangesIt() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let local = m.root.appendingPathComponent("local").path
+            try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+            let written = try await m.sh("head -c 70M /dev/urandom > '\(local)/a.bin' && cp '\(local)/a.bin' \"$M/a.bin\" && sync \"$M/a.bin\"")
+            #expect(written.status == 0, "\(written.stderr)")
+            let downloaded = { try await m.routeStats()["files/download"]?["bytes_out"] ?? 0 }
+            let before = try await downloaded()
+            #expect(try await m.sh("cmp '\(local)/a.bin' \"$M/a.bin\"").status == 0)
+            #expect(try await downloaded() == before)
+
+            let edit = "head -c 1M /dev/urandom > '\(local)/b.bin' && curl -s -o /dev/null -X POST \"$API/2/files/upload\" " +
+                "-H 'Authorization: Bearer \(MountFixture.token)' -H 'Content-Type: application/octet-stream' " +
+                "-H 'Dropbox-API-Arg: {\"path\":\"/a.bin\",\"mode\":\"overwrite\"}' --data-binary @'\(local)/b.bin'"
+            #expect(try await m.sh("API='\(m.emulator.baseURL)'; " + edit).status == 0)
+            try await eventually("the mount to show Dropbox's edit") { try await m.sh("cmp '\(local)/b.bin' \"$M/a.bin\"").status == 0 }
+        }
+    }
+
     /// Uploads are held up (slow commits) while files are renamed and deleted: Dropbox ends
     /// with exactly the renamed files, none of the deleted ones, nothing at the old names.
     @Test func renamesAndDeletesOfPendingFilesAreOrderedWithTheirUploads() async throws {

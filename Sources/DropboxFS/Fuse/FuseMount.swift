@@ -125,8 +125,15 @@ public final class FuseMount: @unchecked Sendable {
                 }
             }
             if let inode = fs.inodes.existing(change.pathLower) {
-                if change.old?.contentHash != change.new?.contentHash { fs.forgetKeptPages(inode) }
-                _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(inode), 0, 0)
+                // Pages stay when the content did not change, or when they hold the new
+                // content already (a file this mount wrote and uploaded): attributes only.
+                let hash = change.new?.contentHash
+                if let hash, hash == change.old?.contentHash || fs.pages.holds(inode, contentHash: hash) {
+                    _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(inode), -1, 0)
+                } else {
+                    fs.pages.forget(inode)
+                    _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(inode), 0, 0)
+                }
             }
         }
     }

@@ -17,6 +17,10 @@ final class LocalVersion: @unchecked Sendable {
     }
 
     let id: Int64
+    /// The id of the first version in the chain this one continues (each newer version of a
+    /// path starts as a copy of the one before, while it lasts): the kernel's cached pages of
+    /// the file came through writes to this chain, so they stay good across its versions.
+    let lineage: Int64
     let file: StagedFile
     /// The Dropbox path: the parent's lower-case path and the file's own name (Dropbox keeps
     /// folders' casing; the last component is what the user typed).
@@ -50,8 +54,9 @@ final class LocalVersion: @unchecked Sendable {
     /// The version that took its place before it was uploaded, if one did.
     var replacedBy: LocalVersion?
 
-    init(id: Int64, file: StagedFile, path: String, modified: timespec, baseRev: String?, baseID: String) {
+    init(id: Int64, lineage: Int64? = nil, file: StagedFile, path: String, modified: timespec, baseRev: String?, baseID: String) {
         self.id = id
+        self.lineage = lineage ?? id
         self.file = file
         self.path = path
         self.modified = modified

@@ -34,10 +34,15 @@ public final class Uploader: Sendable {
     let watcher: ChangeWatcher
     let store: MetadataStore
     let tuning: UploadTuning
+    /// Hears (path, lineage, content hash) when the newest local version of a path is on
+    /// Dropbox, before the change is seen (the kernel's pages of it may then stay).
+    let uploaded: @Sendable (String, Int64, String) -> Void
     private let running = Mutex<(batches: Int, large: Int, early: Int)>((0, 0, 0))
 
-    public init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore) {
+    public init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore,
+                uploaded: @escaping @Sendable (String, Int64, String) -> Void = { _, _, _ in }) {
         self.writeBack = writeBack
+        self.uploaded = uploaded
         self.client = client
         self.watcher = watcher
         self.store = store
@@ -209,7 +214,12 @@ public final class Uploader: Sendable {
     private func complete(_ done: [(LocalVersion, FileMetadata)]) async {
         guard !done.isEmpty else { return }
         // The files' nanoseconds, which Dropbox does not keep (rsync compares them).
-        for (version, file) in done { try? store.setModifiedNanos(rev: file.rev, nanos: Int32(version.modified.tv_nsec)) }
+        for (version, file) in done {
+            try? store.setModifiedNanos(rev: file.rev, nanos: Int32(version.modified.tv_nsec))
+            if let hash = file.contentHash, file.pathLower == version.pathLower, writeBack.isNewest(version) {
+                uploaded(version.pathLower, version.lineage, hash)
+            }
+        }
         // The store learns the new revisions in Dropbox's order before the local versions
         // stop hiding the old ones.
         try? await watcher.catchUp()

@@ -63,6 +63,11 @@ extension WriteBack {
         }
     }
 
+    /// Whether no newer version of the path exists (its bytes are the path's latest).
+    func isNewest(_ version: LocalVersion) -> Bool {
+        state.withLock { $0.current[version.pathLower] === version }
+    }
+
     func sessionResume(_ version: LocalVersion) -> SessionResume? {
         state.withLock { _ in version.sessionID.map { SessionResume(sessionID: $0, sentChunks: version.sentChunks, digests: version.chunkDigests) } }
     }

@@ -100,9 +100,9 @@ public final class WriteBack: Sendable {
 
     /// Serves a handle from the path's local version, making one for writers: `base` is the
     /// Dropbox file it starts from (nil for a new file), `truncate` starts it empty.
-    /// Readers are served locally only when the path has a local version (returns false
-    /// otherwise).
-    public func attach(handle: UInt64, path: String, base: Node?, writable: Bool, truncate: Bool) throws -> Bool {
+    /// Readers are served locally only when the path has a local version. Returns the
+    /// version's lineage (nil: not served locally).
+    public func attach(handle: UInt64, path: String, base: Node?, writable: Bool, truncate: Bool) throws -> Int64? {
         let pathLower = Node.parent(of: path) + "/" + String(path.split(separator: "/").last ?? "").lowercased()
         return try state.withLock { state in
             if let current = state.current[pathLower] {
@@ -114,9 +114,9 @@ public final class WriteBack: Sendable {
                     state.writerHandles.insert(handle)
                 }
                 state.handles[handle] = version
-                return true
+                return version.lineage
             }
-            guard writable else { return false }
+            guard writable else { return nil }
             let id = state.nextID
             state.nextID += 1
             let file = try StagedFile(path: stagingPath(id), base: base.map { StagedFile.Base(node: $0, reader: reader) }, truncate: truncate || base == nil)
@@ -127,7 +127,7 @@ public final class WriteBack: Sendable {
             state.current[pathLower] = version
             state.handles[handle] = version
             state.writerHandles.insert(handle)
-            return true
+            return version.lineage
         }
     }
 
@@ -137,7 +137,7 @@ public final class WriteBack: Sendable {
         let id = state.nextID
         state.nextID += 1
         let file = truncate ? try StagedFile(path: stagingPath(id), base: nil, truncate: true) : try previous.file.copy(to: stagingPath(id))
-        let version = LocalVersion(id: id, file: file, path: previous.path, modified: truncate ? LocalVersion.now() : previous.modified,
+        let version = LocalVersion(id: id, lineage: previous.lineage, file: file, path: previous.path, modified: truncate ? LocalVersion.now() : previous.modified,
                                    baseRev: previous.baseRev, baseID: previous.baseID)
         state.versions[id] = version
         state.current[version.pathLower] = version
