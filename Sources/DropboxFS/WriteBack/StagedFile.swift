@@ -225,9 +225,7 @@ public final class StagedFile: Sendable {
     // MARK: Upload before close
 
     /// Whether writes may still make chunks ready to go before close.
-    public var offersEarlyChunks: Bool {
-        state.withLock { $0.offersEarlyChunks && !$0.earlyBroken && !$0.sealed }
-    }
+    public var offersEarlyChunks: Bool { state.withLock { Self.offersEarly($0) } }
 
     /// False once a change touched bytes already given to an early upload: its session is
     /// then worthless.
@@ -239,11 +237,13 @@ public final class StagedFile: Sendable {
     /// the session's closing chunk.
     public func freezeNextChunk(_ chunkSize: Int64) -> Int64? {
         state.withLock { state in
-            guard state.offersEarlyChunks, !state.earlyBroken, !state.sealed, state.frozenEnd + chunkSize < state.size else { return nil }
+            guard Self.offersEarly(state), state.frozenEnd + chunkSize < state.size else { return nil }
             defer { state.frozenEnd += chunkSize }
             return state.frozenEnd
         }
     }
+
+    private static func offersEarly(_ state: State) -> Bool { state.offersEarlyChunks && !state.earlyBroken && !state.sealed }
 
     /// Gives up uploading before close (an early send failed): the upload at seal does it all.
     public func stopEarlyChunks() { state.withLock { $0.offersEarlyChunks = false } }

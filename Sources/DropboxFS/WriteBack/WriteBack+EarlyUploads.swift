@@ -43,10 +43,7 @@ extension WriteBack {
     func earlySessionStarted(_ version: LocalVersion, _ session: String) {
         state.withLock { _ in
             guard version.phase != .finished, version.file.keepsEarlyChunks else { return }
-            version.sessionID = session
-            version.sentChunks = []
-            version.chunkDigests = [:]
-            if version.phase == .queued { try? queue.save(version.record) }
+            setSessionLocked(version, session)
         }
         signal.notify()
     }
@@ -57,9 +54,7 @@ extension WriteBack {
         state.withLock { _ in
             version.earlySends -= 1
             guard version.phase != .finished, version.sessionID == session, version.file.keepsEarlyChunks else { return }
-            version.sentChunks.insert(offset)
-            version.chunkDigests[offset] = digests
-            if version.phase == .queued { try? queue.save(version.record) }
+            addChunkLocked(version, offset, digests: digests)
         }
         signal.notify()
     }
@@ -74,8 +69,6 @@ extension WriteBack {
     /// At seal: a session whose chunks no longer match the bytes is forgotten.
     func dropBrokenEarlySessionLocked(_ version: LocalVersion) {
         guard !version.file.keepsEarlyChunks, version.sessionID != nil else { return }
-        version.sessionID = nil
-        version.sentChunks = []
-        version.chunkDigests = [:]
+        setSessionLocked(version, nil)
     }
 }

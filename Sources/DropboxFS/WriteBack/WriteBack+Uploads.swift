@@ -73,19 +73,33 @@ extension WriteBack {
     }
 
     func recordSession(_ version: LocalVersion, _ sessionID: String?) {
-        state.withLock { _ in
-            version.sessionID = sessionID
-            version.sentChunks = []
-            version.chunkDigests = [:]
-            try? queue.save(version.record)
-        }
+        state.withLock { _ in setSessionLocked(version, sessionID) }
     }
 
     func recordChunk(_ version: LocalVersion, _ offset: Int64) {
-        state.withLock { _ in
-            version.sentChunks.insert(offset)
-            try? queue.save(version.record)
-        }
+        state.withLock { _ in addChunkLocked(version, offset, digests: nil) }
+    }
+
+    // Session bookkeeping, shared by uploads at seal and before close (`WriteBack+EarlyUploads`).
+    // The queue hears of it only for a sealed version: an unsealed one is not in the queue.
+
+    /// A new session (or none), with no chunk sent yet.
+    func setSessionLocked(_ version: LocalVersion, _ sessionID: String?) {
+        version.sessionID = sessionID
+        version.sentChunks = []
+        version.chunkDigests = [:]
+        saveIfSealedLocked(version)
+    }
+
+    /// A chunk the server has, with its block digests when known.
+    func addChunkLocked(_ version: LocalVersion, _ offset: Int64, digests: [UInt8]?) {
+        version.sentChunks.insert(offset)
+        if let digests { version.chunkDigests[offset] = digests }
+        saveIfSealedLocked(version)
+    }
+
+    private func saveIfSealedLocked(_ version: LocalVersion) {
+        if version.phase == .queued || version.phase == .uploading { try? queue.save(version.record) }
     }
 
     func recordProgress(_ version: LocalVersion, _ sent: Int64) {
