@@ -14,7 +14,7 @@ extension DropboxFileSystem {
     public func makeDirectory(parent: UInt64, name: String) async throws -> (UInt64, Node) {
         let parentPath = try await listedFolder(parent)
         try Self.checkName(name)
-        if try child(of: parentPath, named: name) != nil { throw FSError.exists }
+        if try childIgnoringCase(of: parentPath, named: name) != nil { throw FSError.exists }
         let path = parentPath + "/" + name
         let created = try await client.settle(check: { try await self.client.metadataIfExists(path).flatMap(\.folderMetadata) }) {
             try await self.client.rpc(Routes.createFolder, CreateFolderArgument(path: path)).metadata
@@ -28,6 +28,7 @@ extension DropboxFileSystem {
     /// unlink (a file) or rmdir (an empty folder). Dropbox deletes folders recursively, so
     /// emptiness is checked first, with Dropbox itself (`list_folder`, one entry).
     public func remove(parent: UInt64, name: String, folder: Bool) async throws {
+        if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
         let parentPath = try await listedFolder(parent)
         guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
         if folder {
@@ -41,6 +42,7 @@ extension DropboxFileSystem {
             try writeBack.discard(node.pathLower)
             if try store.node(node.pathLower) != nil { try await delete(node.pathLower) }
         }
+        inodes.detach(node.pathLower)
         try await watcher.catchUp()
     }
 
@@ -48,6 +50,7 @@ extension DropboxFileSystem {
     /// by a folder); `noReplace` refuses instead. Dropbox's move cannot replace, so the target
     /// is deleted first: for a moment neither name holds the target (documented in SEMANTICS).
     public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool) async throws {
+        if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
         let fromParent = try await listedFolder(parent)
         let toParent = try await listedFolder(newParent)
         try Self.checkName(newName)
@@ -57,6 +60,10 @@ extension DropboxFileSystem {
             throw FSError.invalidName  // into itself
         }
         let target = try child(of: toParent, named: newName).flatMap { $0.pathLower == source.pathLower ? nil : $0 }
+        // Another entry whose name differs only in case: Dropbox would take it for the same.
+        if target == nil, let other = try childIgnoringCase(of: toParent, named: newName), other.pathLower != source.pathLower {
+            throw FSError.exists
+        }
         if let target {
             if noReplace { throw FSError.exists }
             if source.isFolder && !target.isFolder { throw FSError.notDirectory }
@@ -77,18 +84,30 @@ extension DropboxFileSystem {
                 // The file exists only here: it is renamed here, and its upload goes to the
                 // new name, replacing what Dropbox holds there.
                 try writeBack.move(from: source.pathLower, to: targetLower, toName: newName, baseRev: .some(remoteTarget?.rev))
+                if target != nil { inodes.detach(targetLower) }
                 inodes.rename(from: source.pathLower, to: targetLower)
                 return
             }
             let moved = try await moveOnDropbox(source, to: toParent + "/" + newName)
             try await watcher.catchUp()
             try writeBack.move(from: source.pathLower, to: moved.pathLower, toName: moved.name, baseRev: moved.isFolder ? nil : .some(moved.rev))
+            if target != nil { inodes.detach(targetLower) }
             inodes.rename(from: source.pathLower, to: moved.pathLower)
         }
     }
 
-    /// move_v2, settled by looking when its outcome is unknown.
+    /// move_v2, settled by looking when its outcome is unknown. A case-only rename goes
+    /// through a temporary name in two moves (Dropbox refuses a move onto the same path);
+    /// the store learns only the end result, so readers of the mount never see the
+    /// temporary name.
     private func moveOnDropbox(_ source: Node, to destination: String) async throws -> Node {
+        guard destination.lowercased() == source.pathLower else { return try await moveOnce(source, to: destination) }
+        let temporary = Node.parent(of: destination) + "/.dropboxfs-rename-" + UUID().uuidString.prefix(8).lowercased()
+        let step = try await moveOnce(source, to: temporary)
+        return try await moveOnce(step, to: destination)
+    }
+
+    private func moveOnce(_ source: Node, to destination: String) async throws -> Node {
         let moved = try await client.settle(check: { () -> Metadata? in
             // Done if the source is gone and the destination holds the same entry.
             guard try await self.client.metadataIfExists(source.pathLower) == nil, let there = try await self.client.metadataIfExists(destination),
@@ -125,9 +144,14 @@ extension DropboxFileSystem {
     /// Names Dropbox cannot hold are refused before any request (files of these names
     /// could never be uploaded).
     static func checkName(_ name: String) throws {
-        if name.isEmpty || name == "." || name == ".." || name.contains("/") || name.utf8.count > 255 { throw FSError.invalidName }
+        if name.utf8.count > nameMax { throw FSError.nameTooLong }
+        if name.isEmpty || name == "." || name == ".." || name.contains("/") { throw FSError.invalidName }
         if disallowedNames.contains(name.lowercased()) { throw FSError.invalidName }
     }
+
+    /// NAME_MAX: the longest name in bytes, as on Linux's local filesystems (Dropbox's own
+    /// limit, 255 characters, is never the smaller one).
+    static let nameMax = 255
 
     /// Names Dropbox refuses to store (its desktop clients ignore them too).
     static let disallowedNames: Set<String> = ["desktop.ini", "thumbs.db", ".ds_store", "icon\r", ".dropbox", ".dropbox.attr"]

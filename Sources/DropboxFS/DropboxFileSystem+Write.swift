@@ -12,8 +12,8 @@ extension DropboxFileSystem {
         guard folder.isFolder else { throw FSError.notDirectory }
         try await ensureListed(folder.pathLower)
         try Self.checkName(name)
-        if let existing = try child(of: folder.pathLower, named: name) {
-            if exclusive { throw FSError.exists }
+        if let existing = try childIgnoringCase(of: folder.pathLower, named: name) {
+            if exclusive || existing.name != name { throw FSError.exists }
             if existing.isFolder { throw FSError.isDirectory }
             let inode = inodes.inode(for: existing.pathLower)
             let (handle, _) = try open(inode, writable: true, truncate: true)
@@ -52,16 +52,30 @@ extension DropboxFileSystem {
     /// setattr: size truncates or extends (through the handle, or as truncate(2) would);
     /// a modification time goes with the next upload as `client_modified`. Mode, owner and
     /// atime are accepted and not kept (Dropbox has no such thing; doc/SEMANTICS.md).
+    /// A time set on a file whose content is already on Dropbox is kept in the store for
+    /// that revision (Dropbox changes `client_modified` only with new content): this mount
+    /// shows it across remounts; other clients see the upload's time (doc/SEMANTICS.md).
     public func setAttributes(_ inode: UInt64, handle: UInt64?, size: Int64?, modified: timespec?) async throws -> Node {
         let current = try node(inode)
         if (size != nil || modified != nil) && options.readOnly { throw FSError.readOnly }
+        // A detached file (its name is gone) changes only through its open descriptor.
+        let attached = inodes.path(of: inode) != nil
         if let size {
             if current.isFolder { throw FSError.isDirectory }
-            let remote = try store.node(current.pathLower)
-            try await writeBack.truncate(handle: handle, path: Node.parent(of: current.pathLower) + "/" + current.name,
-                                         base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size)
+            if let handle, writeBack.isLocal(handle: handle) {
+                try await writeBack.truncate(handle: handle, path: "", base: nil, to: size)
+            } else {
+                guard attached else { throw FSError.notFound }
+                let remote = try store.node(current.pathLower)
+                try await writeBack.truncate(handle: nil, path: Node.parent(of: current.pathLower) + "/" + current.name,
+                                             base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size)
+            }
         }
-        if let modified, !current.isFolder { _ = try writeBack.setModified(current.pathLower, to: modified) }
+        if let modified, !current.isFolder, attached {
+            if try writeBack.setModified(current.pathLower, to: modified) == nil, let rev = try store.node(current.pathLower)?.rev {
+                try store.setModified(rev: rev, to: modified)
+            }
+        }
         return try node(inode)
     }
 

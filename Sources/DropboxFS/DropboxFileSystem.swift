@@ -57,10 +57,21 @@ public final class DropboxFileSystem: Sendable {
 
     /// A path's node: its local version if it has one (what was written here shows at once),
     /// else what the store knows of Dropbox.
+    /// An inode whose name is gone (unlinked, replaced by a rename, deleted on Dropbox) but
+    /// which a descriptor still holds open is served from that descriptor until the last
+    /// close, as on any POSIX filesystem.
     public func node(_ inode: UInt64) throws -> Node {
-        guard let path = inodes.path(of: inode) else { throw FSError.notFound }
-        guard let node = try node(at: path) else { throw FSError.notFound }
-        return node
+        if let path = inodes.path(of: inode), let node = try node(at: path) { return node }
+        if let node = openNode(inode) { return node }
+        throw FSError.notFound
+    }
+
+    /// The file an open descriptor of `inode` has, if one is open.
+    func openNode(_ inode: UInt64) -> Node? {
+        let open = handles.withLock { state in state.open.first { $0.value.inode == inode } }
+        guard let (handle, file) = open else { return nil }
+        if file.local, let node = writeBack.node(handle: handle) { return node }
+        return file.node
     }
 
     func node(at pathLower: String) throws -> Node? {
@@ -68,8 +79,16 @@ public final class DropboxFileSystem: Sendable {
         return try store.node(pathLower)
     }
 
-    /// A child by name, local versions first.
+    /// A child by its exact name, local versions first. Names are case-sensitive in the
+    /// mount's view, as on every Linux filesystem: a lookup of `README.TXT` does not find
+    /// `README.txt` (were it the same inode, the kernel would take `mv a A` for a no-op).
     func child(of folderLower: String, named name: String) throws -> Node? {
+        guard let found = try childIgnoringCase(of: folderLower, named: name), found.name == name else { return nil }
+        return found
+    }
+
+    /// The entry Dropbox would take `name` for (it folds case): what a new name collides with.
+    func childIgnoringCase(of folderLower: String, named name: String) throws -> Node? {
         if let local = writeBack.overlay(Node.child(folderLower, name)) { return local }
         return try store.child(of: folderLower, named: name)
     }
@@ -77,12 +96,14 @@ public final class DropboxFileSystem: Sendable {
     /// A lookup answered from the store alone, when the parent folder is listed there; nil
     /// when Dropbox must be asked.
     public func cachedLookup(parent: UInt64, name: String) throws -> (UInt64, Node)? {
+        if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
         guard let parentPath = inodes.path(of: parent), try store.isListed(parentPath) else { return nil }
         guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
         return (inodes.inode(for: node.pathLower), node)
     }
 
     public func lookup(parent: UInt64, name: String) async throws -> (UInt64, Node) {
+        if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
         guard let parentPath = inodes.path(of: parent) else { throw FSError.notFound }
         try await ensureListed(parentPath)
         guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }

@@ -10,6 +10,10 @@ public enum FSError: Error, Equatable {
     case notEmpty
     case noSpace
     case invalidName
+    /// A name over 255 bytes (NAME_MAX).
+    case nameTooLong
+    /// A size past what Dropbox (or the cache disk) can hold.
+    case fileTooLarge
     case accessDenied
     case readOnly
     case tryAgain
@@ -32,6 +36,8 @@ public enum ErrnoMapping {
         case .notEmpty: return ENOTEMPTY
         case .noSpace: return ENOSPC
         case .invalidName: return EINVAL
+        case .nameTooLong: return ENAMETOOLONG
+        case .fileTooLarge: return EFBIG
         case .accessDenied: return EACCES
         case .readOnly: return EROFS
         case .tryAgain: return EAGAIN

@@ -53,6 +53,23 @@ public final class InodeTable: Sendable {
         }
     }
 
+    /// A path's file went away (unlink, rename-over, a remote delete) while the kernel may
+    /// still hold its inode through open descriptors: the inode keeps its number but no
+    /// longer has a path, and a new file at that name gets a new inode. Returns the inode.
+    @discardableResult
+    public func detach(_ pathLower: String) -> UInt64? {
+        guard !pathLower.isEmpty else { return nil }
+        return state.withLock { state in
+            guard let ino = state.byPath.removeValue(forKey: pathLower) else { return nil }
+            state.byInode[ino]?.path = Self.detachedPath
+            return ino
+        }
+    }
+
+    /// The path of an inode whose file was detached: never a real path (Dropbox paths start
+    /// with "/").
+    static let detachedPath = "\u{0}detached"
+
     /// A path moved (by a rename through the mount): its inode and those of everything below
     /// it keep their numbers and follow it.
     public func rename(from old: String, to new: String) {
@@ -66,9 +83,10 @@ public final class InodeTable: Sendable {
         }
     }
 
+    /// The path of an inode; nil if unknown or detached.
     public func path(of inode: UInt64) -> String? {
         if inode == Self.root { return "" }
-        return state.withLock { $0.byInode[inode]?.path }
+        return state.withLock { state in state.byInode[inode].flatMap { $0.path == Self.detachedPath ? nil : $0.path } }
     }
 
     /// The inode already given to a path, without creating one.

@@ -33,7 +33,10 @@ public final class MetadataStore: @unchecked Sendable {
             CREATE INDEX IF NOT EXISTS nodes_parent ON nodes(parent_lower);
             CREATE TABLE IF NOT EXISTS listed (path_lower TEXT PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS times (rev TEXT PRIMARY KEY, sec INTEGER, nsec INTEGER NOT NULL) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS nanos (rev TEXT PRIMARY KEY, nsec INTEGER NOT NULL) WITHOUT ROWID;
+            INSERT OR IGNORE INTO times (rev, sec, nsec) SELECT rev, NULL, nsec FROM nanos;
+            DROP TABLE nanos;
             """)
     }
 
@@ -161,10 +164,12 @@ public final class MetadataStore: @unchecked Sendable {
                     .optional(node.rev), .optional(node.contentHash), .int(node.modified), .text(node.id)])
     }
 
-    /// Nodes with the nanoseconds of their modification time, where known.
+    /// Nodes with the modification time this mount knows for their revision, where it knows
+    /// one: the nanoseconds of revisions it uploaded (Dropbox keeps seconds), and times set
+    /// with utimens after the upload (Dropbox keeps the upload's).
     private static let select = """
-        SELECT path_lower, name, is_folder, size, nodes.rev, content_hash, modified, id, COALESCE(nanos.nsec, 0)
-        FROM nodes LEFT JOIN nanos ON nanos.rev = nodes.rev
+        SELECT path_lower, name, is_folder, size, nodes.rev, content_hash, COALESCE(times.sec, modified), id, COALESCE(times.nsec, 0)
+        FROM nodes LEFT JOIN times ON times.rev = nodes.rev
         """
 
     /// Remembers the nanoseconds of a revision's modification time (Dropbox keeps seconds).
@@ -172,7 +177,16 @@ public final class MetadataStore: @unchecked Sendable {
         guard nanos != 0 else { return }
         try lock.withLock {
             forgetCachedLocked()
-            try db.run("INSERT OR REPLACE INTO nanos (rev, nsec) VALUES (?, ?)", [.text(rev), .int(Int64(nanos))])
+            try db.run("INSERT OR IGNORE INTO times (rev, sec, nsec) VALUES (?, NULL, ?)", [.text(rev), .int(Int64(nanos))])
+        }
+    }
+
+    /// Remembers a modification time set for a revision (utimens of a file already on Dropbox).
+    public func setModified(rev: String, to time: timespec) throws {
+        try lock.withLock {
+            forgetCachedLocked()
+            try db.run("INSERT OR REPLACE INTO times (rev, sec, nsec) VALUES (?, ?, ?)",
+                       [.text(rev), .int(Int64(time.tv_sec)), .int(Int64(time.tv_nsec))])
         }
     }
 

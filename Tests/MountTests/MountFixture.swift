@@ -126,6 +126,15 @@ final class MountFixture: @unchecked Sendable {
         try await ProcessRunner.shell(command, environment: environment.merging(["M": mountpoint]) { _, new in new }, timeout: timeout)
     }
 
+    /// Runs a Python script (with `M` set to the mountpoint). Scripts that start processes
+    /// must wait for them with a blocking wait (`join`): the test process's signal mask
+    /// reaches its children, and a shell's `wait` may never hear SIGCHLD.
+    func python(_ script: String, timeout: Double = 120) async throws -> ProcessRunner.Result {
+        let file = root.appendingPathComponent("script-\(UUID().uuidString.prefix(8)).py")
+        try script.write(to: file, atomically: true, encoding: .utf8)
+        return try await sh("python3 '\(file.path)'", timeout: timeout)
+    }
+
     func routeStats() async throws -> [String: [String: Int]] { try await emulator.routeStats() }
 
     /// Every file under `local` is on Dropbox under `remote` with the same content hash, and

@@ -53,6 +53,16 @@ final class LocalVersion: @unchecked Sendable {
     var earlySends = 0
     /// The version that took its place before it was uploaded, if one did.
     var replacedBy: LocalVersion?
+    /// The revision Dropbox gave this version's bytes at its path, once uploaded: a version
+    /// made from this one later replaces that revision, not this one's base (our own commit
+    /// is never a conflict).
+    var committedRev: String?
+    /// Cut off from its name by unlink or rename-over while descriptors were open: still
+    /// read and written through them, never queued, never uploaded, never shown at a path.
+    var detached = false
+    /// utimens arrived while the upload was under way: the time is kept for the revision
+    /// the upload makes (Dropbox cannot change a revision's `client_modified`).
+    var timeSetDuringUpload = false
 
     init(id: Int64, lineage: Int64? = nil, file: StagedFile, path: String, modified: timespec, baseRev: String?, baseID: String) {
         self.id = id
@@ -72,6 +82,9 @@ final class LocalVersion: @unchecked Sendable {
         let lower = pathLower
         return lower == prefix || lower.hasPrefix(prefix + "/")
     }
+
+    /// The revision a version made from this one replaces.
+    var revisionForNext: String? { committedRev ?? baseRev }
 
     var node: Node {
         var node = Node(pathLower: pathLower, name: name, isFolder: false)

@@ -202,6 +202,9 @@ public final class StagedFile: Sendable {
         }
     }
 
+    /// Takes back a seal the queue could not record: the version is still being edited.
+    public func unseal() { state.withLock { $0.sealed = false } }
+
     /// Offers a sealed file's blocks to the block cache under the content hash Dropbox now
     /// has for them, so reading the file back after its upload costs no download. Only for
     /// files up to `offerLimit` (and a quarter of the cache): copying a large file again
@@ -304,6 +307,7 @@ public final class StagedFile: Sendable {
     /// ENOSPC), anything else an I/O error naming the file.
     static func error(_ what: String, _ path: String, errno code: Int32 = errno) -> FSError {
         if code == ENOSPC || code == EDQUOT { return .noSpace }
+        if code == EFBIG { return .fileTooLarge }
         return .io("\(what) \(path): \(String(cString: strerror(code)))")
     }
 }

@@ -215,14 +215,24 @@ public final class Uploader: Sendable {
         guard !done.isEmpty else { return }
         // The files' nanoseconds, which Dropbox does not keep (rsync compares them).
         for (version, file) in done {
-            try? store.setModifiedNanos(rev: file.rev, nanos: Int32(version.modified.tv_nsec))
+            if version.timeSetDuringUpload {
+                try? store.setModified(rev: file.rev, to: version.modified)
+            } else {
+                try? store.setModifiedNanos(rev: file.rev, nanos: Int32(version.modified.tv_nsec))
+            }
             if let hash = file.contentHash, file.pathLower == version.pathLower, writeBack.isNewest(version) {
                 uploaded(version.pathLower, version.lineage, hash)
             }
         }
         // The store learns the new revisions in Dropbox's order before the local versions
-        // stop hiding the old ones.
-        try? await watcher.catchUp()
+        // stop hiding the old ones. If that fails, the store takes the commits as they are:
+        // a later catch-up replays them in order, and meanwhile the mount never shows the
+        // revision before its own write.
+        do {
+            try await watcher.catchUp()
+        } catch {
+            _ = try? store.apply(done.map { .file($0.1) })
+        }
         for (version, file) in done {
             writeBack.finished(version, as: file)
             if let hash = file.contentHash { version.file.offerBlocks(to: writeBack.reader.cache, contentHash: hash) }

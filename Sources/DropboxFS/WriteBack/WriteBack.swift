@@ -98,8 +98,10 @@ public final class WriteBack: Sendable {
 
     // MARK: Opening, writing, closing
 
-    /// Serves a handle from the path's local version, making one for writers: `base` is the
-    /// Dropbox file it starts from (nil for a new file), `truncate` starts it empty.
+    /// Serves a handle from the path's local version, making one for writers that have none
+    /// to share: `base` is the Dropbox file it starts from (nil for a new file), `truncate`
+    /// starts it empty. A writer opening a sealed version shares it until its first change
+    /// (an open that writes nothing makes nothing: no copy, no upload, no change to the view).
     /// Readers are served locally only when the path has a local version. Returns the
     /// version's lineage (nil: not served locally).
     public func attach(handle: UInt64, path: String, base: Node?, writable: Bool, truncate: Bool) throws -> Int64? {
@@ -108,9 +110,13 @@ public final class WriteBack: Sendable {
             if let current = state.current[pathLower] {
                 var version = current
                 if writable {
-                    if current.phase != .editing { version = try newVersionLocked(&state, after: current, truncate: truncate) }
-                    else if truncate { _ = try current.file.truncate(to: 0) }
-                    version.writers += 1
+                    if current.phase == .editing {
+                        if truncate { try truncateLocked(current, to: 0) }
+                        current.writers += 1
+                    } else if truncate {
+                        version = try newEmptyVersionLocked(&state, after: current)
+                        version.writers = 1
+                    }
                     state.writerHandles.insert(handle)
                 }
                 state.handles[handle] = version
@@ -131,16 +137,18 @@ public final class WriteBack: Sendable {
         }
     }
 
-    /// A version to edit after `previous`, which is sealed: a copy of its bytes (or empty).
-    /// It replaces the same revision `previous` does, until `previous` reaches Dropbox.
-    private func newVersionLocked(_ state: inout State, after previous: LocalVersion, truncate: Bool) throws -> LocalVersion {
+    /// An empty version to edit after `previous` (sealed), replacing what `previous` replaces.
+    private func newEmptyVersionLocked(_ state: inout State, after previous: LocalVersion) throws -> LocalVersion {
         let id = state.nextID
         state.nextID += 1
-        let file = truncate ? try StagedFile(path: stagingPath(id), base: nil, truncate: true) : try previous.file.copy(to: stagingPath(id))
-        let version = LocalVersion(id: id, lineage: previous.lineage, file: file, path: previous.path, modified: truncate ? LocalVersion.now() : previous.modified,
-                                   baseRev: previous.baseRev, baseID: previous.baseID)
-        state.versions[id] = version
-        state.current[version.pathLower] = version
+        let file = try StagedFile(path: stagingPath(id), base: nil, truncate: true)
+        let version = LocalVersion(id: id, lineage: previous.lineage, file: file, path: previous.path, modified: LocalVersion.now(),
+                                   baseRev: previous.revisionForNext, baseID: previous.baseID)
+        version.detached = previous.detached
+        if !version.detached {
+            state.versions[id] = version
+            state.current[version.pathLower] = version
+        }
         return version
     }
 
@@ -151,6 +159,7 @@ public final class WriteBack: Sendable {
     /// Writes through a handle at once when no bytes must come from Dropbox first; nil means
     /// "call `write` (async)".
     public func tryWrite(handle: UInt64, _ bytes: UnsafeRawBufferPointer, at offset: Int64) throws -> Int? {
+        try Self.checkSize(offset + Int64(bytes.count))
         while true {
             guard let version = state.withLock({ $0.handles[handle] }) else { throw FSError.io("write on an unknown handle") }
             switch try version.file.tryWrite(bytes, at: offset) {
@@ -160,12 +169,13 @@ public final class WriteBack: Sendable {
             case .needsFill:
                 return nil
             case .sealed:
-                try moveToNewVersion(handle: handle, from: version, truncate: false)
+                try moveToNewVersion(handle: handle, from: version)
             }
         }
     }
 
     public func write(handle: UInt64, _ bytes: [UInt8], at offset: Int64) async throws -> Int {
+        try Self.checkSize(offset + Int64(bytes.count))
         while true {
             guard let version = state.withLock({ $0.handles[handle] }) else { throw FSError.io("write on an unknown handle") }
             switch try await version.file.write(bytes, at: offset) {
@@ -175,26 +185,65 @@ public final class WriteBack: Sendable {
             case .needsFill:
                 continue
             case .sealed:
-                try moveToNewVersion(handle: handle, from: version, truncate: false)
+                try moveToNewVersion(handle: handle, from: version)
             }
         }
     }
 
-    /// The handle's version was sealed (closed by another descriptor, or fsynced): go on in
-    /// the path's newer version, or a new copy.
-    private func moveToNewVersion(handle: UInt64, from sealed: LocalVersion, truncate: Bool) throws {
-        try state.withLock { state in
-            guard state.handles[handle] === sealed else { return }
-            var next = state.current[sealed.pathLower]
-            if next == nil || next!.phase != .editing { next = try newVersionLocked(&state, after: sealed, truncate: truncate) }
-            state.handles[handle] = next
-            sealed.writers -= 1
-            next!.writers += 1
+    /// The largest file Dropbox takes through an upload session (350 GB): beyond it a write
+    /// or truncation fails with EFBIG, as on a local disk past its limit.
+    static let maxFileSize: Int64 = 350_000_000_000
+
+    static func checkSize(_ size: Int64) throws {
+        if size > maxFileSize || size < 0 { throw FSError.fileTooLarge }
+    }
+
+    /// A handle's version is sealed (closed by another descriptor, or fsynced) and it changes
+    /// the file: it goes on in the path's version being edited, or in a new copy of the
+    /// path's newest bytes. The copy is made outside the lock (it may be a gigabyte).
+    private func moveToNewVersion(handle: UInt64, from sealed: LocalVersion) throws {
+        while true {
+            enum Step { case done, copy(LocalVersion, Int64) }
+            let step: Step = state.withLock { state in
+                guard state.handles[handle] === sealed else { return .done }
+                let newest = sealed.detached ? sealed : (state.current[sealed.pathLower] ?? sealed)
+                if newest.phase == .editing && newest !== sealed {
+                    state.handles[handle] = newest
+                    newest.writers += 1
+                    return .done
+                }
+                let id = state.nextID
+                state.nextID += 1
+                return .copy(newest, id)
+            }
+            guard case .copy(let source, let id) = step else { return }
+            let file = try source.file.copy(to: stagingPath(id))
+            let installed: Bool = state.withLock { state in
+                // Still the newest, and nobody made a version to edit meanwhile?
+                guard state.handles[handle] === sealed else { return false }
+                let newest = sealed.detached ? sealed : (state.current[sealed.pathLower] ?? sealed)
+                guard newest === source else { return false }
+                let version = LocalVersion(id: id, lineage: source.lineage, file: file, path: source.path, modified: source.modified,
+                                           baseRev: source.revisionForNext, baseID: source.baseID)
+                version.detached = source.detached
+                version.writers = 1
+                if !version.detached {
+                    state.versions[id] = version
+                    state.current[version.pathLower] = version
+                }
+                state.handles[handle] = version
+                return true
+            }
+            if installed { return }
+            file.remove()
         }
     }
 
     private func touch(_ version: LocalVersion) {
-        state.withLock { _ in version.settledAt = .now }
+        state.withLock { _ in
+            version.settledAt = .now
+            version.modified = LocalVersion.now()  // a change advances mtime, as on any disk
+        }
     }
 
     /// After a write: the uploader hears when a file being written from empty may have a
@@ -205,21 +254,20 @@ public final class WriteBack: Sendable {
         if (offset + Int64(count)) / chunk > offset / chunk && version.file.offersEarlyChunks { signal.notify() }
     }
 
+    private func truncateLocked(_ version: LocalVersion, to size: Int64) throws {
+        _ = try version.file.truncate(to: size)
+        version.modified = LocalVersion.now()
+    }
+
     /// Truncates (or extends) a handle's file, or the path's, making a version if needed.
     public func truncate(handle: UInt64?, path: String, base: Node?, to size: Int64) async throws {
-        if let handle, isLocal(handle: handle) {
-            while true {
-                let version = state.withLock { $0.handles[handle]! }
-                if try version.file.truncate(to: size) { return touch(version) }
-                try moveToNewVersion(handle: handle, from: version, truncate: false)
-            }
-        }
+        try Self.checkSize(size)
+        if let handle, isLocal(handle: handle) { return try truncate(handle: handle, to: size) }
         // No handle (truncate(2)): a short-lived writer.
         let temporary = temporaryHandles.add(1, ordering: .relaxed).newValue
         _ = try attach(handle: temporary, path: path, base: base, writable: true, truncate: size == 0)
         do {
-            let version = state.withLock { $0.handles[temporary]! }
-            if size != 0 { _ = try version.file.truncate(to: size) }
+            if size != 0 { try truncate(handle: temporary, to: size) }
             try await release(handle: temporary)
         } catch {
             try? await release(handle: temporary)
@@ -227,16 +275,26 @@ public final class WriteBack: Sendable {
         }
     }
 
-    /// Sets a local version's modification time (sent as `client_modified`). A file with no
-    /// local version keeps Dropbox's (there is no way to change it without new content).
-    public func setModified(_ pathLower: String, to time: timespec) throws -> Bool {
+    private func truncate(handle: UInt64, to size: Int64) throws {
+        while true {
+            guard let version = state.withLock({ $0.handles[handle] }) else { throw FSError.io("truncate on an unknown handle") }
+            if try version.file.truncate(to: size) { return touch(version) }
+            try moveToNewVersion(handle: handle, from: version)
+        }
+    }
+
+    /// Sets the modification time of the path's newest local version (sent as
+    /// `client_modified`). Returns the version's state: `.none` when the path has no local
+    /// version, `.uploading` when the time reached it too late for its upload (the caller
+    /// keeps it for the revision that upload makes, see `Uploader.complete`).
+    func setModified(_ pathLower: String, to time: timespec) throws -> LocalVersion.Phase? {
         try state.withLock { state in
-            guard let version = state.current[pathLower] else { return false }
-            guard version.phase == .editing || version.phase == .queued else { return false }
+            guard let version = state.current[pathLower] else { return nil }
             version.modified = time
             version.settledAt = .now
             if version.phase == .queued { try queue.save(version.record) }
-            return true
+            if version.phase == .uploading { version.timeSetDuringUpload = true }
+            return version.phase
         }
     }
 
@@ -268,37 +326,59 @@ public final class WriteBack: Sendable {
     }
 
     /// Seals a changed version into the durable queue. A version of the same path still
-    /// waiting in the queue is replaced by it, in the same transaction.
+    /// waiting in the queue is replaced by it, in the same transaction. If the queue cannot
+    /// record it (a full cache disk), the version stays open for changes and the error goes
+    /// to the caller: nothing is lost, and the next close or the drain tries again.
     func seal(_ version: LocalVersion) async throws {
+        if state.withLock({ _ in version.detached || version.phase != .editing }) { return }
         guard try await version.file.seal() else { return }
-        try state.withLock { state in
-            guard version.phase == .editing else { return }
-            dropBrokenEarlySessionLocked(version)
-            let replaced = state.versions.values.filter { $0.pathLower == version.pathLower && $0.phase == .queued && $0.id < version.id }
-            try queue.save(version.record, replacing: replaced.map(\.id))
-            version.phase = .queued
-            version.settledAt = .now
-            for old in replaced {
-                old.replacedBy = version
-                finishLocked(&state, old)
+        do {
+            try state.withLock { state in
+                guard version.phase == .editing, !version.detached else { return }
+                dropBrokenEarlySessionLocked(version)
+                let replaced = state.versions.values.filter { $0.pathLower == version.pathLower && $0.phase == .queued && $0.id < version.id }
+                try queue.save(version.record, replacing: replaced.map(\.id))
+                version.phase = .queued
+                version.settledAt = .now
+                for old in replaced {
+                    old.replacedBy = version
+                    finishLocked(&state, old)
+                }
             }
+        } catch {
+            version.file.unseal()
+            throw error
         }
         signal.notify()
     }
 
-    /// Drops a version from the maps (and its staging file, unless a handle still reads it).
+    /// Drops a version from the maps (and its staging file; open handles keep its bytes
+    /// through their descriptor). The path then shows its newest version left, if any, else
+    /// what the store holds: a name never vanishes while an older version still waits.
     func finishLocked(_ state: inout State, _ version: LocalVersion) {
         version.phase = .finished
         state.versions.removeValue(forKey: version.id)
-        if state.current[version.pathLower] === version { state.current.removeValue(forKey: version.pathLower) }
+        let pathLower = version.pathLower
+        if state.current[pathLower] === version {
+            if let newest = state.versions.values.filter({ $0.pathLower == pathLower }).max(by: { $0.id < $1.id }) {
+                state.current[pathLower] = newest
+            } else {
+                state.current.removeValue(forKey: pathLower)
+            }
+        }
         version.file.remove()
     }
 
     // MARK: fsync
 
-    /// fsync: seals the handle's (or path's) version and returns once it is on Dropbox.
+    /// fsync: seals the file's newest version (whichever descriptor wrote it) and returns
+    /// once it is on Dropbox.
     public func sync(handle: UInt64?, pathLower: String) async throws {
-        let version = state.withLock { state in handle.flatMap { state.handles[$0] } ?? state.current[pathLower] }
+        let version = state.withLock { state -> LocalVersion? in
+            let own = handle.flatMap { state.handles[$0] }
+            if let own, own.detached { return own }
+            return state.current[own?.pathLower ?? pathLower] ?? own
+        }
         guard var version else { return }
         try await seal(version)
         state.withLock { _ in version.urgent = true }
@@ -349,24 +429,32 @@ public final class WriteBack: Sendable {
     /// Whether a path has a local version (call within `holding`).
     public func hasVersion(_ pathLower: String) -> Bool { state.withLock { $0.current[pathLower] != nil } }
 
-    /// unlink: drops every version at a path (open handles keep reading their bytes).
+    /// unlink: drops every version at a path. Descriptors still open on them keep reading and
+    /// writing their bytes (detached: never uploaded) until the last one closes.
     public func discard(_ pathLower: String) throws {
         try state.withLock { state in
-            let doomed = state.versions.values.filter { $0.pathLower == pathLower }
-            try queue.remove(doomed.map(\.id))
-            for version in doomed { finishLocked(&state, version) }
+            try detachAllLocked(&state, at: pathLower)
         }
         signal.notify()
     }
 
+    /// Every version at a path leaves the queue and the view; those that descriptors hold
+    /// (also ones already uploaded) live on detached.
+    private func detachAllLocked(_ state: inout State, at pathLower: String) throws {
+        let doomed = state.versions.values.filter { $0.pathLower == pathLower }
+        try queue.remove(doomed.map(\.id))
+        for version in doomed + state.handles.values.filter({ $0.pathLower == pathLower }) {
+            version.detached = true
+            if version.phase != .finished { finishLocked(&state, version) }
+        }
+    }
+
     /// rename: versions at or below `from` go to `to` (a file's versions then replace
-    /// `baseRev` when given: the revision now at `to`). Versions already at `to` are dropped:
-    /// the rename replaced them.
+    /// `baseRev` when given: the revision now at `to`). Versions already at `to` are
+    /// replaced by the rename (detached, like an unlink).
     public func move(from: String, to: String, toName: String, baseRev: String??) throws {
         try state.withLock { state in
-            let replaced = state.versions.values.filter { $0.pathLower == to && from != to }
-            try queue.remove(replaced.map(\.id))
-            for version in replaced { finishLocked(&state, version) }
+            if from != to { try detachAllLocked(&state, at: to) }
             for version in state.versions.values where version.isAt(orUnder: from) {
                 let wasCurrent = state.current[version.pathLower] === version
                 if wasCurrent { state.current.removeValue(forKey: version.pathLower) }
@@ -388,16 +476,29 @@ public final class WriteBack: Sendable {
 
     /// For a read a handle serves locally: the staging file's span when every byte is local.
     public func localSpan(handle: UInt64, offset: Int64, size: Int) -> (file: String, offset: Int64, length: Int)? {
-        guard let version = state.withLock({ $0.handles[handle] }) else { return nil }
+        guard let version = readable(handle) else { return nil }
         let length = max(0, min(Int64(size), version.file.size - offset))
         guard length > 0, version.file.isLocal(at: offset, size: Int(length)) else { return nil }
         return (version.file.path, offset, Int(length))
     }
 
     public func read(handle: UInt64, offset: Int64, size: Int) async throws -> [UInt8] {
-        guard let version = state.withLock({ $0.handles[handle] }) else { throw FSError.io("read on an unknown handle") }
+        guard let version = readable(handle) else { throw FSError.io("read on an unknown handle") }
         return try await version.file.read(at: offset, size: size)
     }
+
+    /// What a handle reads: the newest version of its file (another descriptor may have
+    /// written since this one opened, as on any disk), or its own once detached or gone.
+    func readable(_ handle: UInt64) -> LocalVersion? {
+        state.withLock { state in
+            guard let own = state.handles[handle] else { return nil }
+            if own.detached { return own }
+            return state.current[own.pathLower] ?? own
+        }
+    }
+
+    /// The node a handle's file has now (fstat of a descriptor whose name is gone).
+    public func node(handle: UInt64) -> Node? { readable(handle)?.node }
 
     /// The version a handle reads (for copy_file_range's checks).
     func version(handle: UInt64) -> LocalVersion? { state.withLock { $0.handles[handle] } }
