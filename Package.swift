@@ -18,6 +18,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        // Tests only: generation and shrinking of random operation sequences.
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
         // C shims: thin, typed forwards to system libraries Swift cannot call directly.
@@ -86,7 +88,10 @@ let package = Package(
         ),
         .testTarget(
             name: "MountTests",
-            dependencies: ["DropboxEmulator", "DropboxAPI", "TestSupport"],
+            dependencies: [
+                "DropboxEmulator", "DropboxAPI", "TestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(

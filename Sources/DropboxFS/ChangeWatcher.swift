@@ -18,6 +18,8 @@ public final class ChangeWatcher: Sendable {
     private let listener = Mutex<Listener>({ _, _ in })
     /// The last catch-up started; the next one waits for it.
     private let lastCatchUp = Mutex<Task<Void, Never>?>(nil)
+    /// The mount's own changes: applied to the store like any other, never sent to the kernel.
+    let own = OwnChanges()
 
     public init(client: DropboxClient, store: MetadataStore) {
         self.client = client
@@ -30,8 +32,16 @@ public final class ChangeWatcher: Sendable {
     }
 
     private func notify(_ changes: [StoreChange], everything: Bool) {
+        let foreign = everything ? changes : own.foreign(changes)
+        guard everything || !foreign.isEmpty else { return }
         let current = listener.withLock { $0 }
-        current(changes, everything)
+        current(foreign, everything)
+    }
+
+    /// Records a change the mount just made on Dropbox (call after the call returned, before
+    /// catching up): the catch-up applies it to the store without telling the kernel.
+    public func expectOwn(_ pathLower: String, _ expectation: OwnChanges.Expectation) {
+        own.expect(pathLower, expectation)
     }
 
     /// Applies every change since the stored cursor (or takes a cursor at "now" on a first
@@ -51,6 +61,8 @@ public final class ChangeWatcher: Sendable {
     }
 
     private func catchUpInOrder() async throws {
+        let number = own.catchUpStarted()
+        defer { own.catchUpEnded(number) }
         guard var cursor = try store.value("cursor") else {
             let latest = try await client.rpc(Routes.getLatestCursor, ListFolderArgument(path: "", recursive: true))
             try store.setValue("cursor", latest.cursor)

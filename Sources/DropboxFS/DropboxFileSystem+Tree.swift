@@ -20,6 +20,7 @@ extension DropboxFileSystem {
             try await self.client.rpc(Routes.createFolder, CreateFolderArgument(path: path)).metadata
         }
         guard let node = Node(.folder(created)) else { throw FSError.io("create_folder_v2 returned no folder") }
+        watcher.expectOwn(node.pathLower, .subtree)
         try await watcher.catchUp()
         try store.insert(node, listedEmpty: true)  // just made: known to be empty
         return (inodes.inode(for: node.pathLower), node)
@@ -117,6 +118,8 @@ extension DropboxFileSystem {
             try await self.client.rpc(Routes.move, RelocationArgument(from: source.pathLower, to: destination)).metadata
         }
         guard let node = Node(moved) else { throw FSError.io("move_v2 returned a deleted entry") }
+        watcher.expectOwn(source.pathLower, .absent)
+        watcher.expectOwn(node.pathLower, .subtree)
         return node
     }
 
@@ -126,6 +129,7 @@ extension DropboxFileSystem {
             _ = try await self.client.rpc(Routes.delete, DeleteArgument(path: pathLower))
             return true
         }
+        watcher.expectOwn(pathLower, .absent)
     }
 
     /// The path of a folder inode, listed in the store.

@@ -114,6 +114,7 @@ extension DropboxFileSystem {
                 try await self.client.rpc(Routes.copy, RelocationArgument(from: source.node.pathLower, to: targetPath)).metadata
             }
             guard case .file(let file) = copied else { throw FSError.io("copy_v2 returned no file") }
+            if let lower = file.pathLower { watcher.expectOwn(lower, .revision(file.rev)) }
             try await watcher.catchUp()
             // The target's local version stands for the copy now: nothing left to upload.
             try writeBack.discard(targetVersion.pathLower)

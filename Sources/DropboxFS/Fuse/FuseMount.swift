@@ -25,8 +25,12 @@ public final class FuseMount: @unchecked Sendable {
     /// Requests being answered from tasks: teardown waits for them.
     private let pending = Atomic<Int>(0)
     /// Invalidations run here, on a thread of their own: they may wait for the kernel, which
-    /// may wait for a request only a task can answer — never block Swift's task threads.
+    /// may wait for a request only a task can answer — never block Swift's task threads, and
+    /// never hold a lock (a request's path may need it: libfuse's rule for notify_*).
     private let invalidations = DispatchQueue(label: "dropboxfs.invalidate")
+    /// False once teardown begins: queued invalidations are dropped from then on, and
+    /// teardown drains the queue before the session is freed.
+    private let notifying = Atomic<Bool>(true)
     let directories = Mutex<(next: UInt64, open: [UInt64: [Node]])>((1, [:]))
 
     public init(fs: DropboxFileSystem) { self.fs = fs }
@@ -59,7 +63,8 @@ public final class FuseMount: @unchecked Sendable {
         fuse_session_unmount(session)
         let deadline = Date().addingTimeInterval(10)
         while pending.load(ordering: .relaxed) > 0 && Date() < deadline { usleep(10_000) }
-        invalidations.sync {}
+        notifying.store(false, ordering: .sequentiallyConsistent)
+        invalidations.sync {}  // an invalidation under way ends (the kernel mount is gone)
         lock.withLock { self.session = nil }
         fuse_session_destroy(session)
         return result
@@ -103,14 +108,18 @@ public final class FuseMount: @unchecked Sendable {
 
     // MARK: Invalidation (change watcher only)
 
+    /// Queues invalidations for changes made elsewhere (the change watcher leaves out the
+    /// mount's own). The session is valid while `notifying` holds: teardown clears it, then
+    /// waits for this queue, and only then frees the session.
     public func invalidate(_ changes: [StoreChange], everything: Bool) {
+        guard let session = lock.withLock({ self.session }).map(SessionPointer.init) else { return }
         invalidations.async { [self] in
-            lock.withLock {
-                guard let session else { return }
-                sendInvalidations(session, changes, everything: everything)
-            }
+            guard notifying.load(ordering: .sequentiallyConsistent) else { return }
+            sendInvalidations(session.raw, changes, everything: everything)
         }
     }
+
+    private struct SessionPointer: @unchecked Sendable { let raw: OpaquePointer }
 
     private func sendInvalidations(_ session: OpaquePointer, _ changes: [StoreChange], everything: Bool) {
         if everything {

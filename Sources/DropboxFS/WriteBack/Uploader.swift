@@ -215,6 +215,7 @@ public final class Uploader: Sendable {
         guard !done.isEmpty else { return }
         // The files' nanoseconds, which Dropbox does not keep (rsync compares them).
         for (version, file) in done {
+            if let lower = file.pathLower { watcher.expectOwn(lower, .revision(file.rev)) }
             if version.timeSetDuringUpload {
                 try? store.setModified(rev: file.rev, to: version.modified)
             } else {

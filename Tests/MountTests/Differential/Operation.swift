@@ -1,0 +1,143 @@
+import Foundation
+
+/// One step of a differential sequence: a system call on a path or an open descriptor, or
+/// something that happens around the mount (another client changes a file on Dropbox,
+/// uploads are forced to finish). Paths and descriptor slots are small indices, so every
+/// sequence is meaningful whatever came before it (a slot picks among the descriptors open
+/// at that moment; with none open it does nothing on both sides), which is what lets the
+/// property-based shrinker drop any step.
+enum Operation: Sendable, Equatable, CustomStringConvertible {
+    case open(path: Int, mode: OpenMode)
+    case close(slot: Int)
+    case write(slot: Int, offset: Int64, length: Int, fill: UInt8)
+    case read(slot: Int, offset: Int64, length: Int)
+    case ftruncate(slot: Int, size: Int64)
+    case fsync(slot: Int)
+    case fdatasync(slot: Int)
+    case fstat(slot: Int)
+    case truncate(path: Int, size: Int64)
+    case rename(from: Int, to: Int)
+    /// `p` → `P` → `p`: a case-only rename there and back, each step compared.
+    case caseRename(path: Int)
+    case unlink(path: Int)
+    case mkdir(path: Int)
+    case rmdir(path: Int)
+    case stat(path: Int)
+    case list(path: Int)
+    /// Another client writes the file on Dropbox (only when it is a closed file on both sides).
+    case remoteWrite(path: Int, length: Int, fill: UInt8)
+    /// Every file's uploads finish now (fsync of each through the mount).
+    case settle
+
+    /// The paths a sequence works in: enough to rename into and over, nest and collide.
+    static let paths = ["a", "b", "c", "d", "d/a", "d/b", "e", "e/f", "d/e"]
+
+    /// Open flags worth combining (the ones tools use).
+    struct OpenMode: Sendable, Equatable, CustomStringConvertible {
+        let flags: Int32
+        let description: String
+        static let all = [
+            OpenMode(flags: O_RDONLY, description: "RDONLY"),
+            OpenMode(flags: O_WRONLY, description: "WRONLY"),
+            OpenMode(flags: O_RDWR, description: "RDWR"),
+            OpenMode(flags: O_RDWR | O_CREAT, description: "RDWR|CREAT"),
+            OpenMode(flags: O_WRONLY | O_CREAT | O_TRUNC, description: "WRONLY|CREAT|TRUNC"),
+            OpenMode(flags: O_RDWR | O_CREAT | O_TRUNC, description: "RDWR|CREAT|TRUNC"),
+            OpenMode(flags: O_WRONLY | O_CREAT | O_APPEND, description: "WRONLY|CREAT|APPEND"),
+            OpenMode(flags: O_RDWR | O_CREAT | O_EXCL, description: "RDWR|CREAT|EXCL"),
+            OpenMode(flags: O_RDWR | O_APPEND, description: "RDWR|APPEND"),
+        ]
+    }
+
+    var description: String {
+        func path(_ index: Int) -> String { index < 0 ? "." : Self.paths[index] }
+        switch self {
+        case .open(let p, let mode): return "open(\(path(p)), \(mode))"
+        case .close(let slot): return "close(#\(slot))"
+        case .write(let slot, let offset, let length, let fill): return "pwrite(#\(slot), at: \(offset), \(length) bytes of \(fill))"
+        case .read(let slot, let offset, let length): return "pread(#\(slot), at: \(offset), \(length))"
+        case .ftruncate(let slot, let size): return "ftruncate(#\(slot), \(size))"
+        case .fsync(let slot): return "fsync(#\(slot))"
+        case .fdatasync(let slot): return "fdatasync(#\(slot))"
+        case .fstat(let slot): return "fstat(#\(slot))"
+        case .truncate(let p, let size): return "truncate(\(path(p)), \(size))"
+        case .rename(let from, let to): return "rename(\(path(from)), \(path(to)))"
+        case .caseRename(let p): return "caseRename(\(path(p)))"
+        case .unlink(let p): return "unlink(\(path(p)))"
+        case .mkdir(let p): return "mkdir(\(path(p)))"
+        case .rmdir(let p): return "rmdir(\(path(p)))"
+        case .stat(let p): return "stat(\(path(p)))"
+        case .list(let p): return "list(\(path(p)))"
+        case .remoteWrite(let p, let length, let fill): return "remoteWrite(\(path(p)), \(length) bytes of \(fill))"
+        case .settle: return "settle"
+        }
+    }
+}
+
+/// Random sequences from a seed (SplitMix64): the same seed gives the same sequence on
+/// every machine, so CI runs a fixed set and a failure names the seed that shows it.
+struct SequenceGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+
+    /// Offsets that matter: the start, small ones, and both sides of the 4 MiB block edges
+    /// (the block cache's and the content hash's unit).
+    mutating func offset() -> Int64 {
+        let block: Int64 = 4 << 20
+        switch below(6) {
+        case 0: return 0
+        case 1, 2: return Int64(below(20_000))
+        case 3: return block - Int64(below(5_000))
+        case 4: return block + Int64(below(5_000))
+        default: return 2 * block - Int64(below(5_000))
+        }
+    }
+
+    mutating func length() -> Int {
+        switch below(10) {
+        case 0: return 1 + below(300_000)
+        case 1, 2: return 1 + below(70_000)
+        default: return 1 + below(5_000)
+        }
+    }
+
+    mutating func operation() -> Operation {
+        let path = below(Operation.paths.count), slot = below(4)
+        let fill = UInt8(truncatingIfNeeded: next())
+        switch below(100) {
+        case 0..<16: return .open(path: path, mode: Operation.OpenMode.all[below(Operation.OpenMode.all.count)])
+        case 16..<26: return .close(slot: slot)
+        case 26..<44: return .write(slot: slot, offset: offset(), length: length(), fill: fill)
+        case 44..<52: return .read(slot: slot, offset: offset(), length: length())
+        case 52..<56: return .ftruncate(slot: slot, size: below(2) == 0 ? Int64(below(10_000)) : offset())
+        case 56..<59: return .fsync(slot: slot)
+        case 59..<61: return .fdatasync(slot: slot)
+        case 61..<64: return .fstat(slot: slot)
+        case 64..<66: return .truncate(path: path, size: Int64(below(10_000)))
+        case 66..<72: return .rename(from: path, to: below(Operation.paths.count))
+        case 72..<74: return .caseRename(path: path)
+        case 74..<79: return .unlink(path: path)
+        case 79..<84: return .mkdir(path: path)
+        case 84..<86: return .rmdir(path: path)
+        case 86..<90: return .stat(path: path)
+        case 90..<93: return .list(path: below(Operation.paths.count + 1) - 1)  // -1: the sequence's root
+        case 93..<96: return .remoteWrite(path: path, length: length(), fill: fill)
+        default: return .settle
+        }
+    }
+
+    mutating func sequence(length range: ClosedRange<Int>) -> [Operation] {
+        (0..<(range.lowerBound + below(range.count))).map { _ in operation() }
+    }
+}
