@@ -36,8 +36,10 @@ final class ChangeNotifier: Sendable {
             }
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    // Checked under the lock the timer's resume takes: a timer that fired
+                    // before this waiter was registered (and so woke nobody) is seen here.
                     let stale = state.withLock { state -> Bool in
-                        if state.generation != generation || Task.isCancelled { return true }
+                        if state.generation != generation || Task.isCancelled || ContinuousClock.now >= deadline { return true }
                         state.waiters[id] = continuation
                         return false
                     }

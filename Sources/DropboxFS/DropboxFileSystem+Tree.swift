@@ -84,14 +84,15 @@ extension DropboxFileSystem {
             guard remoteSource != nil else {
                 // The file exists only here: it is renamed here, and its upload goes to the
                 // new name, replacing what Dropbox holds there.
-                try writeBack.move(from: source.pathLower, to: targetLower, toName: newName, baseRev: .some(remoteTarget?.rev))
+                try writeBack.move(from: source.pathLower, to: targetLower, toName: newName, rebase: .target(remoteTarget?.rev))
                 if target != nil { inodes.detach(targetLower) }
                 inodes.rename(from: source.pathLower, to: targetLower)
                 return
             }
             let moved = try await moveOnDropbox(source, to: toParent + "/" + newName)
             try await watcher.catchUp()
-            try writeBack.move(from: source.pathLower, to: moved.pathLower, toName: moved.name, baseRev: moved.isFolder ? nil : .some(moved.rev))
+            try writeBack.move(from: source.pathLower, to: moved.pathLower, toName: moved.name,
+                               rebase: moved.isFolder ? .none : .moved(from: remoteSource?.rev, to: moved.rev))
             if target != nil { inodes.detach(targetLower) }
             inodes.rename(from: source.pathLower, to: moved.pathLower)
         }

@@ -29,8 +29,11 @@ struct BrowseTests {
 
             let unicode = try await m.sh("cat \"$M/Ünïcødé — 文件/héllo wörld.txt\"")
             #expect(unicode.stdout == "Grüße, 世界! 👋\n")
-            // Names are case-insensitive, as on Dropbox.
-            #expect(try await m.sh("cat \"$M/readme.TXT\" | head -c 7").stdout == "Welcome")
+            // Lookups are exact, as on any Linux filesystem (doc/SEMANTICS.md); a new name that
+            // differs only in case from an entry is refused, since Dropbox would take it for that one.
+            #expect(try await m.sh("cat \"$M/README.txt\" | head -c 7").stdout == "Welcome")
+            #expect(try await m.sh("cat \"$M/readme.TXT\"").status != 0)
+            #expect(try await m.sh("touch \"$M/readme.TXT\"").stderr.contains("File exists"))
 
             let xattr = try await m.sh("getfattr --only-values -n user.dropbox.content_hash \"$M/README.txt\"")
             let remote = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/README.txt")).fileMetadata

@@ -53,9 +53,13 @@ struct ChangeTests {
     @Test func cursorResetRelistsAndStaysCorrect() async throws {
         try await MountFixture.with { m in
             _ = try await m.sh("ls -lR \"$M\" > /dev/null")
+            // Deleted together with the reset: only a relisting can tell the mount it is gone.
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/README.txt"))
             try await m.emulator.resetCursors()
             _ = try await m.client.upload(Routes.upload, UploadArgument(CommitInfo(path: "/after-reset.txt"), contentHash: nil), body: .bytes([65]))
-            try await eventually("the file made after the reset", timeout: 5) { try await m.sh("cat \"$M/after-reset.txt\"").stdout == "A" }
+            try await eventually("the file made after the reset") { try await m.sh("cat \"$M/after-reset.txt\"").stdout == "A" }
+            try await eventually("the file deleted with the reset to go") { try await m.sh("test -e \"$M/README.txt\"").status != 0 }
+            #expect(!(try await offPool { try Sys.list(m.mountpoint).value("list") }.contains("README.txt")))
         }
     }
 }

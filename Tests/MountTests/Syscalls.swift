@@ -3,7 +3,9 @@ import Foundation
 /// System calls as tests make them: each returns its value or the errno it failed with, so a
 /// test compares outcomes (the mount's with a local directory's) rather than catching.
 /// A call on the mount may wait for the daemon, which may wait for the emulator running in
-/// this test process: run them through `offPool`, never on Swift's cooperative threads.
+/// this test process: run them through `offPool`, never on Swift's cooperative threads (two
+/// suites that each blocked one of this machine's two, in a lookup that needed the
+/// emulator, hung the test run).
 enum Sys {
     struct Errno: Error, Equatable, Hashable, CustomStringConvertible {
         let code: Int32

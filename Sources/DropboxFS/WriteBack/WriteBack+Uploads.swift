@@ -118,6 +118,7 @@ extension WriteBack {
             }
             try? queue.remove([version.id])
             finishLocked(&state, version)
+            if onPath { catchUpHandlesLocked(&state, to: version) }
             state.uploaded += 1
         }
         signal.notify()

@@ -148,6 +148,7 @@ public final class WriteBack: Sendable {
         if !version.detached {
             state.versions[id] = version
             state.current[version.pathLower] = version
+            catchUpHandlesLocked(&state, to: version)
         }
         return version
     }
@@ -227,11 +228,15 @@ public final class WriteBack: Sendable {
                                            baseRev: source.revisionForNext, baseID: source.baseID)
                 version.detached = source.detached
                 version.writers = 1
-                if !version.detached {
+                if version.detached {
+                    // No path to meet at: every descriptor of the unlinked file moves along.
+                    for (other, held) in state.handles where held === sealed { state.handles[other] = version }
+                } else {
                     state.versions[id] = version
                     state.current[version.pathLower] = version
                 }
                 state.handles[handle] = version
+                if !version.detached { catchUpHandlesLocked(&state, to: version) }
                 return true
             }
             if installed { return }
@@ -344,12 +349,24 @@ public final class WriteBack: Sendable {
                     old.replacedBy = version
                     finishLocked(&state, old)
                 }
+                catchUpHandlesLocked(&state, to: version)
             }
         } catch {
             version.file.unseal()
             throw error
         }
         signal.notify()
+    }
+
+    /// Descriptors on older versions of `version`'s file now use it: they are one file, and
+    /// `version` holds its newest bytes. Called whenever a newer version appears (a copy to
+    /// edit, a truncating open, a seal, an upload), so no descriptor is left on old bytes it
+    /// would copy at its next write, or keep when the name goes.
+    func catchUpHandlesLocked(_ state: inout State, to version: LocalVersion) {
+        for (handle, held) in state.handles where held !== version && !held.detached && held.id < version.id && held.pathLower == version.pathLower {
+            state.handles[handle] = version
+            if version.phase == .editing && state.writerHandles.contains(handle) { version.writers += 1 }
+        }
     }
 
     /// Drops a version from the maps (and its staging file; open handles keep its bytes
@@ -441,6 +458,8 @@ public final class WriteBack: Sendable {
     /// Every version at a path leaves the queue and the view; those that descriptors hold
     /// (also ones already uploaded) live on detached.
     private func detachAllLocked(_ state: inout State, at pathLower: String) throws {
+        let held = state.handles.values.filter { !$0.detached && $0.pathLower == pathLower }
+        if let newest = state.current[pathLower] ?? held.max(by: { $0.id < $1.id }) { catchUpHandlesLocked(&state, to: newest) }
         let doomed = state.versions.values.filter { $0.pathLower == pathLower }
         try queue.remove(doomed.map(\.id))
         for version in doomed + state.handles.values.filter({ $0.pathLower == pathLower }) {
@@ -449,18 +468,34 @@ public final class WriteBack: Sendable {
         }
     }
 
-    /// rename: versions at or below `from` go to `to` (a file's versions then replace
-    /// `baseRev` when given: the revision now at `to`). Versions already at `to` are
-    /// replaced by the rename (detached, like an unlink).
-    public func move(from: String, to: String, toName: String, baseRev: String??) throws {
+    /// rename: versions at or below `from` go to `to`, also those only open descriptors still
+    /// hold (uploaded already): a later write through them belongs at the new name. Versions
+    /// already at `to` are replaced by the rename (detached, like an unlink).
+    /// `rebase` is what the moved file's versions now replace: `.target(rev)` (a file only
+    /// here replaces whatever is at the new name) or `.moved(from: old, to: new)` (Dropbox
+    /// moved revision `old`, now `new`: only versions based on `old` follow; one based on
+    /// anything else meets a change made elsewhere, and its upload makes a conflicted copy).
+    public enum Rebase: Sendable { case none, target(String?), moved(from: String?, to: String?) }
+
+    public func move(from: String, to: String, toName: String, rebase: Rebase) throws {
         try state.withLock { state in
             if from != to { try detachAllLocked(&state, at: to) }
-            for version in state.versions.values where version.isAt(orUnder: from) {
+            var moving: [ObjectIdentifier: LocalVersion] = [:]
+            for version in Array(state.versions.values) + Array(state.handles.values) where !version.detached && version.isAt(orUnder: from) {
+                moving[ObjectIdentifier(version)] = version
+            }
+            for version in moving.values {
                 let wasCurrent = state.current[version.pathLower] === version
                 if wasCurrent { state.current.removeValue(forKey: version.pathLower) }
                 if version.pathLower == from {
                     version.path = Node.parent(of: to) + "/" + toName
-                    if let baseRev { version.baseRev = baseRev }
+                    switch rebase {
+                    case .none: break
+                    case .target(let rev): version.baseRev = rev
+                    case .moved(let old, let new):
+                        if version.baseRev == old { version.baseRev = new }
+                        if version.committedRev != nil && version.committedRev == old { version.committedRev = new }
+                    }
                 } else {
                     version.path = to + version.path.dropFirst(from.count)
                 }

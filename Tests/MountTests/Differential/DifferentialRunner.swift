@@ -146,7 +146,11 @@ struct DifferentialRunner {
     /// (awaited: the change travels through longpoll), and the local folder takes them too.
     private func remoteWrite(_ path: Int, length: Int, fill: UInt8) throws -> (String, String) {
         let (m, l) = paths(path)
-        guard case .success(let status) = Sys.stat(l), !status.isDirectory, !open.contains(where: { $0.path == path }) else {
+        // Only a closed file: another client's write to a file open here is a conflict by
+        // design (the local bytes go to a conflicted copy), which no local disk models. Open
+        // is judged by inode: a rename may have given an open file this name.
+        guard case .success(let status) = Sys.stat(l), !status.isDirectory,
+              !open.contains(where: { (try? Sys.fstat($0.local).get())?.inode == status.inode }) else {
             return ("skipped", "skipped")
         }
         // Our own pending upload first: otherwise the two writes race (a conflict, by design).
@@ -169,13 +173,19 @@ struct DifferentialRunner {
         return ("never showed the remote change: \(describe(Sys.contents(m)))", "seen")
     }
 
-    /// Waits until every file under the mount's folder is on Dropbox (fsync of each).
+    /// Waits until every file under the mount's folder is on Dropbox (fsync of each, found
+    /// by walking the tree: renames put files at paths no operation names).
     private func settle() {
-        for path in Operation.paths {
-            guard case .success(let fd) = Sys.open(mountRoot + "/" + path, O_RDONLY) else { continue }
-            _ = Sys.fsync(fd)
-            _ = Sys.close(fd)
+        func walk(_ path: String) {
+            for name in (try? Sys.list(path).get()) ?? [] {
+                let child = path + "/" + name
+                if (try? Sys.stat(child).get())?.isDirectory == true { walk(child); continue }
+                guard case .success(let fd) = Sys.open(child, O_RDONLY) else { continue }
+                _ = Sys.fsync(fd)
+                _ = Sys.close(fd)
+            }
         }
+        walk(mountRoot)
     }
 
     /// Every entry below a root: name, type, size, and a hash of each file's bytes.

@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+
+/// Sequences the differential suite found and shrank, kept by name: each failed once.
+@Suite("mount: differential regressions", .serialized, .timeLimit(.minutes(10)))
+struct DifferentialRegressions {
+    static let cases: [(name: String, operations: [Operation])] = [
+        // Seed 28: a descriptor whose file was uploaded by `settle`, then renamed: its next
+        // write recreated the file at the old name (renames moved only queued versions).
+        ("a write through a descriptor after its uploaded file was renamed", [
+            .open(path: 0, mode: Operation.OpenMode.all[6]),  // a, WRONLY|CREAT|APPEND
+            .settle,
+            .rename(from: 0, to: 2),  // a → c
+            .write(slot: 0, offset: 4_198_318, length: 1845, fill: 35),
+        ]),
+        // Seed 40: two descriptors on one file; the newer version (written through the
+        // second) went up, then a write through the first copied its own older version.
+        ("a write through a descriptor whose version an upload overtook", [
+            .open(path: 1, mode: Operation.OpenMode.all[4]),  // b, WRONLY|CREAT|TRUNC
+            .open(path: 1, mode: Operation.OpenMode.all[1]),  // b, WRONLY
+            .fdatasync(slot: 0),
+            .write(slot: 1, offset: 0, length: 249, fill: 144),
+            .settle,
+            .write(slot: 0, offset: 17748, length: 3129, fill: 231),
+        ]),
+        // Seed 267: two descriptors of an uploaded, then unlinked file; a write through one
+        // made it a copy of its own, and the other descriptor saw the old bytes.
+        ("two descriptors of an unlinked file stay one file", [
+            .open(path: 0, mode: Operation.OpenMode.all[6]),  // a, WRONLY|CREAT|APPEND
+            .open(path: 0, mode: Operation.OpenMode.all[1]),  // a, WRONLY
+            .settle,
+            .unlink(path: 0),
+            .write(slot: 2, offset: 8715, length: 4681, fill: 250),
+            .fstat(slot: 2),
+            .write(slot: 1, offset: 0, length: 1145, fill: 244),
+        ]),
+        // Seed 267 again, shrunk another way: one descriptor's copy of an uploaded version
+        // left the other on the old one, and unlink detached the two apart.
+        ("descriptors on one file meet on its newest version before an unlink", [
+            .open(path: 3, mode: Operation.OpenMode.all[7]),  // d, RDWR|CREAT|EXCL
+            .open(path: 0, mode: Operation.OpenMode.all[6]),  // a, WRONLY|CREAT|APPEND
+            .open(path: 0, mode: Operation.OpenMode.all[1]),  // a, WRONLY
+            .close(slot: 0),
+            .fdatasync(slot: 3),
+            .ftruncate(slot: 3, size: 289),
+            .unlink(path: 0),
+            .fstat(slot: 2),
+            .write(slot: 3, offset: 7350, length: 1699, fill: 137),
+            .write(slot: 1, offset: 0, length: 1145, fill: 244),
+        ]),
+    ]
+
+    @Test func eachKeptSequenceMatchesLocalDisk() async throws {
+        try await MountFixture.with { m in
+            let localBase = m.root.appendingPathComponent("local").path
+            try FileManager.default.createDirectory(atPath: localBase, withIntermediateDirectories: true)
+            _ = try await offPool { try Sys.mkdir(m.mountpoint + "/regressions").value("mkdir") }
+            for (index, regression) in Self.cases.enumerated() {
+                let runner = DifferentialRunner(mountRoot: m.mountpoint + "/regressions/\(index)", localRoot: localBase + "/\(index)",
+                                                remoteRoot: "/regressions/\(index)", client: m.client)
+                let outcome: Result<Void, any Error> = try await offPool {
+                    _ = try Sys.mkdir(runner.mountRoot).value("mkdir on the mount")
+                    _ = try Sys.mkdir(runner.localRoot).value("mkdir locally")
+                    var running = runner
+                    return Result { try running.run(regression.operations) }
+                }
+                #expect(throws: Never.self, "\(regression.name)") { try outcome.get() }
+            }
+        }
+    }
+}
