@@ -16,6 +16,7 @@ int cfuse_session_loop(struct fuse_session *session, unsigned max_threads);
 
 /// The `fuse_file_info` bitfields Swift may not set reliably, as plain calls.
 void cfuse_file_info_set_keep_cache(struct fuse_file_info *info, int keep);
+/* Bitfield: Swift cannot set it. Direct I/O bypasses the page cache for one open file. */
 void cfuse_file_info_set_direct_io(struct fuse_file_info *info, int direct);
 
 /// Answers a read with `size` bytes of `fd` at `offset`, spliced by the kernel where it can

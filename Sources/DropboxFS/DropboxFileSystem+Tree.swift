@@ -12,6 +12,7 @@ import Foundation
 /// paths, so no upload starts there meanwhile and none under way is overtaken.
 extension DropboxFileSystem {
     public func makeDirectory(parent: UInt64, name: String) async throws -> (UInt64, Node) {
+        if options.readOnly { throw FSError.readOnly }
         let parentPath = try await listedFolder(parent)
         try Self.checkName(name)
         if try childIgnoringCase(of: parentPath, named: name) != nil { throw FSError.exists }
@@ -29,6 +30,7 @@ extension DropboxFileSystem {
     /// unlink (a file) or rmdir (an empty folder). Dropbox deletes folders recursively, so
     /// emptiness is checked first, with Dropbox itself (`list_folder`, one entry).
     public func remove(parent: UInt64, name: String, folder: Bool) async throws {
+        if options.readOnly { throw FSError.readOnly }
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
         let parentPath = try await listedFolder(parent)
         guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
@@ -51,6 +53,7 @@ extension DropboxFileSystem {
     /// by a folder); `noReplace` refuses instead. Dropbox's move cannot replace, so the target
     /// is deleted first: for a moment neither name holds the target (documented in SEMANTICS).
     public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool) async throws {
+        if options.readOnly { throw FSError.readOnly }
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
         let fromParent = try await listedFolder(parent)
         let toParent = try await listedFolder(newParent)

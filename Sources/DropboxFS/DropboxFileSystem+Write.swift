@@ -16,7 +16,7 @@ extension DropboxFileSystem {
             if exclusive || existing.name != name { throw FSError.exists }
             if existing.isFolder { throw FSError.isDirectory }
             let inode = inodes.inode(for: existing.pathLower)
-            let (handle, _) = try open(inode, writable: true, truncate: true)
+            let (handle, _, _) = try open(inode, writable: true, truncate: true)
             return (inode, try node(inode), handle)
         }
         let pathLower = Node.child(folder.pathLower, name)

@@ -185,7 +185,7 @@ public final class DropboxFileSystem: Sendable {
     /// the write-back; other readers from Dropbox through the block cache, where `keepCache`
     /// tells the kernel its cached pages are still good (the content hash is the one it saw
     /// at the last open).
-    public func open(_ inode: UInt64, writable: Bool, truncate: Bool = false) throws -> (handle: UInt64, keepCache: Bool) {
+    public func open(_ inode: UInt64, writable: Bool, truncate: Bool = false) throws -> (handle: UInt64, keepCache: Bool, directIO: Bool) {
         if writable && options.readOnly { throw FSError.readOnly }
         let file = try node(inode)
         if file.isFolder { throw FSError.isDirectory }
@@ -203,14 +203,17 @@ public final class DropboxFileSystem: Sendable {
         }
         if let lineage {
             handles.withLock { $0.open[handle]?.local = true }
-            return (handle, openedLocal(inode, lineage: lineage, truncate: truncate))
+            return (handle, openedLocal(inode, lineage: lineage, truncate: truncate), false)
         }
         // The page cache belongs to the inode, while each handle reads the revision it opened:
-        // keep the cache only if it can hold nothing but this content.
+        // keep the cache only if it can hold nothing but this content. If another handle still
+        // reads other bytes (a revision since replaced on Dropbox), this one reads around the
+        // cache (direct I/O): otherwise each would fill pages the other then reads, and one
+        // file's pages would mix two revisions.
         let othersCurrent = handles.withLock { state in
             state.open.values.allSatisfy { $0.inode != inode || $0.node.contentHash == file.contentHash }
         }
-        return (handle, pages.openedRemote(inode, contentHash: file.contentHash, othersCurrent: othersCurrent))
+        return (handle, pages.openedRemote(inode, contentHash: file.contentHash, othersCurrent: othersCurrent), !othersCurrent)
     }
 
     /// Whether a handle served from a local version keeps the kernel's pages.
@@ -222,7 +225,7 @@ public final class DropboxFileSystem: Sendable {
     /// A read that can be answered straight from a cached block's file (see `Reader.cachedSpan`).
     public func cachedSpan(handle: UInt64, offset: Int64, size: Int) -> (file: String, offset: Int64, length: Int)? {
         guard let file = handles.withLock({ $0.open[handle] }) else { return nil }
-        if file.local { return writeBack.localSpan(handle: handle, offset: offset, size: size) }
+        if servedLocally(handle, file) { return writeBack.localSpan(handle: handle, offset: offset, size: size) }
         return reader.cachedSpan(file.node, offset: offset, size: size, stream: file.stream)
     }
 
@@ -236,7 +239,7 @@ public final class DropboxFileSystem: Sendable {
     /// Fetches what a read needs into the cache, then answers from it.
     public func answerRead(handle: UInt64, offset: Int64, size: Int) async throws -> ReadAnswer {
         guard let file = handles.withLock({ $0.open[handle] }) else { throw FSError.io("unknown file handle") }
-        if file.local { return .bytes(try await writeBack.read(handle: handle, offset: offset, size: size)) }
+        if servedLocally(handle, file) { return .bytes(try await writeBack.read(handle: handle, offset: offset, size: size)) }
         do {
             try await reader.ensureCached(file.node, offset: offset, size: size, stream: file.stream)
         } catch is CacheUnavailable {
@@ -250,8 +253,18 @@ public final class DropboxFileSystem: Sendable {
 
     public func read(handle: UInt64, offset: Int64, size: Int) async throws -> [UInt8] {
         guard let file = handles.withLock({ $0.open[handle] }) else { throw FSError.io("unknown file handle") }
-        if file.local { return try await writeBack.read(handle: handle, offset: offset, size: size) }
+        if servedLocally(handle, file) { return try await writeBack.read(handle: handle, offset: offset, size: size) }
         return try await reader.read(file.node, offset: offset, size: size, stream: file.stream)
+    }
+
+    /// Whether a handle reads local bytes: it was opened on a local version, or on a Dropbox
+    /// revision that a local version written since descends from (`WriteBack.adopt`).
+    private func servedLocally(_ handle: UInt64, _ file: OpenFile) -> Bool {
+        if file.local { return true }
+        guard let rev = file.node.rev, let path = inodes.path(of: file.inode),
+              writeBack.adopt(handle: handle, pathLower: path, revision: rev) else { return false }
+        handles.withLock { $0.open[handle]?.local = true }
+        return true
     }
 
     /// The last descriptor of a handle closed: a written file not yet sealed is sealed now.

@@ -19,13 +19,24 @@ public enum FSError: Error, Equatable {
     case tryAgain
     case interrupted
     case notSupported
+    /// What Dropbox cannot hold at all: symlinks, hard links, devices, FIFOs, sockets.
+    case notPermitted
+    /// A flag or argument this filesystem does not take (RENAME_EXCHANGE).
+    case invalidArgument
+    /// A handle the kernel should not have (a directory handle already released).
+    case badHandle
+    /// A buffer too small for the answer (getxattr/listxattr sizes).
+    case bufferTooSmall
     case noAttribute
     /// Something that cannot be expressed better; logged once with its request id.
     case io(String)
 }
 
-/// THE place where Dropbox's errors become errnos (gcsfuse / mountpoint-s3 style): one
-/// exhaustive switch per error union, no `default`, so a new member is a compile error.
+/// THE place where Dropbox's errors become errnos (gcsfuse / mountpoint-s3 style). Each
+/// route's error union carries its own mapping (`RouteErrorMapping`, one exhaustive switch
+/// per union, no `default`, so a new member is a compile error), and `CallError` maps through
+/// it, so every route the client calls — upload sessions and batches included — reaches the
+/// same errnos (a full account during a large upload is ENOSPC, not EIO).
 public enum ErrnoMapping {
     public static func errno(_ error: FSError) -> Int32 {
         switch error {
@@ -43,6 +54,10 @@ public enum ErrnoMapping {
         case .tryAgain: return EAGAIN
         case .interrupted: return EINTR
         case .notSupported: return EOPNOTSUPP
+        case .notPermitted: return EPERM
+        case .invalidArgument: return EINVAL
+        case .badHandle: return EBADF
+        case .bufferTooSmall: return ERANGE
         case .noAttribute: return ENODATA
         case .io: return EIO
         }
@@ -51,32 +66,46 @@ public enum ErrnoMapping {
     /// Any error from below (client, store, cache) as an `FSError`.
     public static func fsError(_ error: any Error) -> FSError {
         if let fs = error as? FSError { return fs }
-        if let call = error as? CallError<PathLookupError> { return map(call) { pathLookup($0) } }
-        if let call = error as? CallError<NoRouteError> { return map(call) { .io("route error \($0.tag)") } }
-        if let call = error as? CallError<PathWriteError> { return map(call) { pathWrite($0) } }
-        if let call = error as? CallError<DeleteError> { return map(call) { delete($0) } }
-        if let call = error as? CallError<RelocationError> { return map(call) { relocation($0) } }
+        if let mapped = error as? any FSErrorConvertible { return mapped.fsError }
         if error is CancellationError { return .interrupted }
         return .io(String(describing: error))
     }
+}
 
-    static func map<E>(_ error: CallError<E>, route: (E) -> FSError) -> FSError {
-        switch error {
+/// An error that knows its `FSError`.
+public protocol FSErrorConvertible: Error {
+    var fsError: FSError { get }
+}
+
+/// A route's error union (the `E` of `CallError<E>`) and what each member means here.
+public protocol RouteErrorMapping {
+    var fsError: FSError { get }
+}
+
+extension CallError: FSErrorConvertible where RouteError: RouteErrorMapping {
+    public var fsError: FSError {
+        switch self {
         case .route(let failure, let summary, _, let id):
-            let mapped = route(failure)
+            let mapped = failure.fsError
             if case .io = mapped { return .io("\(summary) (request id \(id ?? "?"))") }
             return mapped
         case .badInput(let message, let id): return .io("bad request: \(message) (request id \(id ?? "?"))")
         case .auth, .access: return .accessDenied
         case .rateLimited: return .tryAgain
-        case .server, .http: return .io(error.description)
+        case .server, .http: return .io(description)
         case .client(.cancelled): return .interrupted
-        case .client: return .io(error.description)
+        case .client: return .io(description)
         }
     }
+}
 
-    static func lookup(_ error: LookupError) -> FSError {
-        switch error {
+extension NoRouteError: RouteErrorMapping {
+    public var fsError: FSError { .io("route error \(tag)") }
+}
+
+extension LookupError: RouteErrorMapping {
+    public var fsError: FSError {
+        switch self {
         case .notFound: return .notFound
         case .notFolder: return .notDirectory
         case .notFile: return .isDirectory
@@ -86,9 +115,11 @@ public enum ErrnoMapping {
         case .other(let tag): return .io("lookup/\(tag)")
         }
     }
+}
 
-    static func write(_ error: WriteError) -> FSError {
-        switch error {
+extension WriteError: RouteErrorMapping {
+    public var fsError: FSError {
+        switch self {
         case .conflict(.fileAncestor): return .notDirectory
         case .conflict: return .exists
         case .insufficientSpace: return .noSpace
@@ -98,42 +129,79 @@ public enum ErrnoMapping {
         case .other(let tag): return .io("write/\(tag)")
         }
     }
+}
 
-    static func pathLookup(_ error: PathLookupError) -> FSError {
-        switch error {
-        case .path(let lookupError): return lookup(lookupError)
+extension PathLookupError: RouteErrorMapping {
+    public var fsError: FSError {
+        switch self {
+        case .path(let lookupError): return lookupError.fsError
         case .reset: return .io("cursor reset")
         case .unsupportedFile: return .notSupported
         case .other(let tag): return .io(tag)
         }
     }
+}
 
-    static func pathWrite(_ error: PathWriteError) -> FSError {
-        switch error {
-        case .path(let writeError): return write(writeError)
+extension PathWriteError: RouteErrorMapping {
+    public var fsError: FSError {
+        switch self {
+        case .path(let writeError): return writeError.fsError
         case .payloadTooLarge: return .io("payload too large")
         case .contentHashMismatch: return .io("content hash mismatch")
         case .other(let tag): return .io(tag)
         }
     }
+}
 
-    static func delete(_ error: DeleteError) -> FSError {
-        switch error {
-        case .pathLookup(let lookupError): return lookup(lookupError)
-        case .pathWrite(let writeError): return write(writeError)
+extension DeleteError: RouteErrorMapping {
+    public var fsError: FSError {
+        switch self {
+        case .pathLookup(let lookupError): return lookupError.fsError
+        case .pathWrite(let writeError): return writeError.fsError
         case .tooManyWriteOperations: return .tryAgain
         case .tooManyFiles: return .noSpace
         case .other(let tag): return .io(tag)
         }
     }
+}
 
-    static func relocation(_ error: RelocationError) -> FSError {
-        switch error {
-        case .fromLookup(let lookupError): return lookup(lookupError)
-        case .fromWrite(let writeError), .to(let writeError): return write(writeError)
+extension RelocationError: RouteErrorMapping {
+    public var fsError: FSError {
+        switch self {
+        case .fromLookup(let lookupError): return lookupError.fsError
+        case .fromWrite(let writeError), .to(let writeError): return writeError.fsError
         case .cantMoveFolderIntoItself: return .invalidName
         case .insufficientQuota: return .noSpace
         case .tooManyFiles: return .noSpace
+        case .other(let tag): return .io(tag)
+        }
+    }
+}
+
+extension UploadSessionLookupError: RouteErrorMapping {
+    public var fsError: FSError {
+        switch self {
+        case .notFound: return .io("upload session not found")
+        case .incorrectOffset(let offset): return .io("upload session offset (server has \(offset))")
+        case .closed, .notClosed: return .io("upload session state")
+        case .tooLarge: return .fileTooLarge
+        case .concurrentSessionInvalidOffset, .concurrentSessionInvalidDataSize: return .io("concurrent upload session chunk")
+        case .payloadTooLarge: return .io("payload too large")
+        case .contentHashMismatch: return .io("content hash mismatch")
+        case .other(let tag): return .io(tag)
+        }
+    }
+}
+
+extension UploadSessionFinishError: RouteErrorMapping {
+    public var fsError: FSError {
+        switch self {
+        case .lookupFailed(let lookupError): return lookupError.fsError
+        case .path(let writeError): return writeError.fsError
+        case .tooManyWriteOperations: return .tryAgain
+        case .concurrentSessionNotClosed, .concurrentSessionMissingData: return .io("concurrent upload session incomplete")
+        case .contentHashMismatch: return .io("content hash mismatch")
+        case .payloadTooLarge: return .io("payload too large")
         case .other(let tag): return .io(tag)
         }
     }

@@ -242,6 +242,38 @@ struct FileLifeTests {
         }
     }
 
+    /// Two descriptors of one file, opened before and after another client changed it: each
+    /// reads the revision it opened, whichever reads first (the kernel's pages of the file
+    /// must never mix the two).
+    @Test func eachDescriptorReadsTheRevisionItOpened() async throws {
+        try await MountFixture.with { m in
+            let old = Self.pattern(300_000, seed: 1), new = Self.pattern(300_000, seed: 2)
+            let path = m.mountpoint + "/revisions.bin"
+            func put(_ bytes: [UInt8]) async throws {
+                let file = m.root.appendingPathComponent("upload.bin").path
+                try Data(bytes).write(to: URL(fileURLWithPath: file))
+                _ = try await m.client.uploadFile(file, to: CommitInfo(path: "/revisions.bin", mode: .overwrite))
+            }
+            try await put(old)
+            try await eventually("the first revision") { try await offPool { Sys.contents(path) } == .success(old) }
+            let first = try await offPool { try Sys.open(path, O_RDONLY).value("open the first revision") }
+            #expect(try await offPool { try Sys.pread(first, count: 100_000, at: 0).value("read") } == Array(old[..<100_000]))
+            try await put(new)
+            try await eventually("the second revision") { try await offPool { Sys.contents(path) } == .success(new) }
+            let reads: (second: [UInt8], first: [UInt8], secondAgain: [UInt8]) = try await offPool {
+                let second = try Sys.open(path, O_RDONLY).value("open the second revision")
+                defer { _ = Sys.close(second); _ = Sys.close(first) }
+                let fromSecond = try Sys.pread(second, count: old.count, at: 0).value("read second")
+                let fromFirst = try Sys.pread(first, count: old.count, at: 0).value("read first")
+                return (fromSecond, fromFirst, try Sys.pread(second, count: old.count, at: 0).value("read second again"))
+            }
+            // Compared by hash: a failure prints two short strings, not 300,000 bytes.
+            #expect(ContentHasher.hash(reads.second) == ContentHasher.hash(new))
+            #expect(ContentHasher.hash(reads.first) == ContentHasher.hash(old))
+            #expect(ContentHasher.hash(reads.secondAgain) == ContentHasher.hash(new))
+        }
+    }
+
     /// Four processes appending lines with O_APPEND to one file: every line is there whole.
     @Test func concurrentAppendersLoseNoLine() async throws {
         try await MountFixture.with { m in

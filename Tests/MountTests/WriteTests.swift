@@ -312,6 +312,17 @@ struct WriteTests {
         }
     }
 
+    /// A full account is ENOSPC whichever way the file goes up: a large file through an
+    /// upload session (whose finish error once fell through to EIO) as well as a small one.
+    @Test func aFullAccountIsENOSPCForLargeFilesToo() async throws {
+        try await MountFixture.with(seeds: [], quota: 4 << 20) { m in
+            let large = try await m.sh("head -c 20M /dev/urandom > \"$M/large.bin\" && sync \"$M/large.bin\"", timeout: 300)
+            #expect(large.status != 0)
+            #expect(large.stderr.contains("No space left on device"), "\(large.stderr)")
+            #expect(try await m.sh("wc -c < \"$M/large.bin\"").stdout == "20971520\n")
+        }
+    }
+
     @Test func aFullCacheDiskOrAFullAccountIsENOSPCAndLosesNothing() async throws {
         try await MountFixture.with(seeds: [], mount: false, quota: 4 << 20) { m in
             let mounted = try await m.mountWithCacheOnSmallDisk(size: "8m")

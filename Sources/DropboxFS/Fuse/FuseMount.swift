@@ -177,7 +177,6 @@ struct Request: @unchecked Sendable {
     func reply(_ bytes: [UInt8]) {
         _ = bytes.withUnsafeBytes { fuse_reply_buf(raw, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
     }
-    func fail(_ errno: Int32) { fuse_reply_err(raw, errno) }
 }
 
 /// Errors that had to become EIO: logged once each, with their request id, on stderr (the

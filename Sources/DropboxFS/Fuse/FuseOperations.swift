@@ -85,9 +85,10 @@ enum FuseOperations {
             let flags = fi!.pointee.flags
             let writable = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) != 0
             do {
-                let (handle, keep) = try mount.fs.open(UInt64(ino), writable: writable, truncate: writable && flags & O_TRUNC != 0)
+                let (handle, keep, direct) = try mount.fs.open(UInt64(ino), writable: writable, truncate: writable && flags & O_TRUNC != 0)
                 fi!.pointee.fh = handle
                 cfuse_file_info_set_keep_cache(fi, keep ? 1 : 0)
+                cfuse_file_info_set_direct_io(fi, direct ? 1 : 0)
                 fuse_reply_open(request.raw, fi)
             } catch {
                 request.fail(error)
@@ -98,7 +99,6 @@ enum FuseOperations {
             let request = Request(raw: req!)
             let name = String(cString: name!)
             let info = FileInfo(fi!.pointee)
-            guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
             mount.answerLater(request) {
                 let (inode, node, handle) = try await mount.fs.create(parent: UInt64(parent), name: name, exclusive: info.value.flags & O_EXCL != 0)
                 var entry = mount.entryParam(inode, node)
@@ -111,8 +111,7 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let name = String(cString: name!)
-            guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
-            guard mode & S_IFMT == S_IFREG else { return request.fail(EPERM) }  // no devices, fifos or sockets
+            guard mode & S_IFMT == S_IFREG else { return request.fail(FSError.notPermitted) }  // no devices, fifos or sockets
             mount.answerLater(request) {
                 let (inode, node) = try await mount.fs.makeFile(parent: UInt64(parent), name: name)
                 var entry = mount.entryParam(inode, node)
@@ -207,7 +206,7 @@ enum FuseOperations {
                 fuse_reply_write(request.raw, Int(copied))
             }
         }
-        ops.fallocate = { req, _, _, _, _, _ in fuse_reply_err(req, EOPNOTSUPP) }
+        ops.fallocate = { req, _, _, _, _, _ in Request(raw: req!).fail(FSError.notSupported) }
         ops.statfs = { req, _ in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
@@ -251,7 +250,6 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let name = String(cString: name!)
-            guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
             mount.answerLater(request) {
                 let (inode, node) = try await mount.fs.makeDirectory(parent: UInt64(parent), name: name)
                 var entry = mount.entryParam(inode, node)
@@ -264,18 +262,17 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let (from, to) = (String(cString: name!), String(cString: newName!))
-            guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
-            guard flags & ~renameNoReplace == 0 else { return request.fail(EINVAL) }  // no RENAME_EXCHANGE
+            guard flags & ~renameNoReplace == 0 else { return request.fail(FSError.invalidArgument) }  // no RENAME_EXCHANGE
             mount.answerDone(request) {
                 try await mount.fs.rename(parent: UInt64(parent), name: from, newParent: UInt64(newParent), newName: to,
                                           noReplace: flags & renameNoReplace != 0)
             }
         }
         // Dropbox keeps no extended attributes of ours; user.dropbox.* are read-only.
-        ops.setxattr = { req, _, _, _, _, _ in fuse_reply_err(req, EOPNOTSUPP) }
-        ops.removexattr = { req, _, _ in fuse_reply_err(req, EOPNOTSUPP) }
-        ops.symlink = { req, _, _, _ in fuse_reply_err(req, EPERM) }
-        ops.link = { req, _, _, _ in fuse_reply_err(req, EPERM) }
+        ops.setxattr = { req, _, _, _, _, _ in Request(raw: req!).fail(FSError.notSupported) }
+        ops.removexattr = { req, _, _ in Request(raw: req!).fail(FSError.notSupported) }
+        ops.symlink = { req, _, _, _ in Request(raw: req!).fail(FSError.notPermitted) }
+        ops.link = { req, _, _, _ in Request(raw: req!).fail(FSError.notPermitted) }
         return ops
     }
 }
@@ -285,7 +282,6 @@ extension FuseOperations {
         let mount = FuseMount.from(req)
         let request = Request(raw: req!)
         let name = String(cString: name!)
-        guard !mount.fs.options.readOnly else { return request.fail(EROFS) }
         mount.answerDone(request) {
             try await mount.fs.remove(parent: UInt64(parent), name: name, folder: folder)
         }
@@ -317,7 +313,7 @@ extension FuseMount {
     /// Fills one readdirplus buffer from the directory's snapshot taken at opendir.
     /// Offsets are positions in the snapshot ("." and ".." first).
     func readDirectory(_ request: Request, ino: UInt64, size: Int, offset: Int, handle: UInt64) {
-        guard let children = directories.withLock({ $0.open[handle] }) else { return request.fail(EBADF) }
+        guard let children = directories.withLock({ $0.open[handle] }) else { return request.fail(FSError.badHandle) }
         var buffer = [CChar](repeating: 0, count: size)
         var used = 0
         var position = offset
@@ -365,7 +361,7 @@ extension FuseMount {
 
     func replyXattr(_ request: Request, _ value: [UInt8], size: Int) {
         if size == 0 { fuse_reply_xattr(request.raw, value.count); return }
-        if size < value.count { return request.fail(ERANGE) }
+        if size < value.count { return request.fail(FSError.bufferTooSmall) }
         request.reply(value)
     }
 }

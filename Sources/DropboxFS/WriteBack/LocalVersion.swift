@@ -1,9 +1,10 @@
 import Foundation
+import Synchronization
 
 /// One local version of a file: its bytes (a `StagedFile`) and where it stands on the way to
 /// Dropbox. A path has at most one version being edited; once sealed (at close or fsync) a
 /// version waits in the upload queue, and writing the file again starts a new version from a
-/// copy. Every field but `id` and `file` is guarded by the owning `WriteBack`'s lock.
+/// copy. Every field but `id`, `file` and `path` is guarded by the owning `WriteBack`'s lock.
 final class LocalVersion: @unchecked Sendable {
     enum Phase: Equatable {
         /// Open for writing; not yet in the queue.
@@ -23,8 +24,13 @@ final class LocalVersion: @unchecked Sendable {
     let lineage: Int64
     let file: StagedFile
     /// The Dropbox path: the parent's lower-case path and the file's own name (Dropbox keeps
-    /// folders' casing; the last component is what the user typed).
-    var path: String
+    /// folders' casing; the last component is what the user typed). A rename changes it
+    /// under WriteBack's lock while uploads and logs read it outside: it has a lock of its own.
+    var path: String {
+        get { pathBox.withLock { $0 } }
+        set { pathBox.withLock { $0 = newValue } }
+    }
+    private let pathBox: Mutex<String>
     var modified: timespec
     /// The revision this version replaces (`WriteMode.update`); nil for a new file.
     var baseRev: String?
@@ -57,6 +63,17 @@ final class LocalVersion: @unchecked Sendable {
     /// made from this one later replaces that revision, not this one's base (our own commit
     /// is never a conflict).
     var committedRev: String?
+    /// The Dropbox revisions this version's bytes descend from (its base, and our own commits
+    /// along its chain; the newest few): a descriptor reading one of them reads this file.
+    private(set) var ancestry: [String] = []
+    static let ancestryLimit = 32
+
+    func descends(from rev: String?) {
+        guard let rev, !ancestry.contains(rev) else { return }
+        ancestry.append(rev)
+        if ancestry.count > Self.ancestryLimit { ancestry.removeFirst() }
+    }
+
     /// Cut off from its name by unlink or rename-over while descriptors were open: still
     /// read and written through them, never queued, never uploaded, never shown at a path.
     var detached = false
@@ -68,10 +85,17 @@ final class LocalVersion: @unchecked Sendable {
         self.id = id
         self.lineage = lineage ?? id
         self.file = file
-        self.path = path
+        self.pathBox = Mutex(path)
         self.modified = modified
         self.baseRev = baseRev
         self.baseID = baseID
+        descends(from: baseRev)
+    }
+
+    /// A version made from `source`: the same ancestry, and whatever `source` was committed as.
+    func inherit(from source: LocalVersion) {
+        for rev in source.ancestry { descends(from: rev) }
+        descends(from: source.committedRev)
     }
 
     var pathLower: String { Node.parent(of: path) + "/" + name.lowercased() }

@@ -111,9 +111,13 @@ extension WriteBack {
     func finished(_ version: LocalVersion, as file: FileMetadata) {
         state.withLock { state in
             let onPath = file.pathLower == version.pathLower  // not a conflicted copy
-            if onPath { version.committedRev = file.rev }
+            if onPath {
+                version.committedRev = file.rev
+                version.descends(from: file.rev)
+            }
             for newer in state.versions.values where newer !== version && newer.pathLower == version.pathLower && onPath {
                 newer.baseRev = file.rev
+                newer.descends(from: file.rev)
                 if newer.phase == .queued { try? queue.save(newer.record) }
             }
             try? queue.remove([version.id])

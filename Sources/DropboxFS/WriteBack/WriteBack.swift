@@ -144,6 +144,7 @@ public final class WriteBack: Sendable {
         let file = try StagedFile(path: stagingPath(id), base: nil, truncate: true)
         let version = LocalVersion(id: id, lineage: previous.lineage, file: file, path: previous.path, modified: LocalVersion.now(),
                                    baseRev: previous.revisionForNext, baseID: previous.baseID)
+        version.inherit(from: previous)
         version.detached = previous.detached
         if !version.detached {
             state.versions[id] = version
@@ -226,6 +227,7 @@ public final class WriteBack: Sendable {
                 guard newest === source else { return false }
                 let version = LocalVersion(id: id, lineage: source.lineage, file: file, path: source.path, modified: source.modified,
                                            baseRev: source.revisionForNext, baseID: source.baseID)
+                version.inherit(from: source)
                 version.detached = source.detached
                 version.writers = 1
                 if version.detached {
@@ -495,6 +497,7 @@ public final class WriteBack: Sendable {
                     case .moved(let old, let new):
                         if version.baseRev == old { version.baseRev = new }
                         if version.committedRev != nil && version.committedRev == old { version.committedRev = new }
+                        if let old, version.ancestry.contains(old) { version.descends(from: new) }
                     }
                 } else {
                     version.path = to + version.path.dropFirst(from.count)
@@ -529,6 +532,18 @@ public final class WriteBack: Sendable {
             guard let own = state.handles[handle] else { return nil }
             if own.detached { return own }
             return state.current[own.pathLower] ?? own
+        }
+    }
+
+    /// A descriptor opened on Dropbox revision `rev` of a file that now has a local version
+    /// descending from that revision (written through another descriptor since): from now on
+    /// it reads the local bytes, as every descriptor of one file sees the others' writes. A
+    /// descriptor on a revision since replaced on Dropbox keeps reading that revision.
+    public func adopt(handle: UInt64, pathLower: String, revision rev: String) -> Bool {
+        state.withLock { state in
+            guard let current = state.current[pathLower], current.ancestry.contains(rev) else { return false }
+            state.handles[handle] = current
+            return true
         }
     }
 

@@ -48,6 +48,15 @@ struct DifferentialRegressions {
             .write(slot: 3, offset: 7350, length: 1699, fill: 137),
             .write(slot: 1, offset: 0, length: 1145, fill: 244),
         ]),
+        // Random seed 7147799350810443445: a reader opened on the uploaded revision did not
+        // see bytes written afterwards through another descriptor of the same file.
+        ("a reader of the uploaded revision sees later writes through another descriptor", [
+            .open(path: 2, mode: Operation.OpenMode.all[4]),  // c, WRONLY|CREAT|TRUNC
+            .fsync(slot: 2),
+            .open(path: 2, mode: Operation.OpenMode.all[0]),  // c, RDONLY
+            .write(slot: 2, offset: 8050, length: 978, fill: 161),
+            .read(slot: 3, offset: 6368, length: 3572),
+        ]),
     ]
 
     @Test func eachKeptSequenceMatchesLocalDisk() async throws {
