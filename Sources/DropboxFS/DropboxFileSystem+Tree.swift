@@ -45,7 +45,7 @@ extension DropboxFileSystem {
             try writeBack.discard(node.pathLower)
             if try store.node(node.pathLower) != nil { try await delete(node.pathLower) }
         }
-        inodes.detach(node.pathLower)
+        inodes.detach(node.pathLower, folder: node.isFolder)
         try await watcher.catchUp()
     }
 
@@ -88,7 +88,7 @@ extension DropboxFileSystem {
                 // The file exists only here: it is renamed here, and its upload goes to the
                 // new name, replacing what Dropbox holds there.
                 try writeBack.move(from: source.pathLower, to: targetLower, toName: newName, rebase: .target(remoteTarget?.rev))
-                if target != nil { inodes.detach(targetLower) }
+                if let target { inodes.detach(targetLower, folder: target.isFolder) }
                 inodes.rename(from: source.pathLower, to: targetLower)
                 return
             }
@@ -96,7 +96,7 @@ extension DropboxFileSystem {
             try await watcher.catchUp()
             try writeBack.move(from: source.pathLower, to: moved.pathLower, toName: moved.name,
                                rebase: moved.isFolder ? .none : .moved(from: remoteSource?.rev, to: moved.rev))
-            if target != nil { inodes.detach(targetLower) }
+            if let target { inodes.detach(targetLower, folder: target.isFolder) }
             inodes.rename(from: source.pathLower, to: moved.pathLower)
         }
     }

@@ -56,10 +56,15 @@ public final class InodeTable: Sendable {
     /// A path's file went away (unlink, rename-over, a remote delete) while the kernel may
     /// still hold its inode through open descriptors: the inode keeps its number but no
     /// longer has a path, and a new file at that name gets a new inode. Returns the inode.
+    /// Everything below a detached folder is detached with it (a scan: files need none).
     @discardableResult
-    public func detach(_ pathLower: String) -> UInt64? {
+    public func detach(_ pathLower: String, folder: Bool = false) -> UInt64? {
         guard !pathLower.isEmpty else { return nil }
         return state.withLock { state in
+            let below = folder ? state.byPath.keys.filter { $0.hasPrefix(pathLower + "/") } : []
+            for path in below {
+                if let ino = state.byPath.removeValue(forKey: path) { state.byInode[ino]?.path = Self.detachedPath }
+            }
             guard let ino = state.byPath.removeValue(forKey: pathLower) else { return nil }
             state.byInode[ino]?.path = Self.detachedPath
             return ino

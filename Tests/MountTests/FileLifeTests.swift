@@ -150,6 +150,32 @@ struct FileLifeTests {
         }
     }
 
+    /// A file another client deletes while it is open here: the descriptor keeps reading and
+    /// stat-ing it, and a file made here at that name afterwards is another inode.
+    @Test func descriptorsOutliveADeleteMadeElsewhere() async throws {
+        try await MountFixture.with { m in
+            let path = m.mountpoint + "/README.txt"
+            let (fd, inode) = try await offPool {
+                let fd = try Sys.open(path, O_RDONLY).value("open")
+                return (fd, try Sys.fstat(fd).value("fstat").inode)
+            }
+            let content = try await offPool { try Sys.pread(fd, count: 1 << 16, at: 0).value("read") }
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/README.txt"))
+            try await eventually("the delete to show") { try await offPool { Sys.stat(path) } == .failure(Sys.Errno(code: ENOENT)) }
+            let after: (size: Int64, read: [UInt8], newInode: UInt64) = try await offPool {
+                defer { _ = Sys.close(fd) }
+                let size = try Sys.fstat(fd).value("fstat after the delete").size
+                let read = try Sys.pread(fd, count: 1 << 16, at: 0).value("read after the delete")
+                let other = try Sys.open(path, O_RDWR | O_CREAT | O_EXCL).value("create at the name")
+                defer { _ = Sys.close(other) }
+                return (size, read, try Sys.fstat(other).value("fstat new").inode)
+            }
+            #expect(after.size == Int64(content.count))
+            #expect(after.read == content)
+            #expect(after.newInode != inode)
+        }
+    }
+
     /// Writes and truncations advance mtime; a time set with utimens stays, also after the
     /// upload, a dropped kernel cache and a remount.
     @Test func modificationTimesFollowWritesAndStayWhereTheUserSetThem() async throws {
@@ -271,6 +297,20 @@ struct FileLifeTests {
             #expect(ContentHasher.hash(reads.second) == ContentHasher.hash(new))
             #expect(ContentHasher.hash(reads.first) == ContentHasher.hash(old))
             #expect(ContentHasher.hash(reads.secondAgain) == ContentHasher.hash(new))
+        }
+    }
+
+    /// A path 40 folders deep (about 2 KB) is made, written, read back and uploaded, with a
+    /// bounded number of API requests per level (counted by the emulator, not timed).
+    @Test func aPathFortyFoldersDeep() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let relative = (0..<40).map { "level\(String(format: "%02d", $0))-" + String(repeating: "x", count: 40) }.joined(separator: "/")
+            let before = try await m.routeStats().values.reduce(0) { $0 + ($1["requests"] ?? 0) }
+            let made = try await m.sh("mkdir -p \"$M/\(relative)\" && echo deep > \"$M/\(relative)/file.txt\" && sync \"$M/\(relative)/file.txt\" && cat \"$M/\(relative)/file.txt\"")
+            #expect(made.status == 0 && made.stdout == "deep\n", "\(made.stderr)")
+            let requests = try await m.routeStats().values.reduce(0) { $0 + ($1["requests"] ?? 0) } - before
+            #expect(requests <= 40 * 4 + 10, "\(requests) requests for 40 folders and one file")
+            #expect(try await m.client.metadataIfExists("/" + relative + "/file.txt")?.fileMetadata?.size == 5)
         }
     }
 

@@ -109,41 +109,59 @@ public final class FuseMount: @unchecked Sendable {
     // MARK: Invalidation (change watcher only)
 
     /// Queues invalidations for changes made elsewhere (the change watcher leaves out the
-    /// mount's own). The session is valid while `notifying` holds: teardown clears it, then
-    /// waits for this queue, and only then frees the session.
+    /// mount's own). What to tell the kernel is decided now, in the watcher's order (a path
+    /// deleted or replaced by another kind of entry gives up its inode here, so open
+    /// descriptors keep the old file and a new entry there gets a new inode); the kernel is
+    /// told later, from the notifier's queue. The session is valid while `notifying` holds:
+    /// teardown clears it, then waits for the queue, and only then frees the session.
     public func invalidate(_ changes: [StoreChange], everything: Bool) {
         guard let session = lock.withLock({ self.session }).map(SessionPointer.init) else { return }
+        let plan = everything ? [Invalidation.inode(InodeTable.root, pages: true)] : planInvalidations(changes)
+        guard !plan.isEmpty else { return }
         invalidations.async { [self] in
             guard notifying.load(ordering: .sequentiallyConsistent) else { return }
-            sendInvalidations(session.raw, changes, everything: everything)
+            for invalidation in plan { send(invalidation, to: session.raw) }
         }
     }
 
     private struct SessionPointer: @unchecked Sendable { let raw: OpaquePointer }
 
-    private func sendInvalidations(_ session: OpaquePointer, _ changes: [StoreChange], everything: Bool) {
-        if everything {
-            _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(InodeTable.root), 0, 0)
-            return
-        }
+    private enum Invalidation {
+        case entry(parent: UInt64, name: String)
+        /// Attributes always; cached pages too when `pages`.
+        case inode(UInt64, pages: Bool)
+    }
+
+    private func planInvalidations(_ changes: [StoreChange]) -> [Invalidation] {
+        var plan: [Invalidation] = []
         for change in changes {
             let parent = change.pathLower.isEmpty ? nil : fs.inodes.existing(Node.parent(of: change.pathLower))
             if let parent, change.old == nil || change.new == nil || change.old?.name != change.new?.name {
-                for name in Set([change.old?.name, change.new?.name].compactMap { $0 }) {
-                    _ = name.withCString { fuse_lowlevel_notify_inval_entry(session, fuse_ino_t(parent), $0, strlen($0)) }
-                }
+                for name in Set([change.old?.name, change.new?.name].compactMap { $0 }) { plan.append(.entry(parent: parent, name: name)) }
             }
-            if let inode = fs.inodes.existing(change.pathLower) {
-                // Pages stay when the content did not change, or when they hold the new
-                // content already (a file this mount wrote and uploaded): attributes only.
-                let hash = change.new?.contentHash
-                if let hash, hash == change.old?.contentHash || fs.pages.holds(inode, contentHash: hash) {
-                    _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(inode), -1, 0)
-                } else {
-                    fs.pages.forget(inode)
-                    _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(inode), 0, 0)
-                }
+            guard let inode = fs.inodes.existing(change.pathLower) else { continue }
+            // Pages stay when the content did not change, or when they hold the new content
+            // already (a file this mount wrote and uploaded): attributes only.
+            let hash = change.new?.contentHash
+            if let hash, hash == change.old?.contentHash || fs.pages.holds(inode, contentHash: hash) {
+                plan.append(.inode(inode, pages: false))
+            } else {
+                fs.pages.forget(inode)
+                plan.append(.inode(inode, pages: true))
             }
+            if change.new == nil || change.new?.isFolder != change.old?.isFolder {
+                fs.inodes.detach(change.pathLower, folder: change.old?.isFolder ?? false)
+            }
+        }
+        return plan
+    }
+
+    private func send(_ invalidation: Invalidation, to session: OpaquePointer) {
+        switch invalidation {
+        case .entry(let parent, let name):
+            _ = name.withCString { fuse_lowlevel_notify_inval_entry(session, fuse_ino_t(parent), $0, strlen($0)) }
+        case .inode(let inode, let pages):
+            _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(inode), pages ? 0 : -1, 0)
         }
     }
 
