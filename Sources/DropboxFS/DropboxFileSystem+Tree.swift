@@ -42,11 +42,18 @@ extension DropboxFileSystem {
             throw FSError.isDirectory
         }
         try await writeBack.holding([node.pathLower]) {
+            adoptRemoteHandles(at: node.pathLower)
             try writeBack.discard(node.pathLower)
-            if try store.node(node.pathLower) != nil { try await delete(node.pathLower) }
+            if let remote = try store.node(node.pathLower) { try await delete(node.pathLower, unlessChangedSince: remote.isFolder ? nil : remote.rev) }
         }
         inodes.detach(node.pathLower, folder: node.isFolder)
-        try await watcher.catchUp()
+        do {
+            try await watcher.catchUp()
+        } catch {
+            // The delete happened: the store takes it as it is (a later catch-up replays it
+            // in order), so the name never shows again after a successful unlink.
+            _ = try? store.apply([.deleted(DeletedMetadata(name: node.name, pathLower: node.pathLower, pathDisplay: nil))])
+        }
     }
 
     /// rename, POSIX style: an existing target is replaced (a file by a file, an empty folder
@@ -77,6 +84,7 @@ extension DropboxFileSystem {
             return  // the same name: nothing to do
         }
         try await writeBack.holding([source.pathLower, targetLower]) {
+            if target != nil { adoptRemoteHandles(at: targetLower) }
             let remoteSource = try store.node(source.pathLower)
             let remoteTarget = try store.node(targetLower).flatMap { $0.pathLower == source.pathLower ? nil : $0 }
             if let remoteTarget {
@@ -127,11 +135,20 @@ extension DropboxFileSystem {
         return node
     }
 
-    /// delete_v2, settled by looking when its outcome is unknown: gone means done.
-    func delete(_ pathLower: String) async throws {
-        _ = try await client.settle(check: { try await self.client.metadataIfExists(pathLower) == nil ? true : nil }) {
-            _ = try await self.client.rpc(Routes.delete, DeleteArgument(path: pathLower))
-            return true
+    /// delete_v2, settled by looking when its outcome is unknown: gone means done. With
+    /// `rev` (unlink of a file), Dropbox deletes only that revision: a file changed elsewhere
+    /// since this mount saw it is kept, and comes back through the change feed (an unlink here
+    /// never deletes an edit made elsewhere).
+    func delete(_ pathLower: String, unlessChangedSince rev: String? = nil) async throws {
+        do {
+            _ = try await client.settle(check: { try await self.client.metadataIfExists(pathLower) == nil ? true : nil }) {
+                _ = try await self.client.rpc(Routes.delete, DeleteArgument(path: pathLower, parentRev: rev))
+                return true
+            }
+        } catch let error as CallError<DeleteError> {
+            guard case .route(.pathWrite(.conflict), _, _, _) = error, rev != nil else { throw error }
+            FuseLog.error("unlink: \(pathLower) changed on Dropbox since this mount saw it; that version is kept")
+            return
         }
         watcher.expectOwn(pathLower, .absent)
     }

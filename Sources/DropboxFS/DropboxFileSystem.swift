@@ -31,6 +31,8 @@ public final class DropboxFileSystem: Sendable {
     public let options: Options
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
     let handles = Mutex<(next: UInt64, open: [UInt64: OpenFile])>((1, [:]))
+    /// Folders open through opendir, with how many times: their node outlives their name.
+    private let openFolders = Mutex<[UInt64: (node: Node, count: Int)]>([:])
     let pages: KernelPages
     /// Folders have no modification time on Dropbox: they show the time of the mount.
     private let mountedAt = Int(Date().timeIntervalSince1970)
@@ -66,8 +68,24 @@ public final class DropboxFileSystem: Sendable {
         throw FSError.notFound
     }
 
-    /// The file an open descriptor of `inode` has, if one is open.
+    /// opendir: the folder's children; its node stays known while it is open.
+    public func openDirectory(_ inode: UInt64) async throws -> [Node] {
+        let children = try await children(of: inode)
+        let folder = try node(inode)
+        openFolders.withLock { $0[inode] = (folder, ($0[inode]?.count ?? 0) + 1) }
+        return children
+    }
+
+    public func releaseDirectory(_ inode: UInt64) {
+        openFolders.withLock { folders in
+            guard let entry = folders[inode] else { return }
+            folders[inode] = entry.count > 1 ? (entry.node, entry.count - 1) : nil
+        }
+    }
+
+    /// The file (or folder) an open descriptor of `inode` has, if one is open.
     func openNode(_ inode: UInt64) -> Node? {
+        if let folder = openFolders.withLock({ $0[inode]?.node }) { return folder }
         let open = handles.withLock { state in state.open.first { $0.value.inode == inode } }
         guard let (handle, file) = open else { return nil }
         if file.local, let node = writeBack.node(handle: handle) { return node }
@@ -257,9 +275,18 @@ public final class DropboxFileSystem: Sendable {
         return try await reader.read(file.node, offset: offset, size: size, stream: file.stream)
     }
 
+    /// Before a path's file is detached (unlink, rename over it): descriptors that read its
+    /// Dropbox revision but follow local writes to it take the local version now, while the
+    /// path still leads to it.
+    func adoptRemoteHandles(at pathLower: String) {
+        guard let inode = inodes.existing(pathLower) else { return }
+        let remote = handles.withLock { state in state.open.filter { $0.value.inode == inode && !$0.value.local } }
+        for (handle, file) in remote { _ = servedLocally(handle, file) }
+    }
+
     /// Whether a handle reads local bytes: it was opened on a local version, or on a Dropbox
     /// revision that a local version written since descends from (`WriteBack.adopt`).
-    private func servedLocally(_ handle: UInt64, _ file: OpenFile) -> Bool {
+    func servedLocally(_ handle: UInt64, _ file: OpenFile) -> Bool {
         if file.local { return true }
         guard let rev = file.node.rev, let path = inodes.path(of: file.inode),
               writeBack.adopt(handle: handle, pathLower: path, revision: rev) else { return false }

@@ -176,6 +176,25 @@ struct FileLifeTests {
         }
     }
 
+    /// An unlink here never deletes an edit made elsewhere that this mount had not seen yet:
+    /// Dropbox keeps that version, and it shows again once the change arrives.
+    @Test func anUnlinkKeepsAnEditMadeElsewhereMeanwhile() async throws {
+        try await MountFixture.with { m in
+            #expect(try await m.sh("cat \"$M/README.txt\" > /dev/null").status == 0)
+            // The change feed stalls, so the mount still holds the revision it saw.
+            try await m.emulator.setFaults(["500:p=1,routes=files/list_folder/continue+files/list_folder/longpoll"])
+            let file = m.root.appendingPathComponent("edit.txt").path
+            try Data("edited elsewhere\n".utf8).write(to: URL(fileURLWithPath: file))
+            _ = try await m.client.uploadFile(file, to: CommitInfo(path: "/README.txt", mode: .overwrite))
+            #expect(try await m.sh("rm \"$M/README.txt\"").status == 0)
+            #expect(try await offPool { Sys.stat(m.mountpoint + "/README.txt") } == .failure(Sys.Errno(code: ENOENT)))
+            try await m.emulator.setFaults([])
+            #expect(try await m.client.metadataIfExists("/README.txt")?.fileMetadata?.size == 17)
+            try await eventually("the kept version to show", timeout: 120) {  // after the watcher's backoff
+                try await m.sh("cat \"$M/README.txt\"").stdout == "edited elsewhere\n" }
+        }
+    }
+
     /// Writes and truncations advance mtime; a time set with utimens stays, also after the
     /// upload, a dropped kernel cache and a remount.
     @Test func modificationTimesFollowWritesAndStayWhereTheUserSetThem() async throws {

@@ -102,7 +102,7 @@ extension DropboxClient {
             let (session, hash) = try await sendConcurrentSession(fd: fd, size: size, tuning: tuning, progress: nil)
             return (session, size, hash)
         }
-        let hash = ContentHasher.combine(try FileIO.blockDigests(fd, offset: 0, length: size))
+        let hash = ContentHasher.combine(try await FileIO.blockDigestsOffPool(fd, offset: 0, length: size))
         let start = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(close: true, contentHash: hash),
                                      body: .file(descriptor: fd, offset: 0, length: size))
         return (start.sessionId, size, hash)

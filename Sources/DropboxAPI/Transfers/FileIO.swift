@@ -20,6 +20,18 @@ enum FileIO {
         return hasher.finishBlockDigests()
     }
 
+    /// `blockDigests` from async code: past 1 MiB the hashing runs on a thread of its own, not
+    /// on Swift's cooperative threads (two on a 2-core machine), which answer every FUSE
+    /// request of the mount that may be waiting meanwhile.
+    static func blockDigestsOffPool(_ fd: Int32, offset: Int64, length: Int64) async throws -> [UInt8] {
+        if length <= 1 << 20 { return try blockDigests(fd, offset: offset, length: length) }
+        return try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread { continuation.resume(with: Result { try blockDigests(fd, offset: offset, length: length) }) }
+            thread.name = "dropboxfs-hash"
+            thread.start()
+        }
+    }
+
     /// Feeds `length` bytes of `fd` from `offset` to `hasher`.
     static func feed(_ fd: Int32, offset: Int64 = 0, length: Int64, into hasher: ContentHasher) throws {
         var buffer = [UInt8](repeating: 0, count: 1 << 20)

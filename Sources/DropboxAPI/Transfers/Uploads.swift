@@ -24,7 +24,7 @@ extension DropboxClient {
         let (fd, size) = try FileIO.openForReading(localPath)
         defer { close(fd) }
         if size <= tuning.singleRequestLimit {
-            let hash = ContentHasher.combine(try FileIO.blockDigests(fd, offset: 0, length: size))
+            let hash = ContentHasher.combine(try await FileIO.blockDigestsOffPool(fd, offset: 0, length: size))
             let route = commit.autorename ? Routes.uploadAutorenaming : Routes.upload
             let file = try await upload(route, UploadArgument(commit, contentHash: hash), body: .file(descriptor: fd, offset: 0, length: size),
                                         progress: { sent in progress?(sent, size) })
@@ -69,7 +69,11 @@ extension DropboxClient {
                 running += 1
                 group.addTask {
                     if alreadySent.contains(offset) {
-                        chunks.record(offset, digests: try resume?.digests[offset] ?? FileIO.blockDigests(fd, offset: offset, length: length))
+                        if let known = resume?.digests[offset] {
+                            chunks.record(offset, digests: known)
+                        } else {
+                            chunks.record(offset, digests: try await FileIO.blockDigestsOffPool(fd, offset: offset, length: length))
+                        }
                         progress?(chunks.sent(offset, length), size)
                         return
                     }
@@ -104,7 +108,7 @@ extension DropboxClient {
                                       progress: (@Sendable (Int64) -> Void)? = nil, background: Bool = false) async throws -> [UInt8] {
         let blockDigests = background
             ? try await LowPriority.run { try FileIO.blockDigests(fd, offset: offset, length: length) }
-            : try FileIO.blockDigests(fd, offset: offset, length: length)
+            : try await FileIO.blockDigestsOffPool(fd, offset: offset, length: length)
         let argument = UploadSessionAppendArgument(cursor: UploadSessionCursor(sessionId: session, offset: offset),
                                                    close: close, contentHash: ContentHasher.combine(blockDigests))
         do {

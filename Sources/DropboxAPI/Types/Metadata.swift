@@ -78,6 +78,12 @@ public struct DeletedMetadata: Decodable, Sendable, Equatable {
     public var name: String
     public var pathLower: String?
     public var pathDisplay: String?
+
+    public init(name: String, pathLower: String?, pathDisplay: String?) {
+        self.name = name
+        self.pathLower = pathLower
+        self.pathDisplay = pathDisplay
+    }
 }
 
 /// Dropbox's timestamp format, `2015-05-12T15:50:38Z`.

@@ -60,7 +60,7 @@ enum FuseOperations {
             let request = Request(raw: req!)
             let info = FileInfo(fi!.pointee)
             mount.answerLater(request) {
-                let children = try await mount.fs.children(of: UInt64(ino))
+                let children = try await mount.fs.openDirectory(UInt64(ino))
                 var copy = info.value
                 copy.fh = mount.directories.withLock { state in
                     let id = state.next
@@ -74,9 +74,10 @@ enum FuseOperations {
         ops.readdirplus = { req, ino, size, offset, fi in
             FuseMount.from(req).readDirectory(Request(raw: req!), ino: UInt64(ino), size: size, offset: Int(offset), handle: fi!.pointee.fh)
         }
-        ops.releasedir = { req, _, fi in
+        ops.releasedir = { req, ino, fi in
             let mount = FuseMount.from(req)
             _ = mount.directories.withLock { $0.open.removeValue(forKey: fi!.pointee.fh) }
+            mount.fs.releaseDirectory(UInt64(ino))
             fuse_reply_err(req, 0)
         }
         ops.open = { req, ino, fi in

@@ -541,8 +541,11 @@ public final class WriteBack: Sendable {
     /// descriptor on a revision since replaced on Dropbox keeps reading that revision.
     public func adopt(handle: UInt64, pathLower: String, revision rev: String) -> Bool {
         state.withLock { state in
-            guard let current = state.current[pathLower], current.ancestry.contains(rev) else { return false }
-            state.handles[handle] = current
+            // The path's newest version, or (once uploaded) the newest one a descriptor holds.
+            let candidates = [state.current[pathLower]].compactMap { $0 }
+                + state.handles.values.filter { !$0.detached && $0.pathLower == pathLower }
+            guard let newest = candidates.filter({ $0.ancestry.contains(rev) }).max(by: { $0.id < $1.id }) else { return false }
+            state.handles[handle] = newest
             return true
         }
     }

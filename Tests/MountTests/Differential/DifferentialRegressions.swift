@@ -57,6 +57,22 @@ struct DifferentialRegressions {
             .write(slot: 2, offset: 8050, length: 978, fill: 161),
             .read(slot: 3, offset: 6368, length: 3572),
         ]),
+        // Random seed 10085368776055210291: fstat of an open folder after rmdir was ENOENT.
+        ("an open folder outlives its name", [
+            .mkdir(path: 1), .open(path: 1, mode: Operation.OpenMode.all[0]), .rmdir(path: 1), .fstat(slot: 0),
+        ]),
+        // Random seed 14938685451778521259: a reader of the uploaded revision, then unlink,
+        // then writes through the other descriptor: the reader kept the old snapshot.
+        ("a reader follows writes to its file after unlink", [
+            .open(path: 6, mode: Operation.OpenMode.all[5]),  // e, RDWR|CREAT|TRUNC
+            .open(path: 0, mode: Operation.OpenMode.all[5]),  // a, RDWR|CREAT|TRUNC
+            .settle,
+            .open(path: 0, mode: Operation.OpenMode.all[0]),  // a, RDONLY
+            .close(slot: 0),
+            .unlink(path: 0),
+            .write(slot: 0, offset: 4_196_802, length: 4773, fill: 27),
+            .read(slot: 2, offset: 4_193_263, length: 155_250),
+        ]),
     ]
 
     @Test func eachKeptSequenceMatchesLocalDisk() async throws {
