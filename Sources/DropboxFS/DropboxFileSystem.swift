@@ -242,8 +242,8 @@ public final class DropboxFileSystem: Sendable {
 
     /// A read that can be answered straight from a cached block's file (see `Reader.cachedSpan`).
     public func cachedSpan(handle: UInt64, offset: Int64, size: Int) -> (file: String, offset: Int64, length: Int)? {
-        guard let file = handles.withLock({ $0.open[handle] }) else { return nil }
-        if servedLocally(handle, file) { return writeBack.localSpan(handle: handle, offset: offset, size: size) }
+        guard let file = following(handle) else { return nil }
+        if file.local { return writeBack.localSpan(handle: handle, offset: offset, size: size) }
         return reader.cachedSpan(file.node, offset: offset, size: size, stream: file.stream)
     }
 
@@ -256,8 +256,8 @@ public final class DropboxFileSystem: Sendable {
 
     /// Fetches what a read needs into the cache, then answers from it.
     public func answerRead(handle: UInt64, offset: Int64, size: Int) async throws -> ReadAnswer {
-        guard let file = handles.withLock({ $0.open[handle] }) else { throw FSError.io("unknown file handle") }
-        if servedLocally(handle, file) { return .bytes(try await writeBack.read(handle: handle, offset: offset, size: size)) }
+        guard let file = following(handle) else { throw FSError.io("unknown file handle") }
+        if file.local { return .bytes(try await writeBack.read(handle: handle, offset: offset, size: size)) }
         do {
             try await reader.ensureCached(file.node, offset: offset, size: size, stream: file.stream)
         } catch is CacheUnavailable {
@@ -270,8 +270,8 @@ public final class DropboxFileSystem: Sendable {
     }
 
     public func read(handle: UInt64, offset: Int64, size: Int) async throws -> [UInt8] {
-        guard let file = handles.withLock({ $0.open[handle] }) else { throw FSError.io("unknown file handle") }
-        if servedLocally(handle, file) { return try await writeBack.read(handle: handle, offset: offset, size: size) }
+        guard let file = following(handle) else { throw FSError.io("unknown file handle") }
+        if file.local { return try await writeBack.read(handle: handle, offset: offset, size: size) }
         return try await reader.read(file.node, offset: offset, size: size, stream: file.stream)
     }
 
@@ -281,17 +281,29 @@ public final class DropboxFileSystem: Sendable {
     func adoptRemoteHandles(at pathLower: String) {
         guard let inode = inodes.existing(pathLower) else { return }
         let remote = handles.withLock { state in state.open.filter { $0.value.inode == inode && !$0.value.local } }
-        for (handle, file) in remote { _ = servedLocally(handle, file) }
+        for (handle, _) in remote { _ = following(handle) }
     }
 
-    /// Whether a handle reads local bytes: it was opened on a local version, or on a Dropbox
-    /// revision that a local version written since descends from (`WriteBack.adopt`).
-    func servedLocally(_ handle: UInt64, _ file: OpenFile) -> Bool {
-        if file.local { return true }
-        guard let rev = file.node.rev, let path = inodes.path(of: file.inode),
-              writeBack.adopt(handle: handle, pathLower: path, revision: rev) else { return false }
-        handles.withLock { $0.open[handle]?.local = true }
-        return true
+    /// An open file as its next read must see it. A handle opened on Dropbox revision R of a
+    /// file this mount has written since (through other descriptors) follows those writes:
+    /// it reads the local version descending from R (`WriteBack.adopt`), or, once that is
+    /// uploaded and closed, the revision our own commits made from R. A handle on a revision
+    /// replaced by another client keeps reading it.
+    func following(_ handle: UInt64) -> OpenFile? {
+        guard let file = handles.withLock({ $0.open[handle] }) else { return nil }
+        guard !file.local, let rev = file.node.rev, let path = inodes.path(of: file.inode) else { return file }
+        if writeBack.adopt(handle: handle, pathLower: path, revision: rev) {
+            return handles.withLock { state in
+                state.open[handle]?.local = true
+                return state.open[handle]
+            }
+        }
+        guard let latest = try? store.node(path), let latestRev = latest.rev, latestRev != rev,
+              writeBack.isOwnCommit(latestRev, madeFrom: rev) else { return file }
+        return handles.withLock { state in
+            state.open[handle]?.node = latest
+            return state.open[handle]
+        }
     }
 
     /// The last descriptor of a handle closed: a written file not yet sealed is sealed now.

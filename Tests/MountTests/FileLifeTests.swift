@@ -195,6 +195,42 @@ struct FileLifeTests {
         }
     }
 
+    /// The upload queue cannot be written at close (a full or failing cache disk, made here
+    /// with an immutable WAL file): close reports it, no edit is lost, nothing hangs (a second
+    /// writer goes on), and once the disk recovers the file is sealed and uploaded.
+    @Test func aQueueThatCannotBeWrittenLosesNoEditAndHangsNothing() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("echo ready > \"$M/warm.txt\" && sync \"$M/warm.txt\"").status == 0)
+            let found = FileManager.default.enumerator(atPath: m.cacheDirectory)?.compactMap { $0 as? String }
+                .first { $0.hasSuffix("uploads.sqlite-wal") }
+            let wal = m.cacheDirectory + "/" + (try #require(found))
+            #expect(try await m.sh("chattr +i '\(wal)'").status == 0)
+            let outcome = try await m.python("""
+                import os
+                path = os.environ['M'] + '/edited.txt'
+                one = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                two = os.open(path, os.O_RDWR)
+                os.write(one, b'one')
+                try:
+                    os.close(one); print('first close ok')
+                except OSError as e:
+                    print('first close failed')
+                os.pwrite(two, b'two', 3)
+                try:
+                    os.close(two); print('second close ok')
+                except OSError as e:
+                    print('second close failed')
+                print(open(path, 'rb').read().decode())
+                """)
+            _ = try await m.sh("chattr -i '\(wal)'")
+            #expect(outcome.status == 0, "\(outcome.stderr)")
+            #expect(outcome.stdout.contains("first close failed"), "\(outcome.stdout)")
+            #expect(outcome.stdout.hasSuffix("onetwo\n"), "\(outcome.stdout)")
+            try await m.unmount()
+            #expect(try await m.client.metadataIfExists("/edited.txt")?.fileMetadata?.size == 6, "\(m.log.suffix(1500))")
+        }
+    }
+
     /// Writes and truncations advance mtime; a time set with utimens stays, also after the
     /// upload, a dropped kernel cache and a remount.
     @Test func modificationTimesFollowWritesAndStayWhereTheUserSetThem() async throws {

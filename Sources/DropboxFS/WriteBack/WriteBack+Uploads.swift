@@ -114,6 +114,7 @@ extension WriteBack {
             if onPath {
                 version.committedRev = file.rev
                 version.descends(from: file.rev)
+                recordOwnCommitLocked(&state, file.rev, ancestry: version.ancestry)
             }
             for newer in state.versions.values where newer !== version && newer.pathLower == version.pathLower && onPath {
                 newer.baseRev = file.rev

@@ -7,14 +7,23 @@ import Synchronization
 /// and returns; the `Uploader` sends it to Dropbox. Until then the local version is what the
 /// mount shows for that path (read-your-writes), over whatever the metadata store holds.
 ///
-/// Ordering: a path's versions are uploaded oldest first, one at a time; a version still
-/// waiting when a newer one is sealed is dropped (the newer one carries its bytes). Renames
-/// and deletes of files with pending versions first wait for uploads under way there
-/// (`holding`), then re-address or drop the waiting versions, so no upload lands on a name
-/// the user has since moved away from.
+/// A file's life (doc/SEMANTICS.md, "A file's life"):
+/// - A path's versions form a chain: at most one being edited (shared by every writer), then
+///   sealed ones waiting, the one uploading; the path shows the newest (`current`), and when
+///   one is dropped the newest left, else the store. An open that writes nothing makes nothing:
+///   a writer shares a sealed version until its first change copies the path's newest bytes.
+/// - Every descriptor of a file is on its newest version: when a newer one appears (copy,
+///   truncating open, seal, upload) the others move to it (`catchUpHandlesLocked`).
+/// - An upload that commits revision R rebases every newer version onto R, and versions made
+///   later from the uploaded one replace R too (`committedRev`): our own commit is never a
+///   conflict.
+/// - Uploads of a path go oldest first, one at a time; a version still waiting when a newer
+///   one is sealed is dropped (the newer one carries its bytes). Renames and deletes wait for
+///   uploads under way there (`WriteBack+Renames`).
 ///
-/// Lock: `state` guards every version's mutable fields and the maps below; it is never held
-/// across I/O except quick SQLite writes to the queue.
+/// Lock: `state` guards every version's mutable fields (but `path`, which has its own) and
+/// the maps below; it is never held across I/O except quick SQLite writes to the queue (a
+/// copy of a file to edit is made outside it).
 public final class WriteBack: Sendable {
     let queue: UploadQueue
     let stagingDirectory: String
@@ -40,7 +49,13 @@ public final class WriteBack: Sendable {
         var drainStartedAttempts: [Int64: Int] = [:]
         /// Files uploaded since the mount began.
         var uploaded = 0
+        /// Revisions this mount committed, with the revisions each descends from (the newest
+        /// `ownCommitLimit`): a descriptor on an older revision of the file follows to them.
+        var ownCommits: [String: [String]] = [:]
+        var ownCommitOrder: [String] = []
     }
+
+    static let ownCommitLimit = 10_000
 
     public init(queue: UploadQueue, stagingDirectory: String, reader: Reader) throws {
         self.queue = queue
@@ -419,97 +434,6 @@ public final class WriteBack: Sendable {
         }
     }
 
-    // MARK: Renames and deletes
-
-    /// Runs `body` while nothing at or below `paths` is uploaded, after uploads under way
-    /// there have ended.
-    public func holding<T>(_ paths: [String], _ body: () async throws -> T) async throws -> T {
-        state.withLock { state in for path in paths { state.held[path, default: 0] += 1 } }
-        defer {
-            state.withLock { state in
-                for path in paths {
-                    state.held[path]! -= 1
-                    if state.held[path] == 0 { state.held.removeValue(forKey: path) }
-                }
-            }
-            signal.notify()
-        }
-        while true {
-            let seen = signal.generation
-            let busy = state.withLock { state in
-                state.versions.values.contains { version in version.phase == .uploading && paths.contains { version.isAt(orUnder: $0) } }
-            }
-            if !busy { break }
-            await signal.wait(after: seen)
-        }
-        return try await body()
-    }
-
-    /// Whether a path has a local version (call within `holding`).
-    public func hasVersion(_ pathLower: String) -> Bool { state.withLock { $0.current[pathLower] != nil } }
-
-    /// unlink: drops every version at a path. Descriptors still open on them keep reading and
-    /// writing their bytes (detached: never uploaded) until the last one closes.
-    public func discard(_ pathLower: String) throws {
-        try state.withLock { state in
-            try detachAllLocked(&state, at: pathLower)
-        }
-        signal.notify()
-    }
-
-    /// Every version at a path leaves the queue and the view; those that descriptors hold
-    /// (also ones already uploaded) live on detached.
-    private func detachAllLocked(_ state: inout State, at pathLower: String) throws {
-        let held = state.handles.values.filter { !$0.detached && $0.pathLower == pathLower }
-        if let newest = state.current[pathLower] ?? held.max(by: { $0.id < $1.id }) { catchUpHandlesLocked(&state, to: newest) }
-        let doomed = state.versions.values.filter { $0.pathLower == pathLower }
-        try queue.remove(doomed.map(\.id))
-        for version in doomed + state.handles.values.filter({ $0.pathLower == pathLower }) {
-            version.detached = true
-            if version.phase != .finished { finishLocked(&state, version) }
-        }
-    }
-
-    /// rename: versions at or below `from` go to `to`, also those only open descriptors still
-    /// hold (uploaded already): a later write through them belongs at the new name. Versions
-    /// already at `to` are replaced by the rename (detached, like an unlink).
-    /// `rebase` is what the moved file's versions now replace: `.target(rev)` (a file only
-    /// here replaces whatever is at the new name) or `.moved(from: old, to: new)` (Dropbox
-    /// moved revision `old`, now `new`: only versions based on `old` follow; one based on
-    /// anything else meets a change made elsewhere, and its upload makes a conflicted copy).
-    public enum Rebase: Sendable { case none, target(String?), moved(from: String?, to: String?) }
-
-    public func move(from: String, to: String, toName: String, rebase: Rebase) throws {
-        try state.withLock { state in
-            if from != to { try detachAllLocked(&state, at: to) }
-            var moving: [ObjectIdentifier: LocalVersion] = [:]
-            for version in Array(state.versions.values) + Array(state.handles.values) where !version.detached && version.isAt(orUnder: from) {
-                moving[ObjectIdentifier(version)] = version
-            }
-            for version in moving.values {
-                let wasCurrent = state.current[version.pathLower] === version
-                if wasCurrent { state.current.removeValue(forKey: version.pathLower) }
-                if version.pathLower == from {
-                    version.path = Node.parent(of: to) + "/" + toName
-                    switch rebase {
-                    case .none: break
-                    case .target(let rev): version.baseRev = rev
-                    case .moved(let old, let new):
-                        if version.baseRev == old { version.baseRev = new }
-                        if version.committedRev != nil && version.committedRev == old { version.committedRev = new }
-                        if let old, version.ancestry.contains(old) { version.descends(from: new) }
-                    }
-                } else {
-                    version.path = to + version.path.dropFirst(from.count)
-                }
-                version.settledAt = .now
-                if wasCurrent { state.current[version.pathLower] = version }
-                if version.phase == .queued { try queue.save(version.record) }
-            }
-        }
-        signal.notify()
-    }
-
     // MARK: Reads of local versions
 
     /// For a read a handle serves locally: the staging file's span when every byte is local.
@@ -547,6 +471,18 @@ public final class WriteBack: Sendable {
             guard let newest = candidates.filter({ $0.ancestry.contains(rev) }).max(by: { $0.id < $1.id }) else { return false }
             state.handles[handle] = newest
             return true
+        }
+    }
+
+    /// Whether `rev` is our own commit of bytes descending from revision `older`.
+    public func isOwnCommit(_ rev: String, madeFrom older: String) -> Bool {
+        state.withLock { $0.ownCommits[rev]?.contains(older) ?? false }
+    }
+
+    func recordOwnCommitLocked(_ state: inout State, _ rev: String, ancestry: [String]) {
+        if state.ownCommits.updateValue(ancestry, forKey: rev) == nil { state.ownCommitOrder.append(rev) }
+        if state.ownCommitOrder.count > Self.ownCommitLimit {
+            state.ownCommits.removeValue(forKey: state.ownCommitOrder.removeFirst())
         }
     }
 

@@ -73,6 +73,18 @@ struct DifferentialRegressions {
             .write(slot: 0, offset: 4_196_802, length: 4773, fill: 27),
             .read(slot: 2, offset: 4_193_263, length: 155_250),
         ]),
+        // Random seed 7252249212181308871 (timing-dependent): a reader of revision R1 read
+        // after the file's next version had gone up as R2 and its writers had closed; it
+        // kept R1, since only local versions led from R1 to R2.
+        ("a reader follows our own commits made from its revision", [
+            .open(path: 2, mode: Operation.OpenMode.all[3]),  // c, RDWR|CREAT
+            .fsync(slot: 0),
+            .open(path: 2, mode: Operation.OpenMode.all[0]),  // c, RDONLY
+            .write(slot: 0, offset: 4_194_648, length: 55_340, fill: 118),
+            .settle,
+            .close(slot: 0),
+            .read(slot: 0, offset: 4_195_878, length: 4810),
+        ]),
     ]
 
     @Test func eachKeptSequenceMatchesLocalDisk() async throws {

@@ -1,0 +1,96 @@
+import Foundation
+
+/// Renames and deletes of files with local versions: they wait for uploads under way there
+/// (`holding`), then re-address, rebase or detach the versions, so no upload lands on a name
+/// the user has since moved away from, and descriptors open on a file whose name goes keep
+/// its bytes (detached versions are never uploaded).
+extension WriteBack {
+    /// Runs `body` while nothing at or below `paths` is uploaded, after uploads under way
+    /// there have ended.
+    public func holding<T>(_ paths: [String], _ body: () async throws -> T) async throws -> T {
+        state.withLock { state in for path in paths { state.held[path, default: 0] += 1 } }
+        defer {
+            state.withLock { state in
+                for path in paths {
+                    state.held[path]! -= 1
+                    if state.held[path] == 0 { state.held.removeValue(forKey: path) }
+                }
+            }
+            signal.notify()
+        }
+        while true {
+            let seen = signal.generation
+            let busy = state.withLock { state in
+                state.versions.values.contains { version in version.phase == .uploading && paths.contains { version.isAt(orUnder: $0) } }
+            }
+            if !busy { break }
+            await signal.wait(after: seen)
+        }
+        return try await body()
+    }
+
+    /// Whether a path has a local version (call within `holding`).
+    public func hasVersion(_ pathLower: String) -> Bool { state.withLock { $0.current[pathLower] != nil } }
+
+    /// unlink: drops every version at a path. Descriptors still open on them keep reading and
+    /// writing their bytes (detached: never uploaded) until the last one closes.
+    public func discard(_ pathLower: String) throws {
+        try state.withLock { state in
+            try detachAllLocked(&state, at: pathLower)
+        }
+        signal.notify()
+    }
+
+    /// Every version at a path leaves the queue and the view; those that descriptors hold
+    /// (also ones already uploaded) live on detached.
+    func detachAllLocked(_ state: inout State, at pathLower: String) throws {
+        let held = state.handles.values.filter { !$0.detached && $0.pathLower == pathLower }
+        if let newest = state.current[pathLower] ?? held.max(by: { $0.id < $1.id }) { catchUpHandlesLocked(&state, to: newest) }
+        let doomed = state.versions.values.filter { $0.pathLower == pathLower }
+        try queue.remove(doomed.map(\.id))
+        for version in doomed + state.handles.values.filter({ $0.pathLower == pathLower }) {
+            version.detached = true
+            if version.phase != .finished { finishLocked(&state, version) }
+        }
+    }
+
+    /// rename: versions at or below `from` go to `to`, also those only open descriptors still
+    /// hold (uploaded already): a later write through them belongs at the new name. Versions
+    /// already at `to` are replaced by the rename (detached, like an unlink).
+    /// `rebase` is what the moved file's versions now replace: `.target(rev)` (a file only
+    /// here replaces whatever is at the new name) or `.moved(from: old, to: new)` (Dropbox
+    /// moved revision `old`, now `new`: only versions based on `old` follow; one based on
+    /// anything else meets a change made elsewhere, and its upload makes a conflicted copy).
+    public enum Rebase: Sendable { case none, target(String?), moved(from: String?, to: String?) }
+
+    public func move(from: String, to: String, toName: String, rebase: Rebase) throws {
+        try state.withLock { state in
+            if from != to { try detachAllLocked(&state, at: to) }
+            var moving: [ObjectIdentifier: LocalVersion] = [:]
+            for version in Array(state.versions.values) + Array(state.handles.values) where !version.detached && version.isAt(orUnder: from) {
+                moving[ObjectIdentifier(version)] = version
+            }
+            for version in moving.values {
+                let wasCurrent = state.current[version.pathLower] === version
+                if wasCurrent { state.current.removeValue(forKey: version.pathLower) }
+                if version.pathLower == from {
+                    version.path = Node.parent(of: to) + "/" + toName
+                    switch rebase {
+                    case .none: break
+                    case .target(let rev): version.baseRev = rev
+                    case .moved(let old, let new):
+                        if version.baseRev == old { version.baseRev = new }
+                        if version.committedRev != nil && version.committedRev == old { version.committedRev = new }
+                        if let old, version.ancestry.contains(old) { version.descends(from: new) }
+                    }
+                } else {
+                    version.path = to + version.path.dropFirst(from.count)
+                }
+                version.settledAt = .now
+                if wasCurrent { state.current[version.pathLower] = version }
+                if version.phase == .queued { try queue.save(version.record) }
+            }
+        }
+        signal.notify()
+    }
+}
