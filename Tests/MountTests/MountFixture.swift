@@ -160,6 +160,13 @@ final class MountFixture: @unchecked Sendable {
         return localHashes.count
     }
 
+    /// The log of a daemon whose cache is on the small disk (for failure messages).
+    var logOnSmallDisk: String {
+        let disk = root.appendingPathComponent("small-disk").path
+        let directories = (try? FileManager.default.contentsOfDirectory(atPath: disk)) ?? []
+        return directories.compactMap { try? String(contentsOfFile: disk + "/" + $0 + "/dropboxfs.log", encoding: .utf8) }.joined()
+    }
+
     /// The daemon's log (for failure messages).
     var log: String {
         let directories = (try? FileManager.default.contentsOfDirectory(atPath: cacheDirectory)) ?? []
