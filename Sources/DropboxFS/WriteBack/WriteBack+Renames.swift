@@ -47,7 +47,14 @@ extension WriteBack {
         let held = state.handles.values.filter { !$0.detached && $0.pathLower == pathLower }
         if let newest = state.current[pathLower] ?? held.max(by: { $0.id < $1.id }) { catchUpHandlesLocked(&state, to: newest) }
         let doomed = state.versions.values.filter { $0.pathLower == pathLower }
-        try queue.remove(doomed.map(\.id))
+        // Only sealed versions are in the queue. A queue that cannot be written (a full cache
+        // disk) must not keep the file: its row, left behind, is dropped at the next mount
+        // when the staging file is found gone; the space is needed now.
+        do {
+            try queue.remove(doomed.filter { $0.phase == .queued || $0.phase == .uploading }.map(\.id))
+        } catch {
+            FuseLog.error("removing \(pathLower) from the upload queue failed (\(error)); the next mount drops it")
+        }
         for version in doomed + state.handles.values.filter({ $0.pathLower == pathLower }) {
             version.detached = true
             if version.phase != .finished { finishLocked(&state, version) }
