@@ -20,7 +20,7 @@ struct MountDaemon {
             prepared = try await prepare(mountpoint)
         } catch {
             let line = "mount \(mountpoint): \(describe(error))"
-            if daemon { print(line) } else { FileHandle.standardError.write(Data("dropboxfs: \(line)\n".utf8)) }
+            if daemon { print(line) } else { FuseLog.write("dropboxfs: \(line)\n") }
             throw ExitCode(1)
         }
         if daemon {
@@ -47,7 +47,7 @@ struct MountDaemon {
         // to stop now (SIGTERM, `unmount --no-wait`): the queue then waits for the next mount.
         if !stopNow.isSet {
             let complete = await prepared.fs.uploader.drain()
-            if !complete { FileHandle.standardError.write(Data("dropboxfs: uploads left for the next mount: \(prepared.fs.writeBack.pending.count)\n".utf8)) }
+            if !complete { FuseLog.write("dropboxfs: uploads left for the next mount: \(prepared.fs.writeBack.pending.count)\n") }
         }
         uploading.cancel()
         watching.cancel()

@@ -19,7 +19,10 @@ final class MountFixture: @unchecked Sendable {
 
     var environment: [String: String] {
         ["DROPBOXFS_ACCESS_TOKEN": Self.token, "DROPBOXFS_API_URL": emulator.baseURL,
-         "DROPBOXFS_CONFIG_DIR": root.appendingPathComponent("config").path]
+         "DROPBOXFS_CONFIG_DIR": root.appendingPathComponent("config").path,
+         // A crashing daemon's backtrace, kept outside the test's folders (which go at
+         // cleanup) and off its cache disk (which a test may fill).
+         "SWIFT_BACKTRACE": "enable=yes,interactive=no,output-to=/tmp/dropboxfs-backtraces"]
     }
 
     static var binary: String { ProcessRunner.builtProduct("dropboxfs") }
@@ -36,6 +39,7 @@ final class MountFixture: @unchecked Sendable {
     static func with(seeds: [String] = ["demo"], faults: [String] = [], options: [String] = [], mount: Bool = true, quota: Int64? = nil,
                      _ body: (MountFixture) async throws -> Void) async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("mount-test-" + UUID().uuidString.prefix(8))
+        try? FileManager.default.createDirectory(atPath: "/tmp/dropboxfs-backtraces", withIntermediateDirectories: true)
         var configuration = EmulatorConfiguration(dataDirectory: root.appendingPathComponent("data"))
         configuration.tokens = [token]
         configuration.seeds = seeds

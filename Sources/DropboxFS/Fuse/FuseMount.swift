@@ -196,11 +196,3 @@ struct Request: @unchecked Sendable {
         _ = bytes.withUnsafeBytes { fuse_reply_buf(raw, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
     }
 }
-
-/// Errors that had to become EIO: logged once each, with their request id, on stderr (the
-/// daemon's log file).
-enum FuseLog {
-    static func error(_ message: String) {
-        FileHandle.standardError.write(Data("dropboxfs: error: \(message)\n".utf8))
-    }
-}
