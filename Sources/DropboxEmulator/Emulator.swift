@@ -125,10 +125,16 @@ public final class Emulator: Sendable {
         guard let spec = Routes.table[route] else { throw APIFailure.unknownRoute(route) }
         let head = exchange.head
         stats.record(route, requests: 1)
-        defer { stats.record(route, bytesIn: exchange.body.bytesRead, bytesOut: exchange.writer.bodyBytesWritten) }
+        defer {
+            let written = exchange.writer.bodyBytesWritten
+            stats.record(route, bytesIn: exchange.body.bytesRead, bytesOut: written, throttledOut: exchange.writer.throttle == nil ? 0 : written)
+        }
 
         let decision = faults.decide(for: route)
-        if let delay = decision.delay { try await Task.sleep(for: delay) }
+        if let delay = decision.delay {
+            stats.record(route, delayed: 1)
+            try await Task.sleep(for: delay)
+        }
         if let bps = decision.bytesPerSecond {
             exchange.body.throttle = Throttle(bytesPerSecond: bps)
             exchange.writer.throttle = Throttle(bytesPerSecond: bps)

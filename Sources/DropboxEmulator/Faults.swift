@@ -133,21 +133,30 @@ final class FaultPlan: Sendable {
     }
 }
 
-/// Requests and body bytes per route, for tests that count what a client did.
+/// Requests and body bytes per route, for tests that count what a client did, and what the
+/// `latency` and `bandwidth` faults did to them (so a test asserts that a fault acted, not
+/// how long it took).
 final class RouteStats: Sendable {
     struct Counter: Sendable {
         var requests: Int64 = 0
         var bytesIn: Int64 = 0
         var bytesOut: Int64 = 0
+        /// Requests held back by a `latency` fault.
+        var delayed: Int64 = 0
+        /// Response body bytes paced by a `bandwidth` fault.
+        var throttledOut: Int64 = 0
     }
 
     private let counters = Mutex<[String: Counter]>([:])
 
-    func record(_ route: String, requests: Int64 = 0, bytesIn: Int64 = 0, bytesOut: Int64 = 0) {
+    func record(_ route: String, requests: Int64 = 0, bytesIn: Int64 = 0, bytesOut: Int64 = 0, delayed: Int64 = 0,
+                throttledOut: Int64 = 0) {
         counters.withLock {
             $0[route, default: Counter()].requests += requests
             $0[route, default: Counter()].bytesIn += bytesIn
             $0[route, default: Counter()].bytesOut += bytesOut
+            $0[route, default: Counter()].delayed += delayed
+            $0[route, default: Counter()].throttledOut += throttledOut
         }
     }
 
@@ -157,7 +166,8 @@ final class RouteStats: Sendable {
         let snapshot = counters.withLock { $0 }
         let routes = snapshot.keys.sorted().map { key -> (String, JSON) in
             let c = snapshot[key]!
-            return (key, .object([("requests", .int(c.requests)), ("bytes_in", .int(c.bytesIn)), ("bytes_out", .int(c.bytesOut))]))
+            return (key, .object([("requests", .int(c.requests)), ("bytes_in", .int(c.bytesIn)), ("bytes_out", .int(c.bytesOut)),
+                                  ("delayed", .int(c.delayed)), ("throttled_bytes_out", .int(c.throttledOut))]))
         }
         let total = snapshot.values.reduce(Int64(0)) { $0 + $1.requests }
         return .object([("requests", .int(total)), ("routes", .object(routes))])
