@@ -63,7 +63,7 @@ extension DropboxFileSystem {
         if let size {
             if current.isFolder { throw FSError.isDirectory }
             if let handle, writeBack.isLocal(handle: handle) {
-                try await writeBack.truncate(handle: handle, path: "", base: nil, to: size)
+                try writeBack.truncate(handle: handle, to: size)
             } else {
                 guard attached else { throw FSError.notFound }
                 let remote = try store.node(current.pathLower)

@@ -281,7 +281,7 @@ public final class DropboxFileSystem: Sendable {
     func adoptRemoteHandles(at pathLower: String) {
         guard let inode = inodes.existing(pathLower) else { return }
         let remote = handles.withLock { state in state.open.filter { $0.value.inode == inode && !$0.value.local } }
-        for (handle, _) in remote { _ = following(handle) }
+        for (handle, _) in remote { _ = following(handle, beforeDetach: true) }
     }
 
     /// An open file as its next read must see it. A handle opened on Dropbox revision R of a
@@ -289,17 +289,23 @@ public final class DropboxFileSystem: Sendable {
     /// it reads the local version descending from R (`WriteBack.adopt`), or, once that is
     /// uploaded and closed, the revision our own commits made from R. A handle on a revision
     /// replaced by another client keeps reading it.
-    func following(_ handle: UInt64) -> OpenFile? {
+    ///
+    /// Every read asks, so the common answer is cheap: while the store still holds the
+    /// handle's revision and the path has no local version, the bytes to read are the same.
+    /// Just before a detach the full answer is needed even then: another descriptor may hold
+    /// an uploaded version whose later writes this handle must follow after the name goes.
+    func following(_ handle: UInt64, beforeDetach: Bool = false) -> OpenFile? {
         guard let file = handles.withLock({ $0.open[handle] }) else { return nil }
         guard !file.local, let rev = file.node.rev, let path = inodes.path(of: file.inode) else { return file }
+        let latest = try? store.node(path)
+        if !beforeDetach && latest?.rev == rev && !writeBack.hasVersion(path) { return file }
         if writeBack.adopt(handle: handle, pathLower: path, revision: rev) {
             return handles.withLock { state in
                 state.open[handle]?.local = true
                 return state.open[handle]
             }
         }
-        guard let latest = try? store.node(path), let latestRev = latest.rev, latestRev != rev,
-              writeBack.isOwnCommit(latestRev, madeFrom: rev) else { return file }
+        guard let latest, let latestRev = latest.rev, latestRev != rev, writeBack.isOwnCommit(latestRev, madeFrom: rev) else { return file }
         return handles.withLock { state in
             state.open[handle]?.node = latest
             return state.open[handle]

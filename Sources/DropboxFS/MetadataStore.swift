@@ -34,10 +34,14 @@ public final class MetadataStore: @unchecked Sendable {
             CREATE TABLE IF NOT EXISTS listed (path_lower TEXT PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS times (rev TEXT PRIMARY KEY, sec INTEGER, nsec INTEGER NOT NULL) WITHOUT ROWID;
-            CREATE TABLE IF NOT EXISTS nanos (rev TEXT PRIMARY KEY, nsec INTEGER NOT NULL) WITHOUT ROWID;
-            INSERT OR IGNORE INTO times (rev, sec, nsec) SELECT rev, NULL, nsec FROM nanos;
-            DROP TABLE nanos;
             """)
+        // A cache from before `times` kept nanoseconds alone: carried over once.
+        if try db.first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'nanos'", map: { _ in true }) == true {
+            try db.execute("""
+                INSERT OR IGNORE INTO times (rev, sec, nsec) SELECT rev, NULL, nsec FROM nanos;
+                DROP TABLE nanos;
+                """)
+        }
     }
 
     public func node(_ pathLower: String) throws -> Node? {

@@ -98,11 +98,11 @@ enum Sys {
         return .success(names.sorted())
     }
 
-    /// The whole content of a file.
+    /// The whole content of a file (sized by fstat; a read past it shows any bytes beyond).
     static func contents(_ path: String) -> Outcome<[UInt8]> {
         open(path, O_RDONLY).flatMap { fd in
             defer { _ = close(fd) }
-            return pread(fd, count: 1 << 26, at: 0)
+            return fstat(fd).flatMap { pread(fd, count: Int($0.size) + 1, at: 0) }
         }
     }
 }

@@ -20,16 +20,11 @@ enum FileIO {
         return hasher.finishBlockDigests()
     }
 
-    /// `blockDigests` from async code: past 1 MiB the hashing runs on a thread of its own, not
-    /// on Swift's cooperative threads (two on a 2-core machine), which answer every FUSE
-    /// request of the mount that may be waiting meanwhile.
+    /// `blockDigests` from async code: past 1 MiB the hashing runs on a thread of its own
+    /// (`OwnThread`), not on Swift's cooperative threads; below, a thread costs more than it saves.
     static func blockDigestsOffPool(_ fd: Int32, offset: Int64, length: Int64) async throws -> [UInt8] {
         if length <= 1 << 20 { return try blockDigests(fd, offset: offset, length: length) }
-        return try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Result { try blockDigests(fd, offset: offset, length: length) }) }
-            thread.name = "dropboxfs-hash"
-            thread.start()
-        }
+        return try await OwnThread.run(named: "dropboxfs-hash") { try blockDigests(fd, offset: offset, length: length) }
     }
 
     /// Feeds `length` bytes of `fd` from `offset` to `hasher`.

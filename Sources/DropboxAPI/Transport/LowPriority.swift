@@ -10,12 +10,21 @@ public enum LowPriority {
 
     /// Runs `body` on a thread of its own at the lowest priority.
     public static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await OwnThread.run(named: "dropboxfs-background") {
+            lowerCurrentThread()
+            return try body()
+        }
+    }
+}
+
+/// Blocking work (hashing, a large read) awaited from async code on a thread of its own, so
+/// it never holds one of Swift's cooperative threads (two on a 2-core machine), which answer
+/// every FUSE request meanwhile.
+public enum OwnThread {
+    public static func run<T: Sendable>(named name: String, _ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread {
-                lowerCurrentThread()
-                continuation.resume(with: Result { try body() })
-            }
-            thread.name = "dropboxfs-background"
+            let thread = Thread { continuation.resume(with: Result { try body() }) }
+            thread.name = name
             thread.start()
         }
     }

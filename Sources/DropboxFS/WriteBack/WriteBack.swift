@@ -297,7 +297,9 @@ public final class WriteBack: Sendable {
         }
     }
 
-    private func truncate(handle: UInt64, to size: Int64) throws {
+    /// ftruncate through a handle served locally.
+    func truncate(handle: UInt64, to size: Int64) throws {
+        try Self.checkSize(size)
         while true {
             guard let version = state.withLock({ $0.handles[handle] }) else { throw FSError.io("truncate on an unknown handle") }
             if try version.file.truncate(to: size) { return touch(version) }
@@ -389,16 +391,19 @@ public final class WriteBack: Sendable {
     /// Drops a version from the maps (and its staging file; open handles keep its bytes
     /// through their descriptor). The path then shows its newest version left, if any, else
     /// what the store holds: a name never vanishes while an older version still waits.
+    ///
+    /// Only a version still being edited (opened for writing, closed unchanged) can have
+    /// older ones waiting behind it: an uploaded one had none (uploads go oldest first, and a
+    /// seal replaces older queued ones), and a detach empties the path. So only then is the
+    /// path searched for the newest left; a batch of 1,000 uploads searches nothing.
     func finishLocked(_ state: inout State, _ version: LocalVersion) {
+        let wasEditing = version.phase == .editing
         version.phase = .finished
         state.versions.removeValue(forKey: version.id)
         let pathLower = version.pathLower
         if state.current[pathLower] === version {
-            if let newest = state.versions.values.filter({ $0.pathLower == pathLower }).max(by: { $0.id < $1.id }) {
-                state.current[pathLower] = newest
-            } else {
-                state.current.removeValue(forKey: pathLower)
-            }
+            let newest = wasEditing ? state.versions.values.filter({ $0.pathLower == pathLower }).max(by: { $0.id < $1.id }) : nil
+            state.current[pathLower] = newest
         }
         version.file.remove()
     }

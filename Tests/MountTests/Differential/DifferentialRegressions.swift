@@ -93,14 +93,8 @@ struct DifferentialRegressions {
             try FileManager.default.createDirectory(atPath: localBase, withIntermediateDirectories: true)
             _ = try await offPool { try Sys.mkdir(m.mountpoint + "/regressions").value("mkdir") }
             for (index, regression) in Self.cases.enumerated() {
-                let runner = DifferentialRunner(mountRoot: m.mountpoint + "/regressions/\(index)", localRoot: localBase + "/\(index)",
-                                                remoteRoot: "/regressions/\(index)", client: m.client)
-                let outcome: Result<Void, any Error> = try await offPool {
-                    _ = try Sys.mkdir(runner.mountRoot).value("mkdir on the mount")
-                    _ = try Sys.mkdir(runner.localRoot).value("mkdir locally")
-                    var running = runner
-                    return Result { try running.run(regression.operations) }
-                }
+                let outcome = try await DifferentialRunner.run(regression.operations, named: "\(index)", base: "/regressions",
+                                                               localBase: localBase, on: m)
                 #expect(throws: Never.self, "\(regression.name)") { try outcome.get() }
             }
         }

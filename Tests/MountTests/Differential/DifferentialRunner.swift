@@ -33,6 +33,20 @@ struct DifferentialRunner {
         self.client = client
     }
 
+    /// Runs `operations` in a new folder `name` of the mount's `/base` and of `localBase`,
+    /// off Swift's cooperative threads; the difference, if any, is the failure.
+    static func run(_ operations: [Operation], named name: String, base: String, localBase: String,
+                    on m: MountFixture) async throws -> Result<Void, any Error> {
+        let runner = DifferentialRunner(mountRoot: m.mountpoint + base + "/" + name, localRoot: localBase + "/" + name,
+                                        remoteRoot: base + "/" + name, client: m.client)
+        return try await offPool {
+            _ = try Sys.mkdir(runner.mountRoot).value("mkdir \(name) on the mount")
+            _ = try Sys.mkdir(runner.localRoot).value("mkdir \(name) locally")
+            var running = runner
+            return Result { try running.run(operations) }
+        }
+    }
+
     mutating func run(_ operations: [Operation]) throws {
         defer { closeAll() }
         for (index, operation) in operations.enumerated() {

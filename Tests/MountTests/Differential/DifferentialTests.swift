@@ -65,15 +65,8 @@ struct DifferentialTests {
             let counters = Mutex((runs: 0, operations: 0))
             await propertyCheck(count: Self.sequenceCount, input: Self.generator(Seeds())) { sequence in
                 let run = counters.withLock { $0.runs += 1; $0.operations += sequence.operations.count; return $0.runs }
-                let name = "seq-\(run)"
-                let runner = DifferentialRunner(mountRoot: m.mountpoint + "/diff/" + name, localRoot: localBase + "/" + name,
-                                                remoteRoot: "/diff/" + name, client: m.client)
-                let outcome: Result<Void, any Error> = try await offPool {
-                    _ = try Sys.mkdir(runner.mountRoot).value("mkdir \(name) on the mount")
-                    _ = try Sys.mkdir(runner.localRoot).value("mkdir \(name) locally")
-                    var running = runner
-                    return Result { try running.run(sequence.operations) }
-                }
+                let outcome = try await DifferentialRunner.run(sequence.operations, named: "seq-\(run)", base: "/diff",
+                                                               localBase: localBase, on: m)
                 if case .failure(let difference) = outcome {
                     Issue.record("\(difference)\nin \(sequence)")
                 }
