@@ -44,6 +44,16 @@ public final class ChangeWatcher: Sendable {
         own.expect(pathLower, expectation)
     }
 
+    /// Runs a call that changes paths known beforehand (mkdir, move, delete), its changes
+    /// expected as the mount's own from before it starts: the change feed may bring them
+    /// back before the call returns, and taken for another client's they would make the
+    /// kernel drop names and inodes the mount is moving itself.
+    public func changingOwn<T>(_ expectations: [(String, OwnChanges.Expectation)], _ call: () async throws -> T) async throws -> T {
+        let number = own.expectPending(expectations)
+        defer { own.callEnded(number) }
+        return try await call()
+    }
+
     /// Applies every change since the stored cursor (or takes a cursor at "now" on a first
     /// mount), after any catch-up already running. Run before the mount is offered, so a
     /// remount never shows stale entries, and after each change the mount makes itself.

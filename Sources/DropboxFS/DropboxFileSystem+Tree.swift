@@ -17,8 +17,10 @@ extension DropboxFileSystem {
         try Self.checkName(name)
         if try childIgnoringCase(of: parentPath, named: name) != nil { throw FSError.exists }
         let path = parentPath + "/" + name
-        let created = try await client.settle(check: { try await self.client.metadataIfExists(path).flatMap(\.folderMetadata) }) {
-            try await self.client.rpc(Routes.createFolder, CreateFolderArgument(path: path)).metadata
+        let created = try await watcher.changingOwn([(Node.child(parentPath, name), .subtree)]) {
+            try await client.settle(check: { try await self.client.metadataIfExists(path).flatMap(\.folderMetadata) }) {
+                try await self.client.rpc(Routes.createFolder, CreateFolderArgument(path: path)).metadata
+            }
         }
         guard let node = Node(.folder(created)) else { throw FSError.io("create_folder_v2 returned no folder") }
         watcher.expectOwn(node.pathLower, .subtree)
@@ -121,13 +123,15 @@ extension DropboxFileSystem {
     }
 
     private func moveOnce(_ source: Node, to destination: String) async throws -> Node {
-        let moved = try await client.settle(check: { () -> Metadata? in
-            // Done if the source is gone and the destination holds the same entry.
-            guard try await self.client.metadataIfExists(source.pathLower) == nil, let there = try await self.client.metadataIfExists(destination),
-                  there.id == source.id else { return nil }
-            return there
-        }) {
-            try await self.client.rpc(Routes.move, RelocationArgument(from: source.pathLower, to: destination)).metadata
+        let moved = try await watcher.changingOwn([(source.pathLower, .absent), (destination.lowercased(), .subtree)]) {
+            try await client.settle(check: { () -> Metadata? in
+                // Done if the source is gone and the destination holds the same entry.
+                guard try await self.client.metadataIfExists(source.pathLower) == nil,
+                      let there = try await self.client.metadataIfExists(destination), there.id == source.id else { return nil }
+                return there
+            }) {
+                try await self.client.rpc(Routes.move, RelocationArgument(from: source.pathLower, to: destination)).metadata
+            }
         }
         guard let node = Node(moved) else { throw FSError.io("move_v2 returned a deleted entry") }
         watcher.expectOwn(source.pathLower, .absent)
@@ -141,9 +145,11 @@ extension DropboxFileSystem {
     /// never deletes an edit made elsewhere).
     func delete(_ pathLower: String, unlessChangedSince rev: String? = nil) async throws {
         do {
-            _ = try await client.settle(check: { try await self.client.metadataIfExists(pathLower) == nil ? true : nil }) {
-                _ = try await self.client.rpc(Routes.delete, DeleteArgument(path: pathLower, parentRev: rev))
-                return true
+            _ = try await watcher.changingOwn([(pathLower, .absent)]) {
+                try await client.settle(check: { try await self.client.metadataIfExists(pathLower) == nil ? true : nil }) {
+                    _ = try await self.client.rpc(Routes.delete, DeleteArgument(path: pathLower, parentRev: rev))
+                    return true
+                }
             }
         } catch let error as CallError<DeleteError> {
             guard case .route(.pathWrite(.conflict), _, _, _) = error, rev != nil else { throw error }

@@ -5,8 +5,12 @@ import Synchronization
 /// deletes, renames and writes; invalidating them costs round trips and takes directory
 /// locks a pending request may hold).
 ///
-/// An expectation is registered after the Dropbox call that makes the change returns, and
-/// lasts until a catch-up that started after it has ended: that catch-up saw the change.
+/// An expectation is registered *before* the Dropbox call that makes the change starts
+/// (`pending`): a catch-up already running, woken by an earlier change, may fetch the change
+/// before the call returns, and must not take it for another client's. Once the call ends,
+/// the expectation lasts until a catch-up that started after that has ended: that catch-up
+/// saw the change. Several expectations may wait on one path (delete it, then move another
+/// file there).
 public final class OwnChanges: Sendable {
     public enum Expectation: Sendable {
         /// The path is gone (delete, or the old side of a move).
@@ -17,16 +21,47 @@ public final class OwnChanges: Sendable {
         case revision(String)
     }
 
+    private struct Entry {
+        var expectation: Expectation
+        /// Catch-ups started when the call ended; nil while it is under way.
+        var endedAt: Int?
+        var call: Int
+    }
+
     private struct State {
-        var expected: [String: (Expectation, registeredAt: Int)] = [:]
+        var expected: [String: [Entry]] = [:]
         /// Catch-ups started so far.
         var started = 0
+        var calls = 0
     }
 
     private let state = Mutex(State())
 
+    /// Expects changes of a call that has already returned.
     func expect(_ pathLower: String, _ expectation: Expectation) {
-        state.withLock { $0.expected[pathLower] = (expectation, $0.started) }
+        state.withLock { $0.expected[pathLower, default: []].append(Entry(expectation: expectation, endedAt: $0.started, call: 0)) }
+    }
+
+    /// Expects the changes of a call about to start; returns its number for `callEnded`.
+    func expectPending(_ expectations: [(String, Expectation)]) -> Int {
+        state.withLock { state in
+            state.calls += 1
+            for (path, expectation) in expectations {
+                state.expected[path, default: []].append(Entry(expectation: expectation, endedAt: nil, call: state.calls))
+            }
+            return state.calls
+        }
+    }
+
+    /// The call is over (whether it succeeded or not: its outcome may be unknown).
+    func callEnded(_ call: Int) {
+        state.withLock { state in
+            for path in state.expected.keys {
+                for i in state.expected[path]!.indices where state.expected[path]![i].call == call {
+                    state.expected[path]![i].endedAt = state.started
+                }
+            }
+        }
     }
 
     /// A catch-up begins; returns its number.
@@ -39,7 +74,12 @@ public final class OwnChanges: Sendable {
 
     /// A catch-up ended: what was registered before it started has been seen.
     func catchUpEnded(_ number: Int) {
-        state.withLock { state in state.expected = state.expected.filter { $0.value.registeredAt >= number } }
+        state.withLock { state in
+            state.expected = state.expected.compactMapValues { entries in
+                let left = entries.filter { ($0.endedAt ?? .max) >= number }
+                return left.isEmpty ? nil : left
+            }
+        }
     }
 
     /// The changes the kernel must hear of: all but our own.
@@ -50,18 +90,19 @@ public final class OwnChanges: Sendable {
         }
     }
 
-    private static func isOwn(_ change: StoreChange, _ expected: [String: (Expectation, registeredAt: Int)]) -> Bool {
-        switch expected[change.pathLower]?.0 {
-        case .absent?: if change.new == nil { return true }
-        case .revision(let rev)?: if change.new?.rev == rev { return true }
-        case .subtree?: return true
-        case nil: break
+    private static func isOwn(_ change: StoreChange, _ expected: [String: [Entry]]) -> Bool {
+        for entry in expected[change.pathLower] ?? [] {
+            switch entry.expectation {
+            case .absent: if change.new == nil { return true }
+            case .revision(let rev): if change.new?.rev == rev { return true }
+            case .subtree: return true
+            }
         }
         // Below a folder we made or moved here.
         var parent = change.pathLower
         while let slash = parent.lastIndex(of: "/"), slash != parent.startIndex {
             parent = String(parent[..<slash])
-            if case .subtree? = expected[parent]?.0 { return true }
+            if expected[parent]?.contains(where: { if case .subtree = $0.expectation { return true }; return false }) == true { return true }
         }
         return false
     }

@@ -179,7 +179,9 @@ struct DifferentialRunner {
         let client = self.client, remote = remoteRoot + "/" + Operation.paths[path]
         try blocking { _ = try await client.uploadFile(file, to: CommitInfo(path: remote, mode: .overwrite)) }
         try Data(bytes).write(to: URL(fileURLWithPath: l))
-        let deadline = Date().addingTimeInterval(30)
+        // A bound against a hang, not a timing assertion: the change travels through longpoll
+        // and a listing, which a loaded machine may take many seconds over.
+        let deadline = Date().addingTimeInterval(300)
         while Date() < deadline {
             if case .success(let seen) = Sys.contents(m), seen == bytes { return ("seen", "seen") }
             usleep(20_000)

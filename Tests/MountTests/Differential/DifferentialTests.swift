@@ -68,6 +68,10 @@ struct DifferentialTests {
                 let outcome = try await DifferentialRunner.run(sequence.operations, named: "seq-\(run)", base: "/diff",
                                                                localBase: localBase, on: m)
                 if case .failure(let difference) = outcome {
+                    // Printed at once as well: a difference that depends on timing may not come
+                    // back while the sequence is shrunk, and then only this line tells what it was.
+                    let logged = m.log.split(separator: "\n").filter { $0.contains("/seq-\(run)/") }.suffix(60)
+                    print("differential: difference in seq-\(run): \(difference)\nin \(sequence)\ndaemon log:\n\(logged.joined(separator: "\n"))")
                     Issue.record("\(difference)\nin \(sequence)")
                 }
             }
