@@ -155,11 +155,11 @@ public final class Emulator: Sendable {
                 try Self.requireContentType(head, oneOf: ["application/json", "text/plain; charset=dropbox-cors-hack"], route: route)
             }
             call.argument = try Self.parseArgument(bytes.isEmpty ? [] : bytes, route: route)
-            try await exchange.writer.sendJSON(try await handler(call))
+            try await exchange.writer.sendJSON(told(try await handler(call), by: decision.lie))
         case .upload(let handler):
             try Self.requireContentType(head, oneOf: ["application/octet-stream"], route: route)
             call.argument = try Self.headerArgument(head, query: query, route: route)
-            try await exchange.writer.sendJSON(try await handler(call))
+            try await exchange.writer.sendJSON(told(try await handler(call), by: decision.lie))
         case .download(let handler):
             // Dropbox refuses a Content-Type here, e.g. the form type some HTTP libraries add.
             if let type = head.headers.first(name: "Content-Type"), !type.isEmpty, !type.lowercased().hasPrefix("text/plain") {
@@ -167,9 +167,13 @@ public final class Emulator: Sendable {
             }
             call.argument = try Self.headerArgument(head, query: query, route: route)
             _ = try await exchange.body.drained()
-            try await sendDownload(try await handler(call), exchange)
+            var download = try await handler(call)
+            download.result = told(download.result, by: decision.lie)
+            try await sendDownload(download, lie: decision.lie, exchange)
         }
     }
+
+    private func told(_ result: JSON, by lie: Lie?) -> JSON { lie?.apply(result) ?? result }
 
     /// Checks `Authorization: Bearer …` (or `?authorization=` on GET) and returns the token.
     private func authenticate(_ head: HTTPRequestHead, query: [String: String], route: String) throws -> String {

@@ -8,7 +8,8 @@ import Synchronization
 ///   Nth matching request, `p=P` for a probability; `retry_after=S` for 429-style answers);
 /// - `reset`: drop the connection after `after=BYTES` of the response body (default: half);
 /// - `latency`: delay each matching request by `ms=N`;
-/// - `bandwidth`: cap request and response bodies at `bps=N` bytes per second.
+/// - `bandwidth`: cap request and response bodies at `bps=N` bytes per second;
+/// - `lie`: answer with a result a real server never gives (`what=…`; see `Lie`).
 ///
 /// Every kind takes `routes=a+b` (route names like `files/download`); default: all `/2/` routes.
 struct FaultRule: Sendable, CustomStringConvertible {
@@ -18,6 +19,7 @@ struct FaultRule: Sendable, CustomStringConvertible {
         case reset(after: Int64?)
         case latency(milliseconds: Int)
         case bandwidth(bytesPerSecond: Int64)
+        case lie(Lie)
     }
 
     var kind: Kind
@@ -51,8 +53,11 @@ struct FaultRule: Sendable, CustomStringConvertible {
         case "bandwidth":
             guard let bps: Int64 = try number("bps"), bps > 0 else { throw FaultSpecError(spec: spec, reason: "bandwidth needs bps=N > 0") }
             kind = .bandwidth(bytesPerSecond: bps)
+        case "lie":
+            guard let what = options.removeValue(forKey: "what") else { throw FaultSpecError(spec: spec, reason: "lie needs what=KIND") }
+            kind = .lie(try Lie(what: what, value: options.removeValue(forKey: "value"), spec: spec))
         default:
-            throw FaultSpecError(spec: spec, reason: "unknown kind '\(name)' (403, 429, 500, 503, too_many_write_operations, reset, latency, bandwidth)")
+            throw FaultSpecError(spec: spec, reason: "unknown kind '\(name)' (403, 429, 500, 503, too_many_write_operations, reset, latency, bandwidth, lie)")
         }
         every = try number("every")
         probability = try number("p")
@@ -80,6 +85,7 @@ struct FaultDecision: Sendable {
     var failure: APIFailure?
     var resetAfter: Int64??
     var bytesPerSecond: Int64?
+    var lie: Lie?
 }
 
 
@@ -118,6 +124,7 @@ final class FaultPlan: Sendable {
                     case .tooManyWriteOperations:
                         decision.failure = decision.failure ?? .rateLimited(reason: "too_many_write_operations", retryAfter: rule.retryAfter)
                     case .reset(let after): decision.resetAfter = .some(after)
+                    case .lie(let lie): decision.lie = lie
                     default: break
                     }
                 }

@@ -22,7 +22,7 @@ extension Emulator {
     }
 
     /// Sends a download, honouring a single `Range: bytes=…` (206, or 416 when unsatisfiable).
-    func sendDownload(_ download: Download, _ exchange: Exchange) async throws {
+    func sendDownload(_ download: Download, lie: Lie? = nil, _ exchange: Exchange) async throws {
         defer { if let fd = download.fd { close(fd) } }
         var headers = [
             ("Content-Type", "application/octet-stream"),
@@ -37,9 +37,10 @@ extension Emulator {
                                                headers: [("Content-Range", "bytes */\(download.size)")])
                 return
             }
-            range = resolved
+            let (start, named) = lie?.served(resolved, size: download.size) ?? (resolved.lowerBound, resolved)
+            range = start..<(start + Int64(resolved.count))
             status = .partialContent
-            headers.append(("Content-Range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(download.size)"))
+            headers.append(("Content-Range", "bytes \(named.lowerBound)-\(named.upperBound - 1)/\(download.size)"))
         }
         try await exchange.writer.sendFile(status: status, headers: headers, fd: download.fd,
                                            offset: range.lowerBound, length: Int64(range.count))
