@@ -65,7 +65,7 @@ public final class DropboxClient: Sendable {
         request.headers = [("Dropbox-API-Arg", try APIJSON.headerValue(argument))]
         if let range {
             request.headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)"))
-            request.requirePartialContent = true
+            request.partialRange = range
         }
         request.sink = .stream(consume)
         if let progress { request.progress = { _, received in progress(received) } }

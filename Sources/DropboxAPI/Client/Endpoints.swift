@@ -48,9 +48,18 @@ public struct Endpoints: Sendable, Equatable {
         return .dropbox
     }
 
+    /// True for the name `localhost` and for IP literals in 127.0.0.0/8 or `::1`, and only
+    /// for those: a DNS name such as `127.evil.example` resolves wherever its owner likes.
     static func isLoopback(_ host: String) -> Bool {
         let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        return bare == "localhost" || bare == "::1" || bare.hasPrefix("127.")
+        if bare.lowercased() == "localhost" { return true }
+        var v4 = in_addr()
+        if inet_pton(AF_INET, bare, &v4) == 1 { return UInt32(bigEndian: v4.s_addr) >> 24 == 127 }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, bare, &v6) == 1 {
+            return withUnsafeBytes(of: &v6) { bytes in bytes.dropLast().allSatisfy { $0 == 0 } && bytes.last == 1 }
+        }
+        return false
     }
 
     func url(_ host: Host, route: String) -> String {

@@ -76,6 +76,8 @@ private final class Transfer: @unchecked Sendable {
     private var uploaded: Int64 = 0
     private var consumerError: (any Error)?
     private var overLimit = false
+    /// The response's Content-Range was compared with `request.partialRange`.
+    private var rangeChecked = false
 
     init(request: HTTPRequest) { self.request = request }
 
@@ -150,10 +152,21 @@ private final class Transfer: @unchecked Sendable {
             if body.count < 1 << 20 { body += bytes }
             return count
         }
-        if request.requirePartialContent && status != 206 {
-            // The server ignored the Range: these bytes are not the ones asked for.
-            consumerError = TransportError(kind: .other, message: "server ignored the byte range (HTTP \(status))")
-            return 0
+        if let range = request.partialRange, !rangeChecked {
+            // Bytes of another range than the one asked for must never reach the sink (they
+            // would be cached under the file's hash): a 200 ignored the Range header, a 206
+            // must say, in Content-Range, that it starts where asked and ends inside.
+            guard status == 206 else {
+                consumerError = TransportError(kind: .other, message: "server ignored the byte range (HTTP \(status))")
+                return 0
+            }
+            let served = headers["content-range"].flatMap(ContentRange.init)
+            guard let served, served.first == range.lowerBound, served.last < range.upperBound else {
+                consumerError = TransportError(kind: .badResponse, message: "asked for bytes \(range.lowerBound)-\(range.upperBound - 1), "
+                                               + "server sent Content-Range \(headers["content-range"] ?? "(none)")")
+                return 0
+            }
+            rangeChecked = true
         }
         switch request.sink {
         case .memory(let limit):
@@ -176,6 +189,7 @@ private final class Transfer: @unchecked Sendable {
             let parts = line.split(separator: " ")
             status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             headers = [:]
+            rangeChecked = false
         } else if let colon = line.firstIndex(of: ":") {
             let name = line[..<colon].lowercased()
             headers[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)

@@ -37,8 +37,9 @@ public struct HTTPRequest: Sendable {
     public var stallTimeout: Int = 60
     /// Upper bound for the whole request, for requests that should be quick (0 = none).
     public var totalTimeout: Int = 0
-    /// For a ranged download: anything but 206 is refused before a byte reaches the sink.
-    public var requirePartialContent = false
+    /// For a ranged download, the bytes asked for: anything but a 206 whose `Content-Range`
+    /// starts there (and ends inside it) is refused before a byte reaches the sink.
+    public var partialRange: Range<Int64>?
     /// The transfer's thread runs at the lowest CPU priority (`LowPriority`): work ahead of
     /// need, such as an upload started before the file is closed, must not slow the writer
     /// feeding it.
@@ -67,6 +68,9 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         /// request is idempotent.
         case connectionLost
         case consumerFailed
+        /// The server answered something it must not (a byte range other than the one asked
+        /// for): refused, and tried again like a broken connection.
+        case badResponse
         case other
     }
 
@@ -74,5 +78,20 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     public var message: String
 
     public var description: String { message }
-    public var isTransient: Bool { kind == .timedOut || kind == .cannotConnect || kind == .connectionLost }
+    public var isTransient: Bool { kind == .timedOut || kind == .cannotConnect || kind == .connectionLost || kind == .badResponse }
+}
+
+/// A `Content-Range: bytes FIRST-LAST/SIZE` header (SIZE may be `*`).
+struct ContentRange: Equatable {
+    var first: Int64
+    var last: Int64
+
+    init?(_ header: String) {
+        guard header.hasPrefix("bytes ") else { return nil }
+        let span = header.dropFirst("bytes ".count).split(separator: "/", maxSplits: 1).first ?? ""
+        let ends = span.split(separator: "-", maxSplits: 1)
+        guard ends.count == 2, let first = Int64(ends[0]), let last = Int64(ends[1]), first <= last else { return nil }
+        self.first = first
+        self.last = last
+    }
 }

@@ -65,6 +65,25 @@ public struct FileMetadata: Decodable, Sendable, Equatable {
     /// `server_modified` as a date (Dropbox writes whole seconds, UTC).
     public var serverModifiedDate: Date? { DropboxDate.parse(serverModified) }
     public var clientModifiedDate: Date? { DropboxDate.parse(clientModified) }
+
+    enum CodingKeys: String, CodingKey {
+        case name, id, pathLower, pathDisplay, clientModified, serverModified, rev, size, contentHash, isDownloadable
+    }
+
+    /// Names, paths and the content hash are checked (`ServerChecks`): they become local paths.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.checked(.name, ServerChecks.isName, "name")
+        id = try c.decode(String.self, forKey: .id)
+        pathLower = try c.checkedIfPresent(.pathLower, ServerChecks.isPath, "path_lower")
+        pathDisplay = try c.checkedIfPresent(.pathDisplay, ServerChecks.isPath, "path_display")
+        clientModified = try c.decode(String.self, forKey: .clientModified)
+        serverModified = try c.decode(String.self, forKey: .serverModified)
+        rev = try c.decode(String.self, forKey: .rev)
+        size = try c.decode(Int64.self, forKey: .size)
+        contentHash = try c.checkedIfPresent(.contentHash, ServerChecks.isContentHash, "content_hash")
+        isDownloadable = try c.decodeIfPresent(Bool.self, forKey: .isDownloadable)
+    }
 }
 
 public struct FolderMetadata: Decodable, Sendable, Equatable {
@@ -72,6 +91,16 @@ public struct FolderMetadata: Decodable, Sendable, Equatable {
     public var id: String
     public var pathLower: String?
     public var pathDisplay: String?
+
+    enum CodingKeys: String, CodingKey { case name, id, pathLower, pathDisplay }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.checked(.name, ServerChecks.isName, "name")
+        id = try c.decode(String.self, forKey: .id)
+        pathLower = try c.checkedIfPresent(.pathLower, ServerChecks.isPath, "path_lower")
+        pathDisplay = try c.checkedIfPresent(.pathDisplay, ServerChecks.isPath, "path_display")
+    }
 }
 
 public struct DeletedMetadata: Decodable, Sendable, Equatable {
@@ -83,6 +112,15 @@ public struct DeletedMetadata: Decodable, Sendable, Equatable {
         self.name = name
         self.pathLower = pathLower
         self.pathDisplay = pathDisplay
+    }
+
+    enum CodingKeys: String, CodingKey { case name, pathLower, pathDisplay }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.checked(.name, ServerChecks.isName, "name")
+        pathLower = try c.checkedIfPresent(.pathLower, ServerChecks.isPath, "path_lower")
+        pathDisplay = try c.checkedIfPresent(.pathDisplay, ServerChecks.isPath, "path_display")
     }
 }
 

@@ -1,0 +1,34 @@
+/// Checks of values a server sends that end up in local paths or keys: a broken or hostile
+/// server (or a mistyped `api_url`) must not be able to name files outside the places the
+/// client writes to. A response that fails one is refused whole, as undecodable.
+public enum ServerChecks {
+    /// Dropbox's content hash: SHA-256 of block hashes, 64 hexadecimal digits.
+    public static func isContentHash(_ text: String) -> Bool {
+        text.utf8.count == 64 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) || (65...70).contains($0) }
+    }
+
+    /// One path component: not empty, not `.` or `..`, without `/` or NUL.
+    public static func isName(_ text: String) -> Bool {
+        !text.isEmpty && text != "." && text != ".." && !text.utf8.contains(where: { $0 == 0x2F || $0 == 0 })
+    }
+
+    /// A Dropbox path: `/` followed by names joined with `/` (the root is the empty path).
+    public static func isPath(_ text: String) -> Bool {
+        if text.isEmpty { return true }
+        guard text.first == "/" else { return false }
+        return text.dropFirst().split(separator: "/", omittingEmptySubsequences: false).allSatisfy { isName(String($0)) }
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// Decodes a string and refuses it unless `valid` holds, naming the field and the value.
+    func checked(_ key: Key, _ valid: (String) -> Bool, _ what: String) throws -> String {
+        let text = try decode(String.self, forKey: key)
+        guard valid(text) else { throw DecodingError.dataCorruptedError(forKey: key, in: self, debugDescription: "\(what) \(text.debugDescription) refused") }
+        return text
+    }
+
+    func checkedIfPresent(_ key: Key, _ valid: (String) -> Bool, _ what: String) throws -> String? {
+        try contains(key) && !decodeNil(forKey: key) ? checked(key, valid, what) : nil
+    }
+}
