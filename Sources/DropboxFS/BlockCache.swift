@@ -77,6 +77,9 @@ public final class BlockCache: @unchecked Sendable {
 
     /// A new temporary file in the cache directory to download a block into.
     public func temporaryFile(for key: String) -> (path: String, fd: Int32)? {
+        // Keys come from content hashes, which the API client checks are hex; a key that is
+        // anything else must still never become a path outside the cache.
+        guard key.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) || (65...70).contains($0) || $0 == 45 }) else { return nil }
         let path = file(key)
         try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         let temporary = path + ".tmp.\(UInt32.random(in: 0 ... .max))"

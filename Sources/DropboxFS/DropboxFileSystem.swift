@@ -148,7 +148,7 @@ public final class DropboxFileSystem: Sendable {
             if let existing = running[folderLower] { return existing }
             let task = Task { [client, store] in
                 let (entries, cursor) = try await client.listAllWithCursor(folderLower, recursive: false)
-                try store.storeListing(folderLower, entries.compactMap(Node.init))
+                try store.storeListing(folderLower, try Self.children(of: folderLower, in: entries))
                 // The change watcher may have passed changes in this folder while it was being
                 // listed (and not yet marked listed): replay them from the listing's own cursor.
                 var page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
@@ -163,6 +163,20 @@ public final class DropboxFileSystem: Sendable {
         }
         defer { listings.withLock { if $0[folderLower] == task { $0.removeValue(forKey: folderLower) } } }
         try await task.value
+    }
+
+    /// The nodes of a folder's listing, refused whole when an entry is not a child of the
+    /// folder (a server that leaves `path_lower` out, or lists elsewhere): stored, it would
+    /// replace another part of the tree.
+    static func children(of folderLower: String, in entries: [Metadata]) throws -> [Node] {
+        try entries.compactMap { entry in
+            if case .deleted = entry { return nil }
+            guard let node = Node(entry), node.parentLower == folderLower else {
+                throw FSError.io("listing of \(folderLower.isEmpty ? "/" : folderLower) refused: entry \(entry.name.debugDescription) "
+                                 + "has path_lower \(entry.pathLower?.debugDescription ?? "missing")")
+            }
+            return node
+        }
     }
 
     public func attributes(_ inode: UInt64, _ node: Node) -> stat {

@@ -27,18 +27,21 @@ public struct Node: Sendable, Equatable {
 
     static func child(_ parentLower: String, _ name: String) -> String { parentLower + "/" + name.lowercased() }
 
-    /// From API metadata (nil for deleted entries).
+    /// From API metadata (nil for deleted entries, and for entries without a path: Dropbox
+    /// leaves `path_lower` out only for what is not in this account's tree, and such an
+    /// entry must never stand in for the root).
     init?(_ metadata: Metadata) {
+        guard let pathLower = metadata.pathLower, !pathLower.isEmpty else { return nil }
         switch metadata {
         case .file(let file):
-            self.init(pathLower: file.pathLower ?? "", name: file.name, isFolder: false)
+            self.init(pathLower: pathLower, name: file.name, isFolder: false)
             size = file.size
             rev = file.rev
             contentHash = file.contentHash
             modified = Int64((file.clientModifiedDate ?? file.serverModifiedDate)?.timeIntervalSince1970 ?? 0)
             id = file.id
         case .folder(let folder):
-            self.init(pathLower: folder.pathLower ?? "", name: folder.name, isFolder: true)
+            self.init(pathLower: pathLower, name: folder.name, isFolder: true)
             id = folder.id
         case .deleted:
             return nil

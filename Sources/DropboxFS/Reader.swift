@@ -18,6 +18,7 @@ public final class Reader: Sendable {
     private let inflight = Mutex<[String: Task<Void, any Error>]>([:])
     private let prefetching = Atomic<Int>(0)
     private let downloaded = Atomic<Int64>(0)
+    private let verifier = BlockVerifier()
 
     public init(client: DropboxClient, cache: BlockCache) {
         self.client = client
@@ -83,7 +84,7 @@ public final class Reader: Sendable {
                 if cache.contains(key) { continue }
                 let start = index * Self.blockSize
                 let length = Int(min(Self.blockSize, node.size - start))
-                group.addTask { try await self.fetch(key: key, rev: rev, expectedHash: hash, start: start, length: length) }
+                group.addTask { try await self.fetch(key: key, rev: rev, expectedHash: hash, start: start, length: length, of: node.size) }
             }
             try await group.waitForAll()
         }
@@ -91,10 +92,11 @@ public final class Reader: Sendable {
 
     /// Fetches one block into the cache (or joins the request already fetching it): the
     /// bytes stream from the network straight into the block's file.
-    func fetch(key: String, rev: String, expectedHash: String, start: Int64, length: Int) async throws {
+    func fetch(key: String, rev: String, expectedHash: String, start: Int64, length: Int, of size: Int64) async throws {
         let task: Task<Void, any Error> = inflight.withLock { running in
             if let existing = running[key] { return existing }
             let task = Task { [self] in
+                if verifier.isRefused(expectedHash) { throw FSError.io("rev:\(rev): content \(expectedHash) was served wrong before; refused until the next mount") }
                 guard let (temporary, fd) = cache.temporaryFile(for: key) else { throw CacheUnavailable() }
                 var adopted = false
                 defer {
@@ -110,8 +112,19 @@ public final class Reader: Sendable {
                 }
                 guard written.count == length else { throw FSError.io("short block: \(written.count) of \(length) bytes") }
                 self.downloaded.add(Int64(length), ordering: .relaxed)
-                cache.adopt(key, temporary: temporary, size: length)
-                adopted = true
+                let count = (size + Self.blockSize - 1) / Self.blockSize
+                let index = start / Self.blockSize
+                switch verifier.arrived(contentHash: expectedHash, index: index, of: count, digest: written.digest()) {
+                case .wrong(let expected, let actual):
+                    for other in 0..<count where other != index { cache.drop(BlockCache.key(contentHash: expectedHash, index: other)) }
+                    throw FSError.io("rev:\(rev): the bytes served hash to \(actual), not \(expected): none of them kept, "
+                                     + "and this content is refused until the next mount")
+                case .refused:
+                    throw FSError.io("rev:\(rev): content \(expectedHash) was served wrong before; refused until the next mount")
+                case .verified, .waiting:
+                    cache.adopt(key, temporary: temporary, size: length)
+                    adopted = true
+                }
             }
             running[key] = task
             return task
@@ -144,7 +157,7 @@ public final class Reader: Sendable {
             let length = Int(min(Self.blockSize, node.size - start))
             Task {
                 defer { prefetching.subtract(1, ordering: .relaxed) }
-                try? await fetch(key: key, rev: rev, expectedHash: hash, start: start, length: length)
+                try? await fetch(key: key, rev: rev, expectedHash: hash, start: start, length: length, of: node.size)
             }
         }
         return min(lastBlock, index + window.size)
@@ -169,11 +182,13 @@ extension Reader {
     }
 }
 
-/// Writes a block's bytes at the running offset of its temporary file.
+/// Writes a block's bytes at the running offset of its temporary file, hashing them as they
+/// pass (on curl's thread) for `BlockVerifier`.
 final class BlockWriter: @unchecked Sendable {
     let fd: Int32
     private let lock = NSLock()
     private var written = 0
+    private var hasher = ContentHasher()
 
     init(fd: Int32) { self.fd = fd }
 
@@ -183,15 +198,20 @@ final class BlockWriter: @unchecked Sendable {
         try lock.withLock {
             guard PositionalWrite.all(fd, bytes, at: Int64(written)) == 0 else { throw CacheUnavailable() }
             written += bytes.count
+            hasher.update(bytes)
         }
     }
 
     func reset() {
         lock.withLock {
             written = 0
+            hasher = ContentHasher()
             ftruncate(fd, 0)
         }
     }
+
+    /// SHA-256 of the block (one 4 MiB block at most: its only block digest).
+    func digest() -> [UInt8] { lock.withLock { hasher.finishBlockDigests() } }
 }
 
 public final class ReadStream: Sendable {
