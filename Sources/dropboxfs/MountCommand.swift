@@ -142,7 +142,7 @@ struct StatusReport {
     var uploads: [Upload]
 
     static func read(_ mountpoint: String) -> StatusReport? {
-        guard let data = FileManager.default.contents(atPath: StatusReporter.file(for: mountpoint)),
+        guard let file = StatusDirectory.existingFile(for: mountpoint), let data = FileManager.default.contents(atPath: file),
               let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
               let pid = (json["pid"] as? NSNumber)?.int32Value else { return nil }
         let uploads = (json["uploads"] as? [[String: Any]] ?? []).map {

@@ -144,16 +144,22 @@ struct StatusReporter: Sendable {
     let mountpoint: String
     let prepared: MountDaemon.Prepared
 
-    /// Derived from the user alone, so the daemon (started from a shell, fstab or systemd)
-    /// and `dropboxfs status` always agree on it.
-    static var directory: String { "/tmp/dropboxfs-status-\(getuid())" }
+    /// The file this daemon writes (`StatusDirectory`); nil when no trusted directory could be
+    /// made, and then the mount runs without a status file.
+    let file: String?
 
-    static func file(for mountpoint: String) -> String {
-        directory + "/" + MountDaemon.sanitize(mountpoint) + ".json"
+    init(mountpoint: String, prepared: MountDaemon.Prepared) {
+        self.mountpoint = mountpoint
+        self.prepared = prepared
+        do {
+            file = try StatusDirectory.forWriting() + "/" + StatusDirectory.name(for: mountpoint)
+        } catch {
+            FuseLog.error("no status file: \(error)")
+            file = nil
+        }
     }
 
     func run() async {
-        try? FileManager.default.createDirectory(atPath: Self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         while !Task.isCancelled {
             write()
             try? await Task.sleep(for: .seconds(2))
@@ -175,13 +181,12 @@ struct StatusReporter: Sendable {
             },
             "uploaded_files": prepared.fs.writeBack.uploadedFiles,
         ]
-        guard let data = try? JSONSerialization.data(withJSONObject: report, options: [.sortedKeys]) else { return }
-        let path = Self.file(for: mountpoint)
+        guard let path = file, let data = try? JSONSerialization.data(withJSONObject: report, options: [.sortedKeys]) else { return }
         let temporary = path + ".tmp"
         if FileManager.default.createFile(atPath: temporary, contents: data, attributes: [.posixPermissions: 0o600]) {
             rename(temporary, path)
         }
     }
 
-    func remove() { unlink(Self.file(for: mountpoint)) }
+    func remove() { if let file { unlink(file) } }
 }

@@ -20,7 +20,7 @@ struct StatusCommand: AsyncParsableCommand {
             }
             for mount in mounts {
                 print(mount.mountpoint)
-                guard let data = FileManager.default.contents(atPath: StatusReporter.file(for: mount.mountpoint)),
+                guard let file = StatusDirectory.existingFile(for: mount.mountpoint), let data = FileManager.default.contents(atPath: file),
                       let report = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
                     print("  (no status: the filesystem process is not answering; 'dropboxfs unmount' recovers)")
                     continue

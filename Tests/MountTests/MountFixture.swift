@@ -13,6 +13,8 @@ final class MountFixture: @unchecked Sendable {
     let emulator: Emulator
     let mountpoint: String
     let cacheDirectory: String
+    /// `XDG_RUNTIME_DIR` of the daemon and of the commands the test runs.
+    let runtimeDirectory: String
     let client: DropboxClient
     /// tmpfs mounts made for the test (detached at cleanup, after the dropboxfs mount).
     private var scratchDisks: [String] = []
@@ -20,6 +22,8 @@ final class MountFixture: @unchecked Sendable {
     var environment: [String: String] {
         ["DROPBOXFS_ACCESS_TOKEN": Self.token, "DROPBOXFS_API_URL": emulator.baseURL,
          "DROPBOXFS_CONFIG_DIR": root.appendingPathComponent("config").path,
+         // The status file goes here (`StatusDirectory`), inside the test's own folder.
+         "XDG_RUNTIME_DIR": runtimeDirectory,
          // A crashing daemon's backtrace, kept outside the test's folders (which go at
          // cleanup) and off its cache disk (which a test may fill).
          "SWIFT_BACKTRACE": "enable=yes,interactive=no,output-to=/tmp/dropboxfs-backtraces"]
@@ -32,7 +36,10 @@ final class MountFixture: @unchecked Sendable {
         self.emulator = emulator
         mountpoint = root.appendingPathComponent("mnt").path
         cacheDirectory = root.appendingPathComponent("cache").path
+        runtimeDirectory = root.appendingPathComponent("run").path
         try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: runtimeDirectory, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
         client = DropboxClient(endpoints: try Endpoints(baseURL: emulator.baseURL), tokens: StaticAccessToken(Self.token))
     }
 
