@@ -56,6 +56,15 @@ struct CLITests {
             let account = try await CLI.run(["account"], environment: env)
             #expect(account.stdout.contains("@"))
             #expect(!account.stdout.contains("cli-token") && !account.stderr.contains("cli-token"))
+            // The saved account talks to its own server only: neither a flag nor the
+            // environment sends its tokens elsewhere.
+            let elsewhere = try await CLI.run(["account", "--api-url", "http://127.0.0.1:9"], environment: env)
+            #expect(elsewhere.status != 0 && elsewhere.stderr.contains("was saved for \(url)"), "\(elsewhere.stderr)")
+            var redirected = env
+            redirected["DROPBOXFS_API_URL"] = "http://127.0.0.1:9"
+            let viaEnvironment = try await CLI.run(["account"], environment: redirected)
+            #expect(viaEnvironment.status != 0 && viaEnvironment.stderr.contains("is not sent to http://127.0.0.1:9"), "\(viaEnvironment.stderr)")
+            #expect(try await CLI.run(["account", "--api-url", url + "/"], environment: env).status == 0)
 
             let bad = try await CLI.run(["auth", "add-token", "--account", "bad", "--access-token", "wrong", "--api-url", url], environment: env)
             #expect(bad.status == 1)

@@ -125,7 +125,7 @@ extension AccountStore {
             return DropboxClient(endpoints: try Endpoints.fromEnvironment(apiURL), tokens: StaticAccessToken(token), retry: retry, transport: transport)
         }
         let (chosen, account) = try self.account(name)
-        let endpoints = try Endpoints.fromEnvironment(apiURL ?? account.apiURL)
+        let endpoints = try Self.server(of: account, named: chosen, asked: apiURL ?? environment["DROPBOXFS_API_URL"])
         let tokens: any AccessTokenProvider
         if let refresh = account.refreshToken, let appKey = account.appKey {
             let state = RefreshingAccessToken.State(accessToken: account.accessToken, expiresAt: account.expiresAt,
@@ -150,6 +150,24 @@ extension AccountStore {
 }
 
 extension AccountStore {
+    /// Where a saved account's requests go: the server it was saved for, and only there. Its
+    /// refresh token and app secret must never reach another server because a flag or
+    /// `DROPBOXFS_API_URL` said so (a mistyped URL, a proxy): another server needs an account
+    /// of its own (`login --api-url`).
+    static func server(of account: Account, named name: String, asked: String?) throws -> Endpoints {
+        func normal(_ url: String?) -> String? {
+            guard var url, !url.isEmpty else { return nil }
+            while url.hasSuffix("/") { url.removeLast() }
+            return url
+        }
+        let saved = normal(account.apiURL)
+        if let asked = normal(asked), asked != saved {
+            throw ClientError.local("account '\(name)' was saved for \(saved ?? "Dropbox") and is not sent to \(asked); "
+                                    + "log in to that server as an account of its own (dropboxfs login --api-url \(asked) --account NAME)")
+        }
+        return try saved.map { try Endpoints(baseURL: $0) } ?? .dropbox
+    }
+
     /// A token as given by a person: trimmed, and refused if it holds characters no token has
     /// (a stray newline would otherwise end up inside an HTTP header).
     public static func cleanToken(_ raw: String) throws -> String {
