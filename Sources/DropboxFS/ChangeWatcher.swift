@@ -44,11 +44,11 @@ public final class ChangeWatcher: Sendable {
         own.expect(pathLower, expectation)
     }
 
-    /// Runs a call that changes paths known beforehand (mkdir, move, delete), its changes
+    /// Runs a call that changes paths known beforehand (mkdir, move, delete, upload), its changes
     /// expected as the mount's own from before it starts: the change feed may bring them
     /// back before the call returns, and taken for another client's they would make the
     /// kernel drop names and inodes the mount is moving itself.
-    public func changingOwn<T>(_ expectations: [(String, OwnChanges.Expectation)], _ call: () async throws -> T) async throws -> T {
+    public func changingOwn<T>(_ expectations: [(String, OwnChanges.Expectation)], _ call: () async throws -> T) async rethrows -> T {
         let number = own.expectPending(expectations)
         defer { own.callEnded(number) }
         return try await call()

@@ -19,6 +19,8 @@ public final class OwnChanges: Sendable {
         case subtree
         /// A file revision we committed (upload or copy).
         case revision(String)
+        /// A file revision being committed: which one is known only once the call returns.
+        case commit
     }
 
     private struct Entry {
@@ -95,6 +97,7 @@ public final class OwnChanges: Sendable {
             switch entry.expectation {
             case .absent: if change.new == nil { return true }
             case .revision(let rev): if change.new?.rev == rev { return true }
+            case .commit: if change.new?.isFolder == false { return true }
             case .subtree: return true
             }
         }

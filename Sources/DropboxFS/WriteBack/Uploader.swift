@@ -113,7 +113,14 @@ public final class Uploader: Sendable {
     /// A job is one large file, or a batch of small ones.
     static func isLarge(_ job: [LocalVersion]) -> Bool { job.count == 1 && job[0].file.size > largeFile }
 
+    /// Uploads a job, its commits expected as the mount's own from the start (a catch-up
+    /// running meanwhile must not take them for another client's and drop the kernel's pages
+    /// of what was just written).
     private func upload(_ job: [LocalVersion]) async {
+        await watcher.changingOwn(job.map { ($0.pathLower, .commit) }) { await send(job) }
+    }
+
+    private func send(_ job: [LocalVersion]) async {
         if Self.isLarge(job) {
             await uploadLarge(job[0])
         } else if job.count > 1 {
