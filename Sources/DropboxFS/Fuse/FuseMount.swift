@@ -135,25 +135,36 @@ public final class FuseMount: @unchecked Sendable {
     private func planInvalidations(_ changes: [StoreChange]) -> [Invalidation] {
         var plan: [Invalidation] = []
         for change in changes {
-            let parent = change.pathLower.isEmpty ? nil : fs.inodes.existing(Node.parent(of: change.pathLower))
-            if let parent, change.old == nil || change.new == nil || change.old?.name != change.new?.name {
-                for name in Set([change.old?.name, change.new?.name].compactMap { $0 }) { plan.append(.entry(parent: parent, name: name)) }
-            }
+            plan += entryInvalidations(change)
             guard let inode = fs.inodes.existing(change.pathLower) else { continue }
-            // Pages stay when the content did not change, or when they hold the new content
-            // already (a file this mount wrote and uploaded): attributes only.
-            let hash = change.new?.contentHash
-            if let hash, hash == change.old?.contentHash || fs.pages.holds(inode, contentHash: hash) {
-                plan.append(.inode(inode, pages: false))
-            } else {
-                fs.pages.forget(inode)
-                plan.append(.inode(inode, pages: true))
-            }
-            if change.new == nil || change.new?.isFolder != change.old?.isFolder {
-                fs.inodes.detach(change.pathLower, folder: change.old?.isFolder ?? false)
-            }
+            let keepPages = pagesStay(inode, change)
+            if !keepPages { fs.pages.forget(inode) }
+            plan.append(.inode(inode, pages: !keepPages))
+            let wasFolder = change.old?.isFolder ?? false
+            if let new = change.new, new.isFolder == wasFolder, change.old != nil { continue }
+            fs.inodes.detach(change.pathLower, folder: wasFolder)
         }
         return plan
+    }
+
+    /// Pages stay when the content did not change, or when they hold the new content already
+    /// (a file this mount wrote and uploaded): attributes only.
+    private func pagesStay(_ inode: UInt64, _ change: StoreChange) -> Bool {
+        guard let hash = change.new?.contentHash else { return false }
+        if let old = change.old?.contentHash, old == hash { return true }
+        return fs.pages.holds(inode, contentHash: hash)
+    }
+
+    /// The names a change adds, removes or renames in its folder. (A separate function: the
+    /// Swift 6.3 optimizer crashed compiling this inside `planInvalidations`.)
+    private func entryInvalidations(_ change: StoreChange) -> [Invalidation] {
+        guard !change.pathLower.isEmpty, let parent = fs.inodes.existing(Node.parent(of: change.pathLower)) else { return [] }
+        let oldName = change.old?.name, newName = change.new?.name
+        guard oldName == nil || newName == nil || oldName != newName else { return [] }
+        var names: [String] = []
+        if let oldName { names.append(oldName) }
+        if let newName, newName != oldName { names.append(newName) }
+        return names.map { .entry(parent: parent, name: $0) }
     }
 
     private func send(_ invalidation: Invalidation, to session: OpaquePointer) {
