@@ -1,4 +1,5 @@
 import Foundation
+import DropboxAPI
 import SQLiteStore
 
 /// File content on local disk in fixed-size blocks, keyed by the file's `content_hash` and
@@ -77,9 +78,10 @@ public final class BlockCache: @unchecked Sendable {
 
     /// A new temporary file in the cache directory to download a block into.
     public func temporaryFile(for key: String) -> (path: String, fd: Int32)? {
-        // Keys come from content hashes, which the API client checks are hex; a key that is
+        // Keys come from content hashes, which the API client checks already; a key that is
         // anything else must still never become a path outside the cache.
-        guard key.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) || (65...70).contains($0) || $0 == 45 }) else { return nil }
+        guard let dash = key.lastIndex(of: "-"), ServerChecks.isContentHash(String(key[..<dash])),
+              Int64(key[key.index(after: dash)...]) != nil else { return nil }
         let path = file(key)
         try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         let temporary = path + ".tmp.\(UInt32.random(in: 0 ... .max))"

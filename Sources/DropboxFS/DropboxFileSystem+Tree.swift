@@ -23,7 +23,8 @@ extension DropboxFileSystem {
             }
         }
         guard let node = Node(.folder(created)) else { throw FSError.io("create_folder_v2 returned no folder") }
-        watcher.expectOwn(node.pathLower, .subtree)
+        // Expected under our lower-casing already; Dropbox's may differ (non-ASCII letters).
+        if node.pathLower != Node.child(parentPath, name) { watcher.expectOwn(node.pathLower, .subtree) }
         try await watcher.catchUp()
         try store.insert(node, listedEmpty: true)  // just made: known to be empty
         return (inodes.inode(for: node.pathLower), node)
@@ -134,8 +135,7 @@ extension DropboxFileSystem {
             }
         }
         guard let node = Node(moved) else { throw FSError.io("move_v2 returned a deleted entry") }
-        watcher.expectOwn(source.pathLower, .absent)
-        watcher.expectOwn(node.pathLower, .subtree)
+        if node.pathLower != destination.lowercased() { watcher.expectOwn(node.pathLower, .subtree) }
         return node
     }
 
@@ -156,7 +156,6 @@ extension DropboxFileSystem {
             FuseLog.error("unlink: \(pathLower) changed on Dropbox since this mount saw it; that version is kept")
             return
         }
-        watcher.expectOwn(pathLower, .absent)
     }
 
     /// The path of a folder inode, listed in the store.

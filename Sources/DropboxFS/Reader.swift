@@ -96,7 +96,7 @@ public final class Reader: Sendable {
         let task: Task<Void, any Error> = inflight.withLock { running in
             if let existing = running[key] { return existing }
             let task = Task { [self] in
-                if verifier.isRefused(expectedHash) { throw FSError.io("rev:\(rev): content \(expectedHash) was served wrong before; refused until the next mount") }
+                if verifier.isRefused(expectedHash) { throw Self.refused(rev, expectedHash) }
                 guard let (temporary, fd) = cache.temporaryFile(for: key) else { throw CacheUnavailable() }
                 var adopted = false
                 defer {
@@ -120,7 +120,7 @@ public final class Reader: Sendable {
                     throw FSError.io("rev:\(rev): the bytes served hash to \(actual), not \(expected): none of them kept, "
                                      + "and this content is refused until the next mount")
                 case .refused:
-                    throw FSError.io("rev:\(rev): content \(expectedHash) was served wrong before; refused until the next mount")
+                    throw Self.refused(rev, expectedHash)
                 case .verified, .waiting:
                     cache.adopt(key, temporary: temporary, size: length)
                     adopted = true
@@ -131,6 +131,10 @@ public final class Reader: Sendable {
         }
         defer { inflight.withLock { if $0[key] == task { $0.removeValue(forKey: key) } } }
         try await task.value
+    }
+
+    static func refused(_ rev: String, _ contentHash: String) -> FSError {
+        .io("rev:\(rev): content \(contentHash) was served wrong before; refused until the next mount")
     }
 
     /// Starts fetching up to `window` blocks after `index`, not already cached or in flight.

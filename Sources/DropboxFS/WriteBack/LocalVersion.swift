@@ -98,6 +98,16 @@ final class LocalVersion: @unchecked Sendable {
         descends(from: source.committedRev)
     }
 
+    /// The next version of this file (a copy to edit, or an empty one for a truncating open):
+    /// same chain, path and detachment, based on what this one will be committed as.
+    func successor(id: Int64, file: StagedFile, modified: timespec) -> LocalVersion {
+        let next = LocalVersion(id: id, lineage: lineage, file: file, path: path, modified: modified,
+                                baseRev: revisionForNext, baseID: baseID)
+        next.inherit(from: self)
+        next.detached = detached
+        return next
+    }
+
     var pathLower: String { Node.parent(of: path) + "/" + name.lowercased() }
     var name: String { String(path[path.index(after: path.lastIndex(of: "/")!)...]) }
 

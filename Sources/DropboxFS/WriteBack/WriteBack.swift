@@ -50,7 +50,7 @@ public final class WriteBack: Sendable {
         /// Files uploaded since the mount began.
         var uploaded = 0
         /// Revisions this mount committed, with the revisions each descends from (the newest
-        /// `ownCommitLimit`): a descriptor on an older revision of the file follows to them.
+        /// `ownCommitLimit` at least): a descriptor on an older revision of the file follows to them.
         var ownCommits: [String: [String]] = [:]
         var ownCommitOrder: [String] = []
     }
@@ -157,10 +157,7 @@ public final class WriteBack: Sendable {
         let id = state.nextID
         state.nextID += 1
         let file = try StagedFile(path: stagingPath(id), base: nil, truncate: true)
-        let version = LocalVersion(id: id, lineage: previous.lineage, file: file, path: previous.path, modified: LocalVersion.now(),
-                                   baseRev: previous.revisionForNext, baseID: previous.baseID)
-        version.inherit(from: previous)
-        version.detached = previous.detached
+        let version = previous.successor(id: id, file: file, modified: LocalVersion.now())
         if !version.detached {
             state.versions[id] = version
             state.current[version.pathLower] = version
@@ -223,7 +220,7 @@ public final class WriteBack: Sendable {
             enum Step { case done, copy(LocalVersion, Int64) }
             let step: Step = state.withLock { state in
                 guard state.handles[handle] === sealed else { return .done }
-                let newest = sealed.detached ? sealed : (state.current[sealed.pathLower] ?? sealed)
+                let newest = Self.newestLocked(state, of: sealed)
                 if newest.phase == .editing && newest !== sealed {
                     state.handles[handle] = newest
                     newest.writers += 1
@@ -238,12 +235,9 @@ public final class WriteBack: Sendable {
             let installed: Bool = state.withLock { state in
                 // Still the newest, and nobody made a version to edit meanwhile?
                 guard state.handles[handle] === sealed else { return false }
-                let newest = sealed.detached ? sealed : (state.current[sealed.pathLower] ?? sealed)
+                let newest = Self.newestLocked(state, of: sealed)
                 guard newest === source else { return false }
-                let version = LocalVersion(id: id, lineage: source.lineage, file: file, path: source.path, modified: source.modified,
-                                           baseRev: source.revisionForNext, baseID: source.baseID)
-                version.inherit(from: source)
-                version.detached = source.detached
+                let version = source.successor(id: id, file: file, modified: source.modified)
                 version.writers = 1
                 if version.detached {
                     // No path to meet at: every descriptor of the unlinked file moves along.
@@ -414,9 +408,8 @@ public final class WriteBack: Sendable {
     /// once it is on Dropbox.
     public func sync(handle: UInt64?, pathLower: String) async throws {
         let version = state.withLock { state -> LocalVersion? in
-            let own = handle.flatMap { state.handles[$0] }
-            if let own, own.detached { return own }
-            return state.current[own?.pathLower ?? pathLower] ?? own
+            guard let own = handle.flatMap({ state.handles[$0] }) else { return state.current[pathLower] }
+            return Self.newestLocked(state, of: own)
         }
         guard var version else { return }
         try await seal(version)
@@ -454,13 +447,17 @@ public final class WriteBack: Sendable {
         return try await version.file.read(at: offset, size: size)
     }
 
+    /// The newest version of `version`'s file: the path's, or its own once detached.
+    static func newestLocked(_ state: State, of version: LocalVersion) -> LocalVersion {
+        version.detached ? version : (state.current[version.pathLower] ?? version)
+    }
+
     /// What a handle reads: the newest version of its file (another descriptor may have
     /// written since this one opened, as on any disk), or its own once detached or gone.
     func readable(_ handle: UInt64) -> LocalVersion? {
         state.withLock { state in
             guard let own = state.handles[handle] else { return nil }
-            if own.detached { return own }
-            return state.current[own.pathLower] ?? own
+            return Self.newestLocked(state, of: own)
         }
     }
 
@@ -486,8 +483,12 @@ public final class WriteBack: Sendable {
 
     func recordOwnCommitLocked(_ state: inout State, _ rev: String, ancestry: [String]) {
         if state.ownCommits.updateValue(ancestry, forKey: rev) == nil { state.ownCommitOrder.append(rev) }
-        if state.ownCommitOrder.count > Self.ownCommitLimit {
-            state.ownCommits.removeValue(forKey: state.ownCommitOrder.removeFirst())
+        // Forgets the oldest tenth at once: removing one at a time from the front of the
+        // array would move 10,000 entries on every upload.
+        if state.ownCommitOrder.count > Self.ownCommitLimit + Self.ownCommitLimit / 10 {
+            let forgotten = state.ownCommitOrder.count - Self.ownCommitLimit
+            for rev in state.ownCommitOrder[..<forgotten] { state.ownCommits.removeValue(forKey: rev) }
+            state.ownCommitOrder.removeFirst(forgotten)
         }
     }
 
