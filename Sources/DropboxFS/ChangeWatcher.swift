@@ -48,10 +48,33 @@ public final class ChangeWatcher: Sendable {
     /// expected as the mount's own from before it starts: the change feed may bring them
     /// back before the call returns, and taken for another client's they would make the
     /// kernel drop names and inodes the mount is moving itself.
+    ///
+    /// A call Dropbox refuses because its tree is not what the store says (the name is taken,
+    /// or gone) changed nothing; the store catches up before the refusal is answered, with
+    /// the kernel told as of another client's change, so what the caller looks at next
+    /// agrees with the refusal (a mkdir answered EEXIST for a folder the mount had not heard
+    /// of yet, then a lookup answered ENOENT, broke `tar x`).
     public func changingOwn<T>(_ expectations: [(String, OwnChanges.Expectation)], _ call: () async throws -> T) async rethrows -> T {
         let number = own.expectPending(expectations)
-        defer { own.callEnded(number) }
-        return try await call()
+        do {
+            let result = try await call()
+            own.callEnded(number)
+            return result
+        } catch where Self.isStaleViewRefusal(error) {
+            own.callRefused(number)
+            try? await catchUp()
+            throw error
+        } catch {
+            own.callEnded(number)
+            throw error
+        }
+    }
+
+    private static func isStaleViewRefusal(_ error: any Error) -> Bool {
+        switch ErrnoMapping.fsError(error) {
+        case .exists, .notFound, .notDirectory, .isDirectory: return true
+        default: return false
+        }
     }
 
     /// Applies every change since the stored cursor (or takes a cursor at "now" on a first

@@ -16,18 +16,40 @@ extension DropboxFileSystem {
         let parentPath = try await listedFolder(parent)
         try Self.checkName(name)
         if try childIgnoringCase(of: parentPath, named: name) != nil { throw FSError.exists }
-        let path = parentPath + "/" + name
-        let created = try await watcher.changingOwn([(Node.child(parentPath, name), .subtree)]) {
-            try await client.settle(check: { try await self.client.metadataIfExists(path).flatMap(\.folderMetadata) }) {
-                try await self.client.rpc(Routes.createFolder, CreateFolderArgument(path: path)).metadata
+        let path = parentPath + "/" + name, pathLower = Node.child(parentPath, name)
+        let (node, madeHere) = try await store.makingFolder(pathLower) {
+            let (created, madeHere) = try await watcher.changingOwn([(pathLower, .subtree)]) {
+                try await client.settle(check: { try await self.client.metadataIfExists(path).flatMap(\.folderMetadata).map { ($0, true) } }) {
+                    try await createFolder(path, name: name)
+                }
             }
+            guard let node = Node(.folder(created)) else { throw FSError.io("create_folder_v2 returned no folder") }
+            // Expected under our lower-casing already; Dropbox's may differ (non-ASCII letters).
+            if node.pathLower != pathLower { watcher.expectOwn(node.pathLower, .subtree) }
+            // The folder is made whatever the catch-up does: a failed one is not the
+            // mkdir's failure (the store takes the folder below; a later catch-up replays).
+            try? await watcher.catchUp()
+            return (node, madeHere)
         }
-        guard let node = Node(.folder(created)) else { throw FSError.io("create_folder_v2 returned no folder") }
-        // Expected under our lower-casing already; Dropbox's may differ (non-ASCII letters).
-        if node.pathLower != Node.child(parentPath, name) { watcher.expectOwn(node.pathLower, .subtree) }
-        try await watcher.catchUp()
-        try store.insert(node, listedEmpty: true)  // just made: known to be empty
+        // Made here: known to be empty. Found made: listed when first needed.
+        try store.insert(node, listedEmpty: madeHere)
         return (inodes.inode(for: node.pathLower), node)
+    }
+
+    /// create_folder_v2; true with the folder if this call made it. A folder of exactly this
+    /// name that another client made since the store last heard from Dropbox (an upload into
+    /// it makes it too) is taken as made by this mkdir, which ran at the same moment: the
+    /// name is there at once for what comes next, as it is after a mkdir that succeeds. (The
+    /// kernel keeps the negative entry of a mkdir answered EEXIST, so `tar x` creating files
+    /// in it right after got ENOENT until the change feed told the kernel otherwise.)
+    private func createFolder(_ path: String, name: String) async throws -> (FolderMetadata, Bool) {
+        do {
+            return (try await client.rpc(Routes.createFolder, CreateFolderArgument(path: path)).metadata, true)
+        } catch let error as CallError<PathWriteError> {
+            guard case .route(.path(.conflict(.folder)), _, _, _) = error,
+                  let there = try await client.metadataIfExists(path)?.folderMetadata, there.name == name else { throw error }
+            return (there, false)
+        }
     }
 
     /// unlink (a file) or rmdir (an empty folder). Dropbox deletes folders recursively, so

@@ -65,6 +65,7 @@ public final class DropboxFileSystem: Sendable {
     public func node(_ inode: UInt64) throws -> Node {
         if let path = inodes.path(of: inode), let node = try node(at: path) { return node }
         if let node = openNode(inode) { return node }
+        FuseLog.trace("inode \(inode) not found (path \(inodes.path(of: inode) ?? "detached or unknown"))")
         throw FSError.notFound
     }
 

@@ -11,6 +11,15 @@ import Foundation
 public enum FuseLog {
     public static func error(_ message: String) { write("dropboxfs: error: \(message)\n") }
 
+    /// Whether `DROPBOXFS_TRACE` is set: the daemon then logs its decisions about the
+    /// kernel's caches (which inodes it detaches, which entries it invalidates), for finding
+    /// races. Off by default: the lines cost time on hot paths.
+    public static let tracing = ProcessInfo.processInfo.environment["DROPBOXFS_TRACE"].map { !$0.isEmpty } ?? false
+
+    public static func trace(_ message: @autoclosure () -> String) {
+        if tracing { write("dropboxfs: trace: \(message())\n") }
+    }
+
     /// Writes text to stderr as it is, dropping what cannot be written.
     public static func write(_ text: String) {
         let line = Array(text.utf8)

@@ -15,6 +15,11 @@ public final class MetadataStore: @unchecked Sendable {
     /// entry's attributes. Emptied by every write.
     private var nodeCache: [String: Node?] = [:]
     private var listedCache: [String: Bool] = [:]
+    /// Folders this mount's mkdir is making (a count per path): such a folder is empty when
+    /// made, so when its entry comes through the change feed it counts as listed at once and
+    /// the children another client puts there right after are kept. Dropped as children of
+    /// a folder not yet listed, they were missing from it until they changed again.
+    private var foldersBeingMade: [String: Int] = [:]
 
     public init(path: String) throws {
         db = try SQLiteDatabase(path: path)
@@ -110,6 +115,9 @@ public final class MetadataStore: @unchecked Sendable {
                         let parentKnown = node.parentLower.isEmpty || parentListed
                         if parentKnown || old != nil {
                             try upsertLocked(node)
+                            if node.isFolder, foldersBeingMade[lower] != nil {
+                                try db.run("INSERT OR REPLACE INTO listed (path_lower) VALUES (?)", [.text(lower)])
+                            }
                             applied.append(StoreChange(pathLower: lower, name: node.name, old: old, new: node))
                         }
                     } else if let old {
@@ -120,6 +128,19 @@ public final class MetadataStore: @unchecked Sendable {
                 return applied
             }
         }
+    }
+
+    /// Runs `body`, a mkdir of `pathLower`, with the folder counted as listed as soon as the
+    /// change feed brings it (see `foldersBeingMade`).
+    public func makingFolder<T>(_ pathLower: String, _ body: () async throws -> T) async rethrows -> T {
+        lock.withLock { foldersBeingMade[pathLower, default: 0] += 1 }
+        defer {
+            lock.withLock {
+                let left = foldersBeingMade[pathLower, default: 1] - 1
+                foldersBeingMade[pathLower] = left > 0 ? left : nil
+            }
+        }
+        return try await body()
     }
 
     /// Records a node created or moved here by the mount itself. A folder made here is known

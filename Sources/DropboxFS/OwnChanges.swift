@@ -66,6 +66,16 @@ public final class OwnChanges: Sendable {
         }
     }
 
+    /// The call was refused: it changed nothing, so nothing of it is expected.
+    func callRefused(_ call: Int) {
+        state.withLock { state in
+            state.expected = state.expected.compactMapValues { entries in
+                let left = entries.filter { $0.call != call }
+                return left.isEmpty ? nil : left
+            }
+        }
+    }
+
     /// A catch-up begins; returns its number.
     func catchUpStarted() -> Int {
         state.withLock { state in

@@ -94,6 +94,66 @@ struct TreeOperationTests {
         }
     }
 
+    /// Another client makes a folder (by uploading into it) just before this mount's mkdir of
+    /// the same name, while the change feed has not told the mount: the mkdir takes that
+    /// folder as made, and a file created in it at once is there, beside the other client's.
+    /// (Answered EEXIST with the name unknown here, the kernel kept its negative entry and
+    /// `tar x` got ENOENT creating the folder's files: the tool-workload suite in CI.)
+    @Test func aMkdirMeetingTheSameFolderMadeElsewhereLeavesItUsable() async throws {
+        try await MountFixture.with { m in
+            #expect(try await m.sh("mkdir \"$M/t\"").status == 0)
+            // The change feed stops: the longpoll under way ends with a first change; a
+            // longpoll counted after the fault is set has failed, so the watcher is stalled.
+            try await m.emulator.setFaults(["500:p=1,routes=files/list_folder/longpoll"])
+            try await m.emulator.resetStats()
+            let file = m.root.appendingPathComponent("other.txt").path
+            try Data("from elsewhere\n".utf8).write(to: URL(fileURLWithPath: file))
+            _ = try await m.client.uploadFile(file, to: CommitInfo(path: "/t/first.txt", mode: .add))
+            try await eventually("a longpoll to fail") {
+                try await m.emulator.routeStats()["files/list_folder/longpoll"]?["requests"] ?? 0 > 0 }
+            _ = try await m.client.uploadFile(file, to: CommitInfo(path: "/t/d/other.txt", mode: .add))
+            let result = try await m.python("""
+            import os
+            D = os.environ["M"] + "/t/d"
+            try:
+                os.mkdir(D)
+                print("mkdir ok")
+            except OSError as error:
+                print("mkdir", error.strerror)
+            fd = os.open(D + "/mine.txt", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, b"mine")
+            os.close(fd)
+            print(sorted(os.listdir(D)))
+            """)
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stdout == "mkdir ok\n['mine.txt', 'other.txt']\n")
+            try await eventually("both files on Dropbox") { try await m.client.listAll("/t/d").map(\.name).sorted() == ["mine.txt", "other.txt"] }
+            try await m.emulator.setFaults([])
+        }
+    }
+
+    /// A file another client puts into a folder this mount has just made, before the mount's
+    /// catch-up after the mkdir, is in the folder (it was dropped as the child of a folder not
+    /// yet listed, and the folder then counted as listed and empty). The catch-up is held back
+    /// at the emulator so the upload lands first.
+    @Test func aFileAddedElsewhereToAFolderJustMadeIsThere() async throws {
+        try await MountFixture.with { m in
+            try await m.emulator.resetStats()
+            try await m.emulator.setFaults(["500:p=1,routes=files/list_folder/longpoll", "latency:ms=5000,routes=files/list_folder/continue"])
+            let mkdir = Task { try await m.sh("mkdir \"$M/fresh\"") }
+            try await eventually("the folder made on Dropbox and a catch-up held back", timeout: 60) {
+                let held = try await m.emulator.routeStats()["files/list_folder/continue"]?["delayed"] ?? 0
+                return try await m.client.metadataIfExists("/fresh") != nil && held > 0
+            }
+            let file = m.root.appendingPathComponent("early.txt").path
+            try Data("early\n".utf8).write(to: URL(fileURLWithPath: file))
+            _ = try await m.client.uploadFile(file, to: CommitInfo(path: "/fresh/early.txt", mode: .add))
+            #expect(try await mkdir.value.status == 0)
+            try await m.emulator.setFaults([])
+            #expect(try await m.sh("ls \"$M/fresh\"").stdout == "early.txt\n")
+        }
+    }
+
     /// Every other change fails: half with a 500 before it is done, half done but with the
     /// answer lost (connection reset). Each is settled by looking at Dropbox; none surfaces.
     @Test func treeOperationsSurviveAmbiguousFailures() async throws {

@@ -142,6 +142,7 @@ public final class FuseMount: @unchecked Sendable {
             plan.append(.inode(inode, pages: !keepPages))
             let wasFolder = change.old?.isFolder ?? false
             if let new = change.new, new.isFolder == wasFolder, change.old != nil { continue }
+            FuseLog.trace("detach \(inode) \(change.pathLower) old=\(change.old.map { "\($0.isFolder ? "folder" : "file") \($0.rev ?? "")" } ?? "nil") new=\(change.new.map { "\($0.isFolder ? "folder" : "file") \($0.rev ?? "")" } ?? "nil")")
             fs.inodes.detach(change.pathLower, folder: wasFolder)
         }
         return plan
