@@ -13,7 +13,9 @@ final class KernelPages: Sendable {
     func openedRemote(_ inode: UInt64, contentHash: String?, othersCurrent: Bool) -> Bool {
         held.withLock { held in
             defer { held[inode] = othersCurrent ? contentHash : nil }
-            return othersCurrent && contentHash != nil && held[inode] == contentHash
+            let keep = othersCurrent && contentHash != nil && held[inode] == contentHash
+            FuseLog.trace("pages \(inode): open remote \(contentHash ?? "-") held \(held[inode] ?? "-") keep \(keep)")
+            return keep
         }
     }
 
@@ -25,7 +27,9 @@ final class KernelPages: Sendable {
         let mark = Self.mark(lineage)
         return held.withLock { held in
             defer { held[inode] = mark }
-            return !truncate && onlyLocal && held[inode] == mark
+            let keep = !truncate && onlyLocal && held[inode] == mark
+            FuseLog.trace("pages \(inode): open \(mark) held \(held[inode] ?? "-") keep \(keep)")
+            return keep
         }
     }
 
@@ -33,7 +37,10 @@ final class KernelPages: Sendable {
     /// what the inode was known to hold.
     func closedRemote(_ inode: UInt64, contentHash: String?) {
         held.withLock { held in
-            if held[inode] != contentHash { held.removeValue(forKey: inode) }
+            if held[inode] != contentHash {
+                FuseLog.trace("pages \(inode): closed remote \(contentHash ?? "-") over \(held[inode] ?? "-")")
+                held.removeValue(forKey: inode)
+            }
         }
     }
 
@@ -41,13 +48,17 @@ final class KernelPages: Sendable {
     /// chain's bytes now hold that content.
     func uploaded(_ inode: UInt64, lineage: Int64, contentHash: String) {
         held.withLock { held in
+            FuseLog.trace("pages \(inode): uploaded \(Self.mark(lineage)) as \(contentHash), held \(held[inode] ?? "-")")
             if held[inode] == Self.mark(lineage) { held[inode] = contentHash }
         }
     }
 
     func holds(_ inode: UInt64, contentHash: String) -> Bool { held.withLock { $0[inode] == contentHash } }
 
-    func forget(_ inode: UInt64) { _ = held.withLock { $0.removeValue(forKey: inode) } }
+    func forget(_ inode: UInt64) {
+        FuseLog.trace("pages \(inode): forgotten")
+        _ = held.withLock { $0.removeValue(forKey: inode) }
+    }
 
     private static func mark(_ lineage: Int64) -> String { "local:\(lineage)" }
 }

@@ -51,6 +51,54 @@ struct FileLifeTests {
         }
     }
 
+    /// Writes through a shared mapping, each `msync` an fsync, between writes and truncates
+    /// down: the file ends as the sequence left it, through the mount and on Dropbox, with no
+    /// conflicted copy (`msync` once conflicted with the mount's own upload, leaving the size
+    /// and bytes of the previous synced version).
+    @Test func writesThroughASharedMappingBetweenTruncatesStay() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let model = m.root.appendingPathComponent("model.bin").path
+            let result = try await m.python("""
+            import os, mmap
+            fd = os.open(os.environ["M"] + "/mapped.bin", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            model = bytearray()
+            def resize(n):
+                os.ftruncate(fd, n)
+                del model[n:]
+                model.extend(b"\\0" * (n - len(model)))
+            def write(offset, data):
+                os.pwrite(fd, data, offset)
+                model.extend(b"\\0" * max(0, offset - len(model)))
+                model[offset:offset + len(data)] = data
+            def map_write(size, offset, data):
+                resize(size)
+                mapping = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+                mapping[offset:offset + len(data)] = data
+                model[offset:offset + len(data)] = data
+                mapping.flush()
+                mapping.close()
+            write(0, os.urandom(50000))
+            resize(20000)
+            map_write(80000, 60000, os.urandom(5000))
+            write(70000, os.urandom(30000))
+            resize(10000)
+            map_write(90000, 85000, os.urandom(4000))
+            size = os.fstat(fd).st_size
+            same = os.pread(fd, size + 1, 0) == bytes(model)
+            os.close(fd)
+            open("\(model)", "wb").write(model)
+            print(size, same)
+            """)
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stdout == "90000 True\n", "\(m.log.suffix(3000))")
+            #expect(try await Self.conflictedCopies(m).isEmpty)
+            try await m.unmount()
+            let expected = try [UInt8](Data(contentsOf: URL(fileURLWithPath: model)))
+            #expect(try await m.client.metadataIfExists("/mapped.bin")?.fileMetadata?.contentHash == ContentHasher.hash(expected))
+            #expect(try await m.client.listAll("", recursive: false).map(\.name) == ["mapped.bin"])
+        }
+    }
+
     /// An open for writing that writes nothing makes nothing: the name never vanishes and
     /// the content stays what the last writer closed, also on Dropbox.
     @Test func anOpenThatWritesNothingChangesNothing() async throws {

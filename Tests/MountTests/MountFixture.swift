@@ -26,7 +26,9 @@ final class MountFixture: @unchecked Sendable {
          "XDG_RUNTIME_DIR": runtimeDirectory,
          // A crashing daemon's backtrace, kept outside the test's folders (which go at
          // cleanup) and off its cache disk (which a test may fill).
-         "SWIFT_BACKTRACE": "enable=yes,interactive=no,output-to=/tmp/dropboxfs-backtraces"]
+         "SWIFT_BACKTRACE": "enable=yes,interactive=no,output-to=/tmp/dropboxfs-backtraces",
+         // Passed on, so a run of the tests can log the daemons' decisions (`FuseLog.trace`).
+         "DROPBOXFS_TRACE": ProcessInfo.processInfo.environment["DROPBOXFS_TRACE"] ?? ""]
     }
 
     static var binary: String { ProcessRunner.builtProduct("dropboxfs") }

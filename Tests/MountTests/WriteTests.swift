@@ -185,7 +185,7 @@ struct WriteTests {
             let downloaded = { try await m.routeStats()["files/download"]?["bytes_out"] ?? 0 }
             let before = try await downloaded()
             #expect(try await m.sh("cmp '\(local)/a.bin' \"$M/a.bin\"").status == 0)
-            #expect(try await downloaded() == before)
+            #expect(try await downloaded() == before, "\(m.log.suffix(4000))")
 
             let edit = "head -c 1M /dev/urandom > '\(local)/b.bin' && curl -s -o /dev/null -X POST \"$API/2/files/upload\" " +
                 "-H 'Authorization: Bearer \(MountFixture.token)' -H 'Content-Type: application/octet-stream' " +
