@@ -195,6 +195,46 @@ struct WriteTests {
         }
     }
 
+    /// Large files whose bytes are still going (held back by a slow link) are deleted and
+    /// renamed: neither waits for them. The deleted one's sending stops and it never reaches
+    /// Dropbox; the renamed one is committed under its new name only. (`rm` of a file with
+    /// gigabytes still to go waited for all of them: REPRODUCED, the multi-gigabyte backlog.)
+    @Test func renamesAndDeletesDoNotWaitForALargeFilesBytes() async throws {
+        try await MountFixture.with(seeds: [], faults: ["bandwidth:bps=2000000,routes=files/upload_session/append_v2"]) { m in
+            let size = 128 << 20
+            let made = try await m.python("""
+            import os
+            for name in ("gone.bin", "moving.bin"):
+                path = os.environ["M"] + "/" + name
+                # On Dropbox first, so the large version is an edit (sent whole at close).
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.write(fd, b"x")
+                os.fsync(fd)
+                os.close(fd)
+                fd = os.open(path, os.O_RDWR)
+                os.ftruncate(fd, \(size))
+                os.pwrite(fd, b"end", \(size - 3))
+                os.close(fd)
+            """)
+            #expect(made.status == 0, "\(made.stderr)")
+            try await eventually("both uploads to be under way", timeout: 120) {
+                let status = try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment).stdout
+                return status.split(separator: "\n").filter { $0.contains(".bin  uploading") }.count == 2
+            }
+            let changed = try await m.sh("rm \"$M/gone.bin\" && mv \"$M/moving.bin\" \"$M/moved.bin\" && ls \"$M\"")
+            #expect(changed.status == 0, "\(changed.stderr)")
+            #expect(changed.stdout == "moved.bin\n")
+            // At the capped rate the bytes take far longer than the rename: it did not wait
+            // (Dropbox moved the one-byte revision, the edit follows).
+            #expect(try await m.client.metadataIfExists("/moved.bin")?.fileMetadata?.size == 1)
+            try await eventually("the renamed file on Dropbox", timeout: 600) {
+                try await m.client.metadataIfExists("/moved.bin")?.fileMetadata?.size == Int64(size) }
+            #expect(try await m.sh("tail -c 3 \"$M/moved.bin\"").stdout == "end")
+            try await m.unmount()
+            #expect(try await m.client.listAll("", recursive: false).map(\.name) == ["moved.bin"])
+        }
+    }
+
     /// Uploads are held up (slow commits) while files are renamed and deleted: Dropbox ends
     /// with exactly the renamed files, none of the deleted ones, nothing at the old names.
     @Test func renamesAndDeletesOfPendingFilesAreOrderedWithTheirUploads() async throws {

@@ -11,7 +11,9 @@ final class LocalVersion: @unchecked Sendable {
         case editing
         /// Sealed and recorded in the upload queue; its path may still change (a rename).
         case queued
-        /// Being sent and committed: its path is fixed until the upload ends.
+        /// Being sent to Dropbox. Its path is fixed while it is `committing`; before that (a
+        /// large file's bytes going into its session) a rename re-addresses it and a delete
+        /// abandons it, instead of waiting for gigabytes to go.
         case uploading
         /// On Dropbox, replaced by a newer version before it went, or deleted.
         case finished
@@ -55,6 +57,12 @@ final class LocalVersion: @unchecked Sendable {
     /// Block digests of chunks sent before close, so the upload at seal need not read them
     /// again to hash them.
     var chunkDigests: [Int64: [UInt8]] = [:]
+    /// Its commit is under way (a small file's whole upload, a large file's finish): renames
+    /// and deletes there wait for it to end (`WriteBack.holding`).
+    var committing = false
+    /// Stops the sending of a large file's bytes; called when the version is detached (a
+    /// delete or a rename over it) while they go.
+    var abandonSending: (@Sendable () -> Void)?
     /// Early sends under way (`WriteBack+EarlyUploads`): the upload waits for them.
     var earlySends = 0
     /// The version that took its place before it was uploaded, if one did.

@@ -117,13 +117,12 @@ public final class Uploader: Sendable {
     /// running meanwhile must not take them for another client's and drop the kernel's pages
     /// of what was just written).
     private func upload(_ job: [LocalVersion]) async {
+        if Self.isLarge(job) { return await uploadLarge(job[0]) }  // expects its commit itself
         await watcher.changingOwn(job.map { ($0.pathLower, .commit) }) { await send(job) }
     }
 
     private func send(_ job: [LocalVersion]) async {
-        if Self.isLarge(job) {
-            await uploadLarge(job[0])
-        } else if job.count > 1 {
+        if job.count > 1 {
             await uploadBatch(job)
         } else {
             let version = job[0]
@@ -155,22 +154,35 @@ public final class Uploader: Sendable {
     }
 
     /// A large file through a concurrent session, resumed from the queue's record if an
-    /// earlier run started it.
+    /// earlier run started it. Its bytes go first, while the file may still be renamed (the
+    /// commit goes to the name it has then) or deleted (the sending stops, nothing is
+    /// committed): `rm` of a file with gigabytes still to go waited for all of them.
     private func uploadLarge(_ version: LocalVersion) async {
-        let commit = writeBack.commitInfo(version)
         let size = version.file.size
         let fd = open(version.file.path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return await failed(version, StagedFile.error("open", version.file.path)) }
         defer { close(fd) }
         let resume = writeBack.sessionResume(version)
         do {
-            let (session, hash) = try await client.sendConcurrentSession(
-                fd: fd, size: size, tuning: tuning, resume: resume,
-                started: { [writeBack] in writeBack.recordSession(version, $0) },
-                chunkSent: { [writeBack] in writeBack.recordChunk(version, $0) },
-                progress: { [writeBack] sent, _ in writeBack.recordProgress(version, sent) })
-            let file = try await client.finishSession(session, size: size, hash: hash, commit: commit)
+            let sending = Task { [client, tuning, writeBack] in
+                try await client.sendConcurrentSession(
+                    fd: fd, size: size, tuning: tuning, resume: resume,
+                    started: { writeBack.recordSession(version, $0) },
+                    chunkSent: { writeBack.recordChunk(version, $0) },
+                    progress: { sent, _ in writeBack.recordProgress(version, sent) })
+            }
+            let (session, hash) = try await withTaskCancellationHandler {
+                try await writeBack.sendingAbandonably(version, cancel: { sending.cancel() }) { try await sending.value }
+            } onCancel: {
+                sending.cancel()
+            }
+            guard let commit = await writeBack.beginCommit(version) else { return }
+            let file = try await watcher.changingOwn([(version.pathLower, .commit)]) {
+                try await client.finishSession(session, size: size, hash: hash, commit: commit)
+            }
             await complete(version, file)
+        } catch where writeBack.isAbandoned(version) {
+            return  // deleted while its bytes went: nothing to commit, nothing to retry
         } catch {
             // A session Dropbox no longer knows (expired, or finished by a lost answer) is
             // started afresh next time.

@@ -1,11 +1,12 @@
 import Foundation
 
-/// Renames and deletes of files with local versions: they wait for uploads under way there
+/// Renames and deletes of files with local versions: they wait for commits under way there
 /// (`holding`), then re-address, rebase or detach the versions, so no upload lands on a name
 /// the user has since moved away from, and descriptors open on a file whose name goes keep
-/// its bytes (detached versions are never uploaded).
+/// its bytes (detached versions are never uploaded). A large file whose bytes are still
+/// going is not waited for: its commit waits for the rename or delete instead.
 extension WriteBack {
-    /// Runs `body` while nothing at or below `paths` is uploaded, after uploads under way
+    /// Runs `body` while nothing at or below `paths` is committed, after commits under way
     /// there have ended.
     public func holding<T>(_ paths: [String], _ body: () async throws -> T) async throws -> T {
         state.withLock { state in for path in paths { state.held[path, default: 0] += 1 } }
@@ -21,7 +22,7 @@ extension WriteBack {
         while true {
             let seen = signal.generation
             let busy = state.withLock { state in
-                state.versions.values.contains { version in version.phase == .uploading && paths.contains { version.isAt(orUnder: $0) } }
+                state.versions.values.contains { version in version.phase == .uploading && version.committing && paths.contains { version.isAt(orUnder: $0) } }
             }
             if !busy { break }
             await signal.wait(after: seen)
@@ -56,6 +57,7 @@ extension WriteBack {
             FuseLog.error("removing \(pathLower) from the upload queue failed (\(error)); the next mount drops it")
         }
         for version in doomed + state.handles.values.filter({ $0.pathLower == pathLower }) {
+            if version.phase == .uploading { version.abandonSending?() }
             version.detached = true
             if version.phase != .finished { finishLocked(&state, version) }
         }

@@ -49,19 +49,60 @@ extension WriteBack {
                 }
             }
             for version in big.prefix(max(0, large)) { jobs.append([version]) }
-            for job in jobs { for version in job { version.phase = .uploading } }
+            for job in jobs {
+                for version in job {
+                    version.phase = .uploading
+                    version.committing = version.file.size <= largeFile  // a large file's commit comes after its bytes
+                }
+            }
             return (jobs, wake.map { $0 - now })
         }
     }
 
     /// Where and how a version is committed (snapshotted: its path cannot change while it
-    /// uploads).
+    /// is committing).
     func commitInfo(_ version: LocalVersion) -> CommitInfo {
-        state.withLock { _ in
-            CommitInfo(path: version.path, mode: version.baseRev.map { .update($0) } ?? .add, autorename: false,
-                       clientModified: DropboxDate.format(Date(timeIntervalSince1970: TimeInterval(version.modified.tv_sec))))
+        state.withLock { _ in commitInfoLocked(version) }
+    }
+
+    private func commitInfoLocked(_ version: LocalVersion) -> CommitInfo {
+        CommitInfo(path: version.path, mode: version.baseRev.map { .update($0) } ?? .add, autorename: false,
+                   clientModified: DropboxDate.format(Date(timeIntervalSince1970: TimeInterval(version.modified.tv_sec))))
+    }
+
+    /// A large file's bytes are in its session: its commit may begin once no rename or
+    /// delete holds its path (from then on they wait for it). Returns where it goes (the
+    /// name it has now), or nil if the file was deleted or replaced meanwhile: then nothing
+    /// is committed.
+    func beginCommit(_ version: LocalVersion) async -> CommitInfo? {
+        while true {
+            let seen = signal.generation
+            let decided: CommitInfo?? = state.withLock { state in
+                if version.detached { return .some(nil) }
+                if state.held.keys.contains(where: { version.isAt(orUnder: $0) }) { return nil }
+                version.committing = true
+                return .some(commitInfoLocked(version))
+            }
+            if let decided { return decided }
+            await signal.wait(after: seen)
         }
     }
+
+    /// Runs `send` (a large file's bytes) with `cancel` as the way to stop it if the version
+    /// is detached meanwhile (at once if it already is).
+    func sendingAbandonably<T>(_ version: LocalVersion, cancel: @escaping @Sendable () -> Void, _ send: () async throws -> T) async throws -> T {
+        let abandoned = state.withLock { _ in
+            version.abandonSending = cancel
+            return version.detached
+        }
+        defer { state.withLock { _ in version.abandonSending = nil } }
+        if abandoned { cancel() }
+        return try await send()
+    }
+
+    /// Whether the version was detached (deleted, or replaced by a rename) while it uploaded:
+    /// its upload's outcome no longer matters.
+    func isAbandoned(_ version: LocalVersion) -> Bool { state.withLock { _ in version.detached } }
 
     /// Whether no newer version of the path exists (its bytes are the path's latest).
     func isNewest(_ version: LocalVersion) -> Bool {
@@ -135,6 +176,7 @@ extension WriteBack {
         let mapped = ErrnoMapping.fsError(error)
         state.withLock { _ in
             version.phase = .queued
+            version.committing = false
             version.attempts += 1
             version.failure = mapped == .noSpace ? .noSpace : (mapped == .invalidName || mapped == .accessDenied ? mapped : .io("\(error)"))
             version.failureText = mapped == .noSpace ? "Dropbox account is full (insufficient_space)" : "\(error)"
