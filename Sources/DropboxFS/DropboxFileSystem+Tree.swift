@@ -114,8 +114,12 @@ extension DropboxFileSystem {
             let remoteTarget = try store.node(targetLower).flatMap { $0.pathLower == source.pathLower ? nil : $0 }
             if let remoteTarget {
                 if remoteTarget.isFolder { try await requireEmpty(remoteTarget) }
-                // A file only here replaces the target by uploading over it, later.
-                if remoteSource != nil || remoteTarget.isFolder { try await delete(remoteTarget.pathLower) }
+                // A file only here replaces the target by uploading over it, later (a target
+                // changed on Dropbox meanwhile then keeps its name, the upload goes beside).
+                if remoteSource != nil || remoteTarget.isFolder {
+                    let deleted = try await delete(remoteTarget.pathLower, unlessChangedSince: remoteTarget.isFolder ? nil : remoteTarget.rev)
+                    if !deleted { try await moveAside(remoteTarget) }
+                }
             }
             guard remoteSource != nil else {
                 // The file exists only here: it is renamed here, and its upload goes to the
@@ -165,7 +169,10 @@ extension DropboxFileSystem {
     /// `rev` (unlink of a file), Dropbox deletes only that revision: a file changed elsewhere
     /// since this mount saw it is kept, and comes back through the change feed (an unlink here
     /// never deletes an edit made elsewhere).
-    func delete(_ pathLower: String, unlessChangedSince rev: String? = nil) async throws {
+    /// delete_v2; false if `rev` was given and the file changed on Dropbox since (that
+    /// version is kept: an edit this mount never saw is not its to delete).
+    @discardableResult
+    func delete(_ pathLower: String, unlessChangedSince rev: String? = nil) async throws -> Bool {
         do {
             _ = try await watcher.changingOwn([(pathLower, .absent)]) {
                 try await client.settle(check: { try await self.client.metadataIfExists(pathLower) == nil ? true : nil }) {
@@ -173,11 +180,26 @@ extension DropboxFileSystem {
                     return true
                 }
             }
+            return true
         } catch let error as CallError<DeleteError> {
             guard case .route(.pathWrite(.conflict), _, _, _) = error, rev != nil else { throw error }
-            FuseLog.error("unlink: \(pathLower) changed on Dropbox since this mount saw it; that version is kept")
-            return
+            FuseLog.error("\(pathLower) changed on Dropbox since this mount saw it; that version is kept")
+            return false
         }
+    }
+
+    /// A rename's target changed on Dropbox since this mount saw it: that version moves aside
+    /// as a conflicted copy (Dropbox numbers it if the name is taken), and the rename goes
+    /// on. A rename over it must not lose an edit the user never saw. The change feed tells
+    /// the kernel of the new name, as of another client's change.
+    private func moveAside(_ target: Node) async throws {
+        let parent = Node.parent(of: target.pathLower)
+        let aside = parent + "/" + Uploader.conflictedName(target.name, on: Date())
+        let moved = try await client.settle(check: { try await self.client.metadataIfExists(target.pathLower) == nil ? true : nil }) {
+            _ = try await self.client.rpc(Routes.move, RelocationArgument(from: target.pathLower, to: aside, autorename: true))
+            return true
+        }
+        if moved { FuseLog.error("rename: \(target.pathLower) changed on Dropbox since this mount saw it; that version is kept as a conflicted copy") }
     }
 
     /// The path of a folder inode, listed in the store.

@@ -243,6 +243,35 @@ struct FileLifeTests {
         }
     }
 
+    /// A rename over a file that was edited elsewhere since this mount saw it (the change
+    /// feed has not told it yet) replaces the name, and the edit is kept beside it as a
+    /// conflicted copy: it was deleted with the old target.
+    @Test func aRenameOverAFileEditedElsewhereKeepsTheEdit() async throws {
+        try await MountFixture.with { m in
+            #expect(try await m.sh("cat \"$M/README.txt\" > /dev/null && echo mine > \"$M/mine.txt\" && sync \"$M/mine.txt\"").status == 0)
+            // The change feed stops: a longpoll counted after the fault is set has failed.
+            try await m.emulator.setFaults(["500:p=1,routes=files/list_folder/longpoll"])
+            try await m.emulator.resetStats()
+            let file = m.root.appendingPathComponent("edit.txt").path
+            try Data("edited elsewhere\n".utf8).write(to: URL(fileURLWithPath: file))
+            _ = try await m.client.uploadFile(file, to: CommitInfo(path: "/other.txt", mode: .add))  // ends the longpoll under way
+            try await eventually("a longpoll to fail") {
+                try await m.emulator.routeStats()["files/list_folder/longpoll"]?["requests"] ?? 0 > 0 }
+            _ = try await m.client.uploadFile(file, to: CommitInfo(path: "/README.txt", mode: .overwrite))
+            let renamed = try await m.sh("mv \"$M/mine.txt\" \"$M/README.txt\" && cat \"$M/README.txt\"")
+            #expect(renamed.status == 0, "\(renamed.stderr)")
+            #expect(renamed.stdout == "mine\n")
+            let kept = try await m.client.listAll("", recursive: false).filter { $0.name.hasPrefix("README (conflicted copy") }
+            #expect(kept.count == 1 && kept.first?.fileMetadata?.size == 17, "\(kept)")
+            try await m.emulator.setFaults([])
+            try await eventually("the edit to show as a conflicted copy", timeout: 120) {  // after the watcher's backoff
+                try await m.sh("cat \"$M\"/README*conflicted*").stdout == "edited elsewhere\n" }
+            try await m.unmount()
+            let names = try await m.client.listAll("", recursive: false).map(\.name).filter { $0.hasPrefix("README") }
+            #expect(names.count == 2 && names.contains("README.txt"), "\(names)")
+        }
+    }
+
     /// The upload queue cannot be written at close (a full or failing cache disk, made here
     /// with an immutable WAL file): close reports it, no edit is lost, nothing hangs (a second
     /// writer goes on), and once the disk recovers the file is sealed and uploaded.
