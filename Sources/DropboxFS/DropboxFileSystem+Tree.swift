@@ -130,7 +130,14 @@ extension DropboxFileSystem {
                 return
             }
             let moved = try await moveOnDropbox(source, to: toParent + "/" + newName)
-            try await watcher.catchUp()
+            do {
+                try await watcher.catchUp()
+            } catch {
+                // The move happened: the store takes it as it is (a later catch-up replays
+                // it in order), and the rename succeeds, as it did on Dropbox.
+                _ = try? store.apply([.deleted(DeletedMetadata(name: source.name, pathLower: source.pathLower, pathDisplay: nil))])
+                try? store.insert(moved, listedEmpty: false)
+            }
             try writeBack.move(from: source.pathLower, to: moved.pathLower, toName: moved.name,
                                rebase: moved.isFolder ? .none : .moved(from: remoteSource?.rev, to: moved.rev))
             if let target { inodes.detach(targetLower, folder: target.isFolder) }
