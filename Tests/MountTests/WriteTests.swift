@@ -274,6 +274,16 @@ struct WriteTests {
             let copied = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/Documents/copy.bin")).fileMetadata
             let original = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/big.bin")).fileMetadata
             #expect(copied?.contentHash == original?.contentHash)
+
+            // With the change feed refused, a copy Dropbox made still succeeds, and the empty
+            // file `cp` created first is not uploaded over it.
+            try await m.emulator.setFaults(["403:p=1,routes=files/list_folder/continue+files/list_folder/longpoll"])
+            let second = try await m.sh("cp \"$M/big.bin\" \"$M/again.bin\" && cmp \"$M/big.bin\" \"$M/again.bin\"")
+            #expect(second.status == 0, "\(second.stderr)")
+            try await m.emulator.setFaults([])
+            try await m.unmount()
+            #expect(try await m.client.metadataIfExists("/again.bin")?.fileMetadata?.contentHash == original?.contentHash)
+            #expect(try await m.client.listAll("", recursive: false).filter { $0.name.contains("conflicted") }.isEmpty)
         }
     }
 
