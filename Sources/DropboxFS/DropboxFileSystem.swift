@@ -152,11 +152,19 @@ public final class DropboxFileSystem: Sendable {
                 try store.storeListing(folderLower, try Self.children(of: folderLower, in: entries))
                 // The change watcher may have passed changes in this folder while it was being
                 // listed (and not yet marked listed): replay them from the listing's own cursor.
-                var page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
-                _ = try store.apply(page.entries)
-                while page.hasMore {
-                    page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: page.cursor))
+                do {
+                    var page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
                     _ = try store.apply(page.entries)
+                    while page.hasMore {
+                        page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: page.cursor))
+                        _ = try store.apply(page.entries)
+                    }
+                } catch {
+                    // The change feed fails: the listing is served as Dropbox gave it, but the
+                    // folder does not count as listed (a change passed meanwhile may be
+                    // missing), so it is listed again when next needed.
+                    FuseLog.error("listing of \(folderLower.isEmpty ? "/" : folderLower) not brought up to date (\(error)); listed again when next needed")
+                    try store.unlist(folderLower)
                 }
             }
             running[folderLower] = task

@@ -100,6 +100,14 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
+    /// The folder's children as stored may be incomplete: it is listed again when needed.
+    public func unlist(_ folderLower: String) throws {
+        try lock.withLock {
+            forgetCachedLocked()
+            try db.run("DELETE FROM listed WHERE path_lower = ?", [.text(folderLower)])
+        }
+    }
+
     /// Applies a page of changes from the cursor; returns what changed, for invalidation.
     public func apply(_ changes: [Metadata]) throws -> [StoreChange] {
         try lock.withLock {
