@@ -136,10 +136,13 @@ public final class ChangeWatcher: Sendable {
             } catch {
                 if Task.isCancelled { return }
                 failures += 1
-                try? await Task.sleep(for: .milliseconds(min(30_000, 250 << min(failures, 7))))
+                try? await Task.sleep(for: Self.pollRetry.wait(attempt: failures))
             }
         }
     }
+
+    /// The change feed's retries: soon after a blip, every 30 s at most while it lasts.
+    static let pollRetry = RetryPolicy(baseDelay: 0.25, maxDelay: 30)
 
     static func isReset(_ error: CallError<PathLookupError>) -> Bool {
         if case .route(.reset, _, _, _) = error { return true }

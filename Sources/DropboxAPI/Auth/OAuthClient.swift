@@ -59,20 +59,23 @@ public struct OAuthClient: Sendable {
 
     /// Posts to `/oauth2/token`; transient failures (no connection, 429, 5xx) are retried a
     /// few times, so a blip at refresh time does not look like being signed out.
+    /// Token requests: a few quick tries (0.5, 1, 2 s at most between them).
+    static let tokenRetry = RetryPolicy(maxAttempts: 4, baseDelay: 0.25, maxDelay: 2)
+
     private func tokenRequest(_ form: [(String, String)]) async throws -> Grant {
         var request = HTTPRequest(url: endpoints.api + "/oauth2/token")
         request.headers = [("Content-Type", "application/x-www-form-urlencoded")]
         request.body = .bytes(Array(FormBody.encode(form).utf8))
         request.totalTimeout = 60
         var response: HTTPResponse?
-        for attempt in 0..<4 {
-            if attempt > 0 { try await Task.sleep(for: .milliseconds(250 << attempt)) }
+        for attempt in 0..<Self.tokenRetry.maxAttempts {
+            if attempt > 0 { try await Task.sleep(for: Self.tokenRetry.wait(attempt: attempt)) }
             do {
                 let answer = try await transport.perform(request)
                 response = answer
                 if answer.status != 429 && answer.status < 500 { break }
             } catch let error as TransportError {
-                if !error.isTransient || attempt == 3 { throw CallError<NoRouteError>.client(.transport(error)) }
+                if !error.isTransient || attempt == Self.tokenRetry.maxAttempts - 1 { throw CallError<NoRouteError>.client(.transport(error)) }
             }
         }
         guard let response else { throw CallError<NoRouteError>.client(.notAuthenticated("token endpoint unreachable")) }

@@ -1,7 +1,9 @@
 import Foundation
 
 /// When and how long to wait before trying a failed call again: exponential backoff with
-/// full jitter, `Retry-After` honoured, a cap per wait and a budget of attempts.
+/// jitter, `Retry-After` honoured, a cap per wait and a budget of attempts. The one policy
+/// for every retry in the project: calls (`DropboxClient`), token refreshes, and the mount's
+/// longer-lived loops (the change feed, queued uploads), each with its own numbers.
 public struct RetryPolicy: Sendable {
     public var maxAttempts = 8
     /// Attempts when no connection can be made at all: a dead server should fail fast.
@@ -13,9 +15,19 @@ public struct RetryPolicy: Sendable {
 
     public init() {}
 
-    /// The delay before attempt `attempt + 1` (attempt counts from 0).
-    func backoff(attempt: Int) -> Double {
-        let ceiling = min(maxDelay, baseDelay * pow(2, Double(attempt)))
+    public init(maxAttempts: Int = 8, baseDelay: Double, maxDelay: Double) {
+        self.maxAttempts = maxAttempts
+        self.baseDelay = baseDelay
+        self.maxDelay = maxDelay
+    }
+
+    /// The delay in seconds before attempt `attempt + 1` (attempt counts from 0): between
+    /// half and all of `baseDelay * 2^attempt`, capped at `maxDelay`.
+    public func backoff(attempt: Int) -> Double {
+        let ceiling = min(maxDelay, baseDelay * pow(2, Double(min(attempt, 62))))
         return Double.random(in: ceiling / 2 ... ceiling)
     }
+
+    /// `backoff(attempt:)` as a duration to sleep.
+    public func wait(attempt: Int) -> Duration { .milliseconds(Int(backoff(attempt: attempt) * 1000)) }
 }

@@ -170,6 +170,10 @@ extension WriteBack {
         signal.notify()
     }
 
+    /// A queued upload's retries: seconds after a blip, every 5 minutes at most while the
+    /// failure lasts (a full account: every minute).
+    static let uploadRetry = RetryPolicy(baseDelay: 2, maxDelay: 300)
+
     /// An upload attempt failed: the version waits in the queue and is tried again later
     /// (sooner for network trouble, after a minute for a full account); `fsync` reports it.
     func failed(_ version: LocalVersion, _ error: any Error) {
@@ -180,8 +184,7 @@ extension WriteBack {
             version.attempts += 1
             version.failure = mapped == .noSpace ? .noSpace : (mapped == .invalidName || mapped == .accessDenied ? mapped : .io("\(error)"))
             version.failureText = mapped == .noSpace ? "Dropbox account is full (insufficient_space)" : "\(error)"
-            let delay = mapped == .noSpace ? 60.0 : min(300.0, 2.0 * Double(1 << min(version.attempts, 8)))
-            version.retryAt = .now + .milliseconds(Int(delay * 1000))
+            version.retryAt = .now + (mapped == .noSpace ? .seconds(60) : Self.uploadRetry.wait(attempt: version.attempts))
         }
         FuseLog.error("upload of \(version.path) failed (attempt \(version.attempts), will retry): \(version.failureText ?? "")")
         signal.notify()
