@@ -202,11 +202,10 @@ extension DropboxFileSystem {
     private func moveAside(_ target: Node) async throws {
         let parent = Node.parent(of: target.pathLower)
         let aside = parent + "/" + Uploader.conflictedName(target.name, on: Date())
-        let moved = try await client.settle(check: { try await self.client.metadataIfExists(target.pathLower) == nil ? true : nil }) {
+        try await client.settle(check: { try await self.client.metadataIfExists(target.pathLower) == nil ? () : nil }) {
             _ = try await self.client.rpc(Routes.move, RelocationArgument(from: target.pathLower, to: aside, autorename: true))
-            return true
         }
-        if moved { FuseLog.error("rename: \(target.pathLower) changed on Dropbox since this mount saw it; that version is kept as a conflicted copy") }
+        FuseLog.error("rename: \(target.pathLower) changed on Dropbox since this mount saw it; that version is kept as a conflicted copy")
     }
 
     /// The path of a folder inode, listed in the store.
