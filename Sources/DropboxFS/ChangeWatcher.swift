@@ -55,18 +55,29 @@ public final class ChangeWatcher: Sendable {
     /// agrees with the refusal (a mkdir answered EEXIST for a folder the mount had not heard
     /// of yet, then a lookup answered ENOENT, broke `tar x`).
     public func changingOwn<T>(_ expectations: [(String, OwnChanges.Expectation)], _ call: () async throws -> T) async rethrows -> T {
-        let number = own.expectPending(expectations)
+        let pending = own.expectPending(expectations)
         do {
             let result = try await call()
-            own.callEnded(number)
+            own.callEnded(pending)
             return result
         } catch where Self.isStaleViewRefusal(error) {
-            own.callRefused(number)
+            own.callRefused(pending)
             try? await catchUp()
             throw error
         } catch {
-            own.callEnded(number)
+            own.callEnded(pending)
             throw error
+        }
+    }
+
+    /// Catches up after a change the mount made, so the store learns it in Dropbox's order.
+    /// If that fails, the store takes `made` as it is (a later catch-up replays it in order):
+    /// the change happened, and the caller answers that it did.
+    public func catchUp(after made: [Metadata]) async {
+        do {
+            try await catchUp()
+        } catch {
+            _ = try? store.apply(made)
         }
     }
 

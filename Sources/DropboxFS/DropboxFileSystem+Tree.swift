@@ -26,9 +26,7 @@ extension DropboxFileSystem {
             guard let node = Node(.folder(created)) else { throw FSError.io("create_folder_v2 returned no folder") }
             // Expected under our lower-casing already; Dropbox's may differ (non-ASCII letters).
             if node.pathLower != pathLower { watcher.expectOwn(node.pathLower, .subtree) }
-            // The folder is made whatever the catch-up does: a failed one is not the
-            // mkdir's failure (the store takes the folder below; a later catch-up replays).
-            try? await watcher.catchUp()
+            await watcher.catchUp(after: [.folder(created)])
             return (node, madeHere)
         }
         // Made here: known to be empty. Found made: listed when first needed.
@@ -72,13 +70,12 @@ extension DropboxFileSystem {
             if let remote = try store.node(node.pathLower) { try await delete(node.pathLower, unlessChangedSince: remote.isFolder ? nil : remote.rev) }
         }
         inodes.detach(node.pathLower, folder: node.isFolder)
-        do {
-            try await watcher.catchUp()
-        } catch {
-            // The delete happened: the store takes it as it is (a later catch-up replays it
-            // in order), so the name never shows again after a successful unlink.
-            _ = try? store.apply([.deleted(DeletedMetadata(name: node.name, pathLower: node.pathLower, pathDisplay: nil))])
-        }
+        await watcher.catchUp(after: [Self.deletion(of: node)])  // the name never shows again after a successful unlink
+    }
+
+    /// The change-feed entry of `node`'s deletion.
+    private static func deletion(of node: Node) -> Metadata {
+        .deleted(DeletedMetadata(name: node.name, pathLower: node.pathLower, pathDisplay: nil))
     }
 
     /// rename, POSIX style: an existing target is replaced (a file by a file, an empty folder
@@ -129,15 +126,9 @@ extension DropboxFileSystem {
                 inodes.rename(from: source.pathLower, to: targetLower)
                 return
             }
-            let moved = try await moveOnDropbox(source, to: toParent + "/" + newName)
-            do {
-                try await watcher.catchUp()
-            } catch {
-                // The move happened: the store takes it as it is (a later catch-up replays
-                // it in order), and the rename succeeds, as it did on Dropbox.
-                _ = try? store.apply([.deleted(DeletedMetadata(name: source.name, pathLower: source.pathLower, pathDisplay: nil))])
-                try? store.insert(moved, listedEmpty: false)
-            }
+            let entry = try await moveOnDropbox(source, to: toParent + "/" + newName)
+            guard let moved = Node(entry) else { throw FSError.io("move_v2 returned a deleted entry") }
+            await watcher.catchUp(after: [Self.deletion(of: source), entry])
             try writeBack.move(from: source.pathLower, to: moved.pathLower, toName: moved.name,
                                rebase: moved.isFolder ? .none : .moved(from: remoteSource?.rev, to: moved.rev))
             if let target { inodes.detach(targetLower, folder: target.isFolder) }
@@ -149,14 +140,15 @@ extension DropboxFileSystem {
     /// through a temporary name in two moves (Dropbox refuses a move onto the same path);
     /// the store learns only the end result, so readers of the mount never see the
     /// temporary name.
-    private func moveOnDropbox(_ source: Node, to destination: String) async throws -> Node {
+    private func moveOnDropbox(_ source: Node, to destination: String) async throws -> Metadata {
         guard destination.lowercased() == source.pathLower else { return try await moveOnce(source, to: destination) }
         let temporary = Node.parent(of: destination) + "/.dropboxfs-rename-" + UUID().uuidString.prefix(8).lowercased()
-        let step = try await moveOnce(source, to: temporary)
+        guard let step = Node(try await moveOnce(source, to: temporary)) else { throw FSError.io("move_v2 returned a deleted entry") }
         return try await moveOnce(step, to: destination)
     }
 
-    private func moveOnce(_ source: Node, to destination: String) async throws -> Node {
+    /// One move_v2; returns the moved entry.
+    private func moveOnce(_ source: Node, to destination: String) async throws -> Metadata {
         let moved = try await watcher.changingOwn([(source.pathLower, .absent), (destination.lowercased(), .subtree)]) {
             try await client.settle(check: { () -> Metadata? in
                 // Done if the source is gone and the destination holds the same entry.
@@ -167,17 +159,14 @@ extension DropboxFileSystem {
                 try await self.client.rpc(Routes.move, RelocationArgument(from: source.pathLower, to: destination)).metadata
             }
         }
-        guard let node = Node(moved) else { throw FSError.io("move_v2 returned a deleted entry") }
-        if node.pathLower != destination.lowercased() { watcher.expectOwn(node.pathLower, .subtree) }
-        return node
+        if let lower = moved.pathLower, lower != destination.lowercased() { watcher.expectOwn(lower, .subtree) }
+        return moved
     }
 
     /// delete_v2, settled by looking when its outcome is unknown: gone means done. With
-    /// `rev` (unlink of a file), Dropbox deletes only that revision: a file changed elsewhere
-    /// since this mount saw it is kept, and comes back through the change feed (an unlink here
-    /// never deletes an edit made elsewhere).
-    /// delete_v2; false if `rev` was given and the file changed on Dropbox since (that
-    /// version is kept: an edit this mount never saw is not its to delete).
+    /// `rev`, Dropbox deletes only that revision: a file changed elsewhere since this mount
+    /// saw it is kept (false is returned), and comes back through the change feed (an unlink
+    /// or rename-over here never deletes an edit made elsewhere).
     @discardableResult
     func delete(_ pathLower: String, unlessChangedSince rev: String? = nil) async throws -> Bool {
         do {

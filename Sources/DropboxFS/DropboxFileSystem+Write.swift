@@ -115,12 +115,7 @@ extension DropboxFileSystem {
             }
             guard case .file(let file) = copied else { throw FSError.io("copy_v2 returned no file") }
             if let lower = file.pathLower { watcher.expectOwn(lower, .revision(file.rev)) }
-            do {
-                try await watcher.catchUp()
-            } catch {
-                // The copy happened: the store takes it as it is (a later catch-up replays it).
-                _ = try? store.apply([.file(file)])
-            }
+            await watcher.catchUp(after: [.file(file)])
             // The target's local version stands for the copy now: nothing left to upload.
             try writeBack.discard(targetVersion.pathLower)
             return file.size

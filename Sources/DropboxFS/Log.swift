@@ -12,8 +12,8 @@ public enum FuseLog {
     public static func error(_ message: String) { write("dropboxfs: error: \(message)\n") }
 
     /// Whether `DROPBOXFS_TRACE` is set: the daemon then logs its decisions about the
-    /// kernel's caches (which inodes it detaches, which entries it invalidates), for finding
-    /// races. Off by default: the lines cost time on hot paths.
+    /// kernel's caches (which inodes it detaches, which inodes it found gone, whether an
+    /// inode's pages stay), for finding races. Off by default: the lines cost time on hot paths.
     public static let tracing = ProcessInfo.processInfo.environment["DROPBOXFS_TRACE"].map { !$0.isEmpty } ?? false
 
     public static func trace(_ message: @autoclosure () -> String) {

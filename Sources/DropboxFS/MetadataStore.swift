@@ -95,7 +95,7 @@ public final class MetadataStore: @unchecked Sendable {
             try db.transaction {
                 try db.run("DELETE FROM nodes WHERE parent_lower = ?", [.text(folderLower)])
                 for node in nodes { try upsertLocked(node) }
-                try db.run("INSERT OR REPLACE INTO listed (path_lower) VALUES (?)", [.text(folderLower)])
+                try markListedLocked(folderLower)
             }
         }
     }
@@ -124,7 +124,7 @@ public final class MetadataStore: @unchecked Sendable {
                         if parentKnown || old != nil {
                             try upsertLocked(node)
                             if node.isFolder, foldersBeingMade[lower] != nil {
-                                try db.run("INSERT OR REPLACE INTO listed (path_lower) VALUES (?)", [.text(lower)])
+                                try markListedLocked(lower)
                             }
                             applied.append(StoreChange(pathLower: lower, name: node.name, old: old, new: node))
                         }
@@ -158,7 +158,7 @@ public final class MetadataStore: @unchecked Sendable {
             forgetCachedLocked()
             try db.transaction {
                 try upsertLocked(node)
-                if listedEmpty { try db.run("INSERT OR REPLACE INTO listed (path_lower) VALUES (?)", [.text(node.pathLower)]) }
+                if listedEmpty { try markListedLocked(node.pathLower) }
             }
         }
     }
@@ -189,6 +189,11 @@ public final class MetadataStore: @unchecked Sendable {
     private func forgetCachedLocked() {
         nodeCache.removeAll(keepingCapacity: true)
         listedCache.removeAll(keepingCapacity: true)
+    }
+
+    /// The folder's children in the store are all it has.
+    private func markListedLocked(_ folderLower: String) throws {
+        try db.run("INSERT OR REPLACE INTO listed (path_lower) VALUES (?)", [.text(folderLower)])
     }
 
     private func upsertLocked(_ node: Node) throws {

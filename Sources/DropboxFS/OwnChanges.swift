@@ -44,36 +44,39 @@ public final class OwnChanges: Sendable {
         state.withLock { $0.expected[pathLower, default: []].append(Entry(expectation: expectation, endedAt: $0.started, call: 0)) }
     }
 
-    /// Expects the changes of a call about to start; returns its number for `callEnded`.
-    func expectPending(_ expectations: [(String, Expectation)]) -> Int {
+    /// A call under way, for `callEnded` or `callRefused`: its number and the paths it
+    /// expects changes at (only those are visited when it ends: an upload batch commits up
+    /// to 1,000 files while others wait).
+    struct PendingCall {
+        fileprivate let number: Int
+        fileprivate let paths: [String]
+    }
+
+    /// Expects the changes of a call about to start.
+    func expectPending(_ expectations: [(String, Expectation)]) -> PendingCall {
         state.withLock { state in
             state.calls += 1
             for (path, expectation) in expectations {
                 state.expected[path, default: []].append(Entry(expectation: expectation, endedAt: nil, call: state.calls))
             }
-            return state.calls
+            return PendingCall(number: state.calls, paths: expectations.map(\.0))
         }
     }
 
     /// The call is over (whether it succeeded or not: its outcome may be unknown).
-    func callEnded(_ call: Int) {
+    func callEnded(_ call: PendingCall) {
         state.withLock { state in
-            for path in state.expected.keys {
-                for i in state.expected[path]!.indices where state.expected[path]![i].call == call {
-                    state.expected[path]![i].endedAt = state.started
-                }
+            for path in call.paths {
+                guard var entries = state.expected[path] else { continue }
+                for i in entries.indices where entries[i].call == call.number { entries[i].endedAt = state.started }
+                state.expected[path] = entries
             }
         }
     }
 
     /// The call was refused: it changed nothing, so nothing of it is expected.
-    func callRefused(_ call: Int) {
-        state.withLock { state in
-            state.expected = state.expected.compactMapValues { entries in
-                let left = entries.filter { $0.call != call }
-                return left.isEmpty ? nil : left
-            }
-        }
+    func callRefused(_ call: PendingCall) {
+        state.withLock { state in Self.drop(&state, at: call.paths) { $0.call == call.number } }
     }
 
     /// A catch-up begins; returns its number.
@@ -86,11 +89,15 @@ public final class OwnChanges: Sendable {
 
     /// A catch-up ended: what was registered before it started has been seen.
     func catchUpEnded(_ number: Int) {
-        state.withLock { state in
-            state.expected = state.expected.compactMapValues { entries in
-                let left = entries.filter { ($0.endedAt ?? .max) >= number }
-                return left.isEmpty ? nil : left
-            }
+        state.withLock { state in Self.drop(&state, at: Array(state.expected.keys)) { ($0.endedAt ?? .max) < number } }
+    }
+
+    /// Removes the entries at `paths` that `doomed` picks, and paths left without any.
+    private static func drop(_ state: inout State, at paths: [String], where doomed: (Entry) -> Bool) {
+        for path in paths {
+            guard let entries = state.expected[path] else { continue }
+            let left = entries.filter { !doomed($0) }
+            state.expected[path] = left.isEmpty ? nil : left
         }
     }
 

@@ -57,11 +57,11 @@ public struct OAuthClient: Sendable {
         return try await tokenRequest(form)
     }
 
-    /// Posts to `/oauth2/token`; transient failures (no connection, 429, 5xx) are retried a
-    /// few times, so a blip at refresh time does not look like being signed out.
     /// Token requests: a few quick tries (0.5, 1, 2 s at most between them).
     static let tokenRetry = RetryPolicy(maxAttempts: 4, baseDelay: 0.25, maxDelay: 2)
 
+    /// Posts to `/oauth2/token`; transient failures (no connection, 429, 5xx) are retried a
+    /// few times, so a blip at refresh time does not look like being signed out.
     private func tokenRequest(_ form: [(String, String)]) async throws -> Grant {
         var request = HTTPRequest(url: endpoints.api + "/oauth2/token")
         request.headers = [("Content-Type", "application/x-www-form-urlencoded")]

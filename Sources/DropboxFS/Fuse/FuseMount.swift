@@ -142,10 +142,15 @@ public final class FuseMount: @unchecked Sendable {
             plan.append(.inode(inode, pages: !keepPages))
             let wasFolder = change.old?.isFolder ?? false
             if let new = change.new, new.isFolder == wasFolder, change.old != nil { continue }
-            FuseLog.trace("detach \(inode) \(change.pathLower) old=\(change.old.map { "\($0.isFolder ? "folder" : "file") \($0.rev ?? "")" } ?? "nil") new=\(change.new.map { "\($0.isFolder ? "folder" : "file") \($0.rev ?? "")" } ?? "nil")")
+            FuseLog.trace("detach \(inode) \(change.pathLower): \(Self.traced(change.old)) -> \(Self.traced(change.new))")
             fs.inodes.detach(change.pathLower, folder: wasFolder)
         }
         return plan
+    }
+
+    private static func traced(_ node: Node?) -> String {
+        guard let node else { return "none" }
+        return node.isFolder ? "folder" : "file \(node.rev ?? "?")"
     }
 
     /// Pages stay when the content did not change, or when they hold the new content already

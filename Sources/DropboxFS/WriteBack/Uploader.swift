@@ -244,15 +244,9 @@ public final class Uploader: Sendable {
                 uploaded(version.pathLower, version.lineage, hash)
             }
         }
-        // The store learns the new revisions in Dropbox's order before the local versions
-        // stop hiding the old ones. If that fails, the store takes the commits as they are:
-        // a later catch-up replays them in order, and meanwhile the mount never shows the
-        // revision before its own write.
-        do {
-            try await watcher.catchUp()
-        } catch {
-            _ = try? store.apply(done.map { .file($0.1) })
-        }
+        // The store learns the new revisions before the local versions stop hiding the old
+        // ones: the mount never shows the revision before its own write.
+        await watcher.catchUp(after: done.map { .file($0.1) })
         for (version, file) in done {
             writeBack.finished(version, as: file)
             if let hash = file.contentHash { version.file.offerBlocks(to: writeBack.reader.cache, contentHash: hash) }
