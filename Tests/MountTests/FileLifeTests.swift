@@ -249,15 +249,8 @@ struct FileLifeTests {
     @Test func aRenameOverAFileEditedElsewhereKeepsTheEdit() async throws {
         try await MountFixture.with { m in
             #expect(try await m.sh("cat \"$M/README.txt\" > /dev/null && echo mine > \"$M/mine.txt\" && sync \"$M/mine.txt\"").status == 0)
-            // The change feed stops: a longpoll counted after the fault is set has failed.
-            try await m.emulator.setFaults(["500:p=1,routes=files/list_folder/longpoll"])
-            try await m.emulator.resetStats()
-            let file = m.root.appendingPathComponent("edit.txt").path
-            try Data("edited elsewhere\n".utf8).write(to: URL(fileURLWithPath: file))
-            _ = try await m.client.uploadFile(file, to: CommitInfo(path: "/other.txt", mode: .add))  // ends the longpoll under way
-            try await eventually("a longpoll to fail") {
-                try await m.emulator.routeStats()["files/list_folder/longpoll"]?["requests"] ?? 0 > 0 }
-            _ = try await m.client.uploadFile(file, to: CommitInfo(path: "/README.txt", mode: .overwrite))
+            try await m.stallChangeFeed(trigger: "/other.txt")
+            try await m.uploadElsewhere("edited elsewhere\n", to: "/README.txt")
             let renamed = try await m.sh("mv \"$M/mine.txt\" \"$M/README.txt\" && cat \"$M/README.txt\"")
             #expect(renamed.status == 0, "\(renamed.stderr)")
             #expect(renamed.stdout == "mine\n")

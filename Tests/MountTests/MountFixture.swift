@@ -150,6 +150,25 @@ final class MountFixture: @unchecked Sendable {
 
     func routeStats() async throws -> [String: [String: Int]] { try await emulator.routeStats() }
 
+    /// Another client uploads `contents` to `path` on Dropbox.
+    func uploadElsewhere(_ contents: String, to path: String, mode: WriteMode = .overwrite) async throws {
+        let file = root.appendingPathComponent("elsewhere-\(UUID().uuidString.prefix(8))").path
+        try Data(contents.utf8).write(to: URL(fileURLWithPath: file))
+        defer { unlink(file) }
+        _ = try await client.uploadFile(file, to: CommitInfo(path: path, mode: mode))
+    }
+
+    /// Stops the change feed: every longpoll fails from now on, so the mount hears of another
+    /// client's change only at its own next catch-up. The longpoll under way is ended by a
+    /// change made for it (`trigger`, uploaded elsewhere); once a longpoll counted after the
+    /// fault was set has failed, the feed is known to be stalled.
+    func stallChangeFeed(trigger: String) async throws {
+        try await emulator.setFaults(["500:p=1,routes=files/list_folder/longpoll"])
+        try await emulator.resetStats()
+        try await uploadElsewhere("trigger\n", to: trigger, mode: .add)
+        try await eventually("a longpoll to fail") { try await self.routeStats()["files/list_folder/longpoll"]?["requests"] ?? 0 > 0 }
+    }
+
     /// Every file under `local` is on Dropbox under `remote` with the same content hash, and
     /// Dropbox holds no other file there. Returns how many files were compared.
     @discardableResult

@@ -102,16 +102,8 @@ struct TreeOperationTests {
     @Test func aMkdirMeetingTheSameFolderMadeElsewhereLeavesItUsable() async throws {
         try await MountFixture.with { m in
             #expect(try await m.sh("mkdir \"$M/t\"").status == 0)
-            // The change feed stops: the longpoll under way ends with a first change; a
-            // longpoll counted after the fault is set has failed, so the watcher is stalled.
-            try await m.emulator.setFaults(["500:p=1,routes=files/list_folder/longpoll"])
-            try await m.emulator.resetStats()
-            let file = m.root.appendingPathComponent("other.txt").path
-            try Data("from elsewhere\n".utf8).write(to: URL(fileURLWithPath: file))
-            _ = try await m.client.uploadFile(file, to: CommitInfo(path: "/t/first.txt", mode: .add))
-            try await eventually("a longpoll to fail") {
-                try await m.emulator.routeStats()["files/list_folder/longpoll"]?["requests"] ?? 0 > 0 }
-            _ = try await m.client.uploadFile(file, to: CommitInfo(path: "/t/d/other.txt", mode: .add))
+            try await m.stallChangeFeed(trigger: "/t/first.txt")
+            try await m.uploadElsewhere("from elsewhere\n", to: "/t/d/other.txt", mode: .add)
             let result = try await m.python("""
             import os
             D = os.environ["M"] + "/t/d"
@@ -145,9 +137,7 @@ struct TreeOperationTests {
                 let held = try await m.emulator.routeStats()["files/list_folder/continue"]?["delayed"] ?? 0
                 return try await m.client.metadataIfExists("/fresh") != nil && held > 0
             }
-            let file = m.root.appendingPathComponent("early.txt").path
-            try Data("early\n".utf8).write(to: URL(fileURLWithPath: file))
-            _ = try await m.client.uploadFile(file, to: CommitInfo(path: "/fresh/early.txt", mode: .add))
+            try await m.uploadElsewhere("early\n", to: "/fresh/early.txt", mode: .add)
             #expect(try await mkdir.value.status == 0)
             try await m.emulator.setFaults([])
             #expect(try await m.sh("ls \"$M/fresh\"").stdout == "early.txt\n")
