@@ -52,7 +52,11 @@ struct RobustnessTests {
             try await eventually("the daemon to die") { m.daemonPIDs().isEmpty }
             let stale = try await m.sh("ls \"$M\"")
             #expect(stale.status != 0)
-            #expect(stale.stderr.contains("Transport endpoint is not connected"))
+            // ENOTCONN once the kernel has torn the connection down; ECONNABORTED when `ls`
+            // meets it while the dead daemon's device is still being released (seen in a
+            // full run): either way the mount is known dead.
+            #expect(stale.stderr.contains("Transport endpoint is not connected") || stale.stderr.contains("Software caused connection abort"),
+                    "\(stale.stderr)")
             // A new mount on top of the dead one recovers it.
             try await m.mount()
             #expect(try await m.sh("cat \"$M/README.txt\" | head -c 7").stdout == "Welcome")
