@@ -119,6 +119,12 @@ struct FileLifeTests {
                                 _ = Sys.close(fd)
                             case .failure(let error): failures.append("\(name) round \(round): open \(error)")
                             }
+                            // A write on a read-only descriptor of it is EBADF (it was ENOENT).
+                            if case .success(let reader) = Sys.open(path, O_RDONLY) {
+                                let refused = Sys.write(reader, [1])
+                                if refused != .failure(Sys.Errno(code: EBADF)) { failures.append("\(name): write on O_RDONLY gave \(refused)") }
+                                _ = Sys.close(reader)
+                            }
                             if case .failure(let error) = Sys.stat(path) { failures.append("\(name) round \(round): stat \(error)") }
                             if (try? Sys.list(m.mountpoint).get().contains(name)) != true { failures.append("\(name): not listed") }
                         }
