@@ -250,9 +250,12 @@ public final class DropboxFileSystem: Sendable {
         // keep the cache only if it can hold nothing but this content. If another handle still
         // reads other bytes (a revision since replaced on Dropbox), this one reads around the
         // cache (direct I/O): otherwise each would fill pages the other then reads, and one
-        // file's pages would mix two revisions.
-        let othersCurrent = handles.withLock { state in
-            state.open.values.allSatisfy { $0.inode != inode || $0.node.contentHash == file.contentHash }
+        // file's pages would mix two revisions. A handle served locally reads this content
+        // once its version is uploaded as this very revision (a descriptor opened before the
+        // upload, or released by the kernel after its `close` returned).
+        let others = handles.withLock { state in state.open.filter { $0.key != handle && $0.value.inode == inode } }
+        let othersCurrent = others.allSatisfy { other, open in
+            open.local ? file.rev != nil && writeBack.uploadedRevision(handle: other) == file.rev : open.node.contentHash == file.contentHash
         }
         return (handle, pages.openedRemote(inode, contentHash: file.contentHash, othersCurrent: othersCurrent), !othersCurrent)
     }

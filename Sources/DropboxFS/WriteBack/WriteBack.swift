@@ -495,6 +495,17 @@ public final class WriteBack: Sendable {
     /// The node a handle's file has now (fstat of a descriptor whose name is gone).
     public func node(handle: UInt64) -> Node? { readable(handle)?.node }
 
+    /// The Dropbox revision whose bytes a locally served handle reads: set once its version
+    /// is uploaded at its path and no newer one exists (nil before, and for a version still
+    /// changing or left as a conflicted copy).
+    func uploadedRevision(handle: UInt64) -> String? {
+        state.withLock { state in
+            guard let own = state.handles[handle] else { return nil }
+            let version = Self.newestLocked(state, of: own)
+            return version.phase == .finished ? version.committedRev : nil
+        }
+    }
+
     /// The version a handle reads (for copy_file_range's checks).
     func version(handle: UInt64) -> LocalVersion? { state.withLock { $0.handles[handle] } }
 
