@@ -80,7 +80,21 @@ let package = Package(
             dependencies: ["DropboxAPI", "DropboxEmulator", "TestSupport"],
             swiftSettings: strictSettings
         ),
-        .target(name: "TestSupport", dependencies: ["DropboxAPI", "DropboxEmulator"], path: "Tests/TestSupport", swiftSettings: strictSettings),
+        .target(
+            name: "TestSupport",
+            dependencies: ["DropboxAPI", "DropboxEmulator", .product(name: "PropertyBased", package: "swift-property-based")],
+            path: "Tests/TestSupport",
+            swiftSettings: strictSettings
+        ),
+        // The core driven in-process, without a kernel: a model of the VFS calls the core.
+        .testTarget(
+            name: "DropboxFSTests",
+            dependencies: [
+                "DropboxFS", "DropboxAPI", "DropboxEmulator", "TestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "DropboxFSCLITests",
             dependencies: ["DropboxEmulator", "TestSupport"],

@@ -25,7 +25,8 @@ final class ChangeSignal: Sendable {
         for waiter in woken { waiter.resume() }
     }
 
-    /// Returns once the generation is past `seen`, or after `timeout`.
+    /// Returns once the generation is past `seen`, after `timeout`, or when the task is
+    /// cancelled (the uploader's loop ends then, even with nothing to upload).
     func wait(after seen: UInt64, timeout: Duration? = nil) async {
         let id = state.withLock { state -> UInt64 in
             state.nextWaiter += 1
@@ -37,18 +38,23 @@ final class ChangeSignal: Sendable {
                 self.wake(id)
             }
         }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { state in
-                if state.generation != seen || state.expired.remove(id) != nil { return true }
-                state.waiters[id] = continuation
-                return false
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state in
+                    if state.generation != seen || state.expired.remove(id) != nil { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
             }
-            if resumeNow { continuation.resume() }
+        } onCancel: {
+            wake(id)
         }
         timer?.cancel()
         state.withLock { _ = $0.expired.remove(id) }
     }
 
+    /// Ends one wait (its timeout, or its task's cancellation), whether or not it has begun.
     private func wake(_ id: UInt64) {
         let waiter = state.withLock { state in
             guard let waiter = state.waiters.removeValue(forKey: id) else {

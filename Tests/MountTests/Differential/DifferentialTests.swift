@@ -2,6 +2,7 @@ import DropboxAPI
 import Foundation
 import PropertyBased
 import Synchronization
+import TestSupport
 import Testing
 
 /// The differential, model-based suite (mountpoint-s3's reftests, done against a local
@@ -16,46 +17,6 @@ import Testing
 /// (`DROPBOXFS_DIFF_SEED=N` replays the sequences from seed N.)
 @Suite("mount: differential against local disk", .serialized)
 struct DifferentialTests {
-    /// A generated sequence of operations and the seed it came from (kept through shrinking, for the report).
-    struct Script: Sendable, CustomStringConvertible {
-        var seed: UInt64
-        var operations: [Operation]
-        var description: String {
-            "seed \(seed), \(operations.count) steps:\n" + operations.enumerated().map { "  \($0.offset): \($0.element)" }.joined(separator: "\n")
-        }
-    }
-
-    /// Where seeds come from: consecutive fixed ones (CI), or the property checker's random.
-    final class Seeds: Sendable {
-        private let next: Mutex<UInt64?>
-        init() {
-            let setting = ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_SEED"] ?? "1"
-            next = Mutex(setting == "random" ? nil : UInt64(setting) ?? 1)
-        }
-        func take(_ rng: inout any SeededRandomNumberGenerator) -> UInt64 {
-            next.withLock { next in
-                guard let seed = next else { return rng.next() }
-                next = seed + 1
-                return seed
-            }
-        }
-    }
-
-    static var sequenceCount: Int { Int(ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_SEQUENCES"] ?? "") ?? 160 }
-
-    static func generator(_ seeds: Seeds) -> Generator<Script, AnySequence<Script>> {
-        Generator(
-            run: { rng in
-                let seed = seeds.take(&rng)
-                var random = SequenceGenerator(seed: seed)
-                return Script(seed: seed, operations: random.sequence(length: 40...90))
-            },
-            shrink: { script in
-                AnySequence(Shrink.shrinkArray(script.operations, shrinker: { _ in EmptyCollection<Operation>() }, lowerBound: 1)
-                    .lazy.map { Script(seed: script.seed, operations: $0) })
-            })
-    }
-
     @Test(.timeLimit(.minutes(40)))
     func randomSequencesMatchLocalDisk() async throws {
         try await MountFixture.with { m in
@@ -63,9 +24,9 @@ struct DifferentialTests {
             try FileManager.default.createDirectory(atPath: localBase, withIntermediateDirectories: true)
             _ = try await offPool { try Sys.mkdir(m.mountpoint + "/diff").value("mkdir diff") }
             let counters = Mutex((runs: 0, operations: 0))
-            await propertyCheck(count: Self.sequenceCount, input: Self.generator(Seeds())) { sequence in
+            await propertyCheck(count: DifferentialScript.count(default: 160), input: DifferentialScript.generator()) { sequence in
                 let run = counters.withLock { $0.runs += 1; $0.operations += sequence.operations.count; return $0.runs }
-                let outcome = try await DifferentialRunner.run(sequence.operations, named: "seq-\(run)", base: "/diff",
+                let outcome = try await DifferentialRunner<Kernel>.run(sequence.operations, named: "seq-\(run)", base: "/diff",
                                                                localBase: localBase, on: m)
                 if case .failure(let difference) = outcome {
                     // Printed at once as well: a difference that depends on timing may not come
@@ -78,6 +39,22 @@ struct DifferentialTests {
             let (runs, operations) = counters.withLock { ($0.runs, $0.operations) }
             print("differential: \(runs) sequences, \(operations) operations against local disk")
             #expect(runs > 0)
+        }
+    }
+}
+
+extension DifferentialRunner where Tested == Kernel {
+    /// Runs `operations` in a new folder `name` of the mount's `base` and of `localBase`,
+    /// off Swift's cooperative threads; the difference, if any, is the failure.
+    static func run(_ operations: [Step], named name: String, base: String, localBase: String,
+                    on m: MountFixture) async throws -> Result<Void, any Error> {
+        let (tested, local) = (m.mountpoint + base + "/" + name, localBase + "/" + name)
+        let runner = DifferentialRunner(tested: Kernel(), testedRoot: tested, localRoot: local, remoteRoot: base + "/" + name, client: m.client)
+        return try await offPool {
+            _ = try Sys.mkdir(tested).value("mkdir \(name) on the mount")
+            _ = try Sys.mkdir(local).value("mkdir \(name) locally")
+            var running = runner
+            return Result { try running.run(operations) }
         }
     }
 }

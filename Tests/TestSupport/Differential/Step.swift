@@ -6,7 +6,7 @@ import Foundation
 /// sequence is meaningful whatever came before it (a slot picks among the descriptors open
 /// at that moment; with none open it does nothing on both sides), which is what lets the
 /// property-based shrinker drop any step.
-enum Operation: Sendable, Equatable, CustomStringConvertible {
+public enum Step: Sendable, Equatable, CustomStringConvertible {
     case open(path: Int, mode: OpenMode)
     case close(slot: Int)
     case write(slot: Int, offset: Int64, length: Int, fill: UInt8)
@@ -30,13 +30,13 @@ enum Operation: Sendable, Equatable, CustomStringConvertible {
     case settle
 
     /// The paths a sequence works in: enough to rename into and over, nest and collide.
-    static let paths = ["a", "b", "c", "d", "d/a", "d/b", "e", "e/f", "d/e"]
+    public static let paths = ["a", "b", "c", "d", "d/a", "d/b", "e", "e/f", "d/e"]
 
     /// Open flags worth combining (the ones tools use).
-    struct OpenMode: Sendable, Equatable, CustomStringConvertible {
-        let flags: Int32
-        let description: String
-        static let all = [
+    public struct OpenMode: Sendable, Equatable, CustomStringConvertible {
+        public let flags: Int32
+        public let description: String
+        public static let all = [
             OpenMode(flags: O_RDONLY, description: "RDONLY"),
             OpenMode(flags: O_WRONLY, description: "WRONLY"),
             OpenMode(flags: O_RDWR, description: "RDWR"),
@@ -49,7 +49,7 @@ enum Operation: Sendable, Equatable, CustomStringConvertible {
         ]
     }
 
-    var description: String {
+    public var description: String {
         func path(_ index: Int) -> String { index < 0 ? "." : Self.paths[index] }
         switch self {
         case .open(let p, let mode): return "open(\(path(p)), \(mode))"
@@ -76,12 +76,12 @@ enum Operation: Sendable, Equatable, CustomStringConvertible {
 
 /// Random sequences from a seed (SplitMix64): the same seed gives the same sequence on
 /// every machine, so CI runs a fixed set and a failure names the seed that shows it.
-struct SequenceGenerator {
+public struct SequenceGenerator {
     private var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -89,7 +89,7 @@ struct SequenceGenerator {
         return z ^ (z >> 31)
     }
 
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+    public mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 
     /// Offsets that matter: the start, small ones, and both sides of the 4 MiB block edges
     /// (the block cache's and the content hash's unit).
@@ -112,11 +112,11 @@ struct SequenceGenerator {
         }
     }
 
-    mutating func operation() -> Operation {
-        let path = below(Operation.paths.count), slot = below(4)
+    public mutating func operation() -> Step {
+        let path = below(Step.paths.count), slot = below(4)
         let fill = UInt8(truncatingIfNeeded: next())
         switch below(100) {
-        case 0..<16: return .open(path: path, mode: Operation.OpenMode.all[below(Operation.OpenMode.all.count)])
+        case 0..<16: return .open(path: path, mode: Step.OpenMode.all[below(Step.OpenMode.all.count)])
         case 16..<26: return .close(slot: slot)
         case 26..<44: return .write(slot: slot, offset: offset(), length: length(), fill: fill)
         case 44..<52: return .read(slot: slot, offset: offset(), length: length())
@@ -125,19 +125,19 @@ struct SequenceGenerator {
         case 59..<61: return .fdatasync(slot: slot)
         case 61..<64: return .fstat(slot: slot)
         case 64..<66: return .truncate(path: path, size: Int64(below(10_000)))
-        case 66..<72: return .rename(from: path, to: below(Operation.paths.count))
+        case 66..<72: return .rename(from: path, to: below(Step.paths.count))
         case 72..<74: return .caseRename(path: path)
         case 74..<79: return .unlink(path: path)
         case 79..<84: return .mkdir(path: path)
         case 84..<86: return .rmdir(path: path)
         case 86..<90: return .stat(path: path)
-        case 90..<93: return .list(path: below(Operation.paths.count + 1) - 1)  // -1: the sequence's root
+        case 90..<93: return .list(path: below(Step.paths.count + 1) - 1)  // -1: the sequence's root
         case 93..<96: return .remoteWrite(path: path, length: length(), fill: fill)
         default: return .settle
         }
     }
 
-    mutating func sequence(length range: ClosedRange<Int>) -> [Operation] {
+    public mutating func sequence(length range: ClosedRange<Int>) -> [Step] {
         (0..<(range.lowerBound + below(range.count))).map { _ in operation() }
     }
 }

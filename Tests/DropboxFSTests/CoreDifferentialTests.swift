@@ -1,0 +1,42 @@
+import Foundation
+import PropertyBased
+import Synchronization
+import TestSupport
+import Testing
+
+/// The differential suite of the mount (`MountTests/Differential`) run on the core alone:
+/// the same random sequences and the same kept ones, with the kernel's part modelled by
+/// `CoreKernel`, side by side with local disk. Without a kernel in the way it runs many
+/// more sequences in the same time, and a difference it finds is the core's own.
+///
+/// `DROPBOXFS_DIFF_SEED` and `DROPBOXFS_DIFF_SEQUENCES` work as for the mount's suite:
+///   DROPBOXFS_DIFF_SEED=random DROPBOXFS_DIFF_SEQUENCES=5000 swift test --filter CoreDifferential
+@Suite("core: differential against local disk", .serialized)
+struct CoreDifferentialTests {
+    @Test(.timeLimit(.minutes(30)))
+    func randomSequencesMatchLocalDisk() async throws {
+        try await CoreFixture.with { core in
+            let counters = Mutex((runs: 0, operations: 0))
+            await propertyCheck(count: DifferentialScript.count(default: 400), input: DifferentialScript.generator()) { script in
+                let run = counters.withLock { $0.runs += 1; $0.operations += script.operations.count; return $0.runs }
+                if case .failure(let difference) = try await core.differential(script.operations, named: "seq-\(run)", base: "/diff") {
+                    print("core differential: difference in seq-\(run): \(difference)\nin \(script)")
+                    Issue.record("\(difference)\nin \(script)")
+                }
+            }
+            let (runs, operations) = counters.withLock { ($0.runs, $0.operations) }
+            print("core differential: \(runs) sequences, \(operations) operations against local disk")
+            #expect(runs > 0)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(10)))
+    func eachKeptSequenceMatchesLocalDisk() async throws {
+        try await CoreFixture.with { core in
+            for (index, kept) in KeptSequences.all.enumerated() {
+                let outcome = try await core.differential(kept.operations, named: "\(index)", base: "/kept")
+                #expect(throws: Never.self, "\(kept.name)") { try outcome.get() }
+            }
+        }
+    }
+}

@@ -1,0 +1,343 @@
+import DropboxAPI
+import Foundation
+import Synchronization
+
+/// The system calls a differential run makes on the filesystem it tests: the kernel's, on a
+/// mounted folder (`Kernel`), or a model of the kernel driving the core in-process. Each
+/// returns its value or the errno it failed with. Calls block: a side with state keeps it
+/// in a class.
+public protocol SystemCalls {
+    func open(_ path: String, _ flags: Int32) -> Sys.Outcome<Int32>
+    func close(_ fd: Int32) -> Sys.Outcome<Int32>
+    func pwrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int64) -> Sys.Outcome<Int>
+    func pread(_ fd: Int32, count: Int, at offset: Int64) -> Sys.Outcome<[UInt8]>
+    func ftruncate(_ fd: Int32, _ size: Int64) -> Sys.Outcome<Int32>
+    func fsync(_ fd: Int32) -> Sys.Outcome<Int32>
+    func fdatasync(_ fd: Int32) -> Sys.Outcome<Int32>
+    func fstat(_ fd: Int32) -> Sys.Outcome<Sys.Status>
+    func truncate(_ path: String, _ size: Int64) -> Sys.Outcome<Int32>
+    func rename(_ from: String, _ to: String) -> Sys.Outcome<Int32>
+    func unlink(_ path: String) -> Sys.Outcome<Int32>
+    func mkdir(_ path: String) -> Sys.Outcome<Int32>
+    func rmdir(_ path: String) -> Sys.Outcome<Int32>
+    func stat(_ path: String) -> Sys.Outcome<Sys.Status>
+    func list(_ path: String) -> Sys.Outcome<[String]>
+}
+
+extension SystemCalls {
+    /// The whole content of a file (sized by fstat; a read past it shows any bytes beyond).
+    func contents(_ path: String) -> Sys.Outcome<[UInt8]> {
+        switch open(path, O_RDONLY) {
+        case .failure(let error): return .failure(error)
+        case .success(let fd):
+            let read = fstat(fd).flatMap { pread(fd, count: Int($0.size) + 1, at: 0) }
+            _ = close(fd)
+            return read
+        }
+    }
+}
+
+/// The kernel's system calls (on a mount, or on local disk).
+public struct Kernel: SystemCalls, Sendable {
+    public init() {}
+    public func open(_ path: String, _ flags: Int32) -> Sys.Outcome<Int32> { Sys.open(path, flags) }
+    public func close(_ fd: Int32) -> Sys.Outcome<Int32> { Sys.close(fd) }
+    public func pwrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int64) -> Sys.Outcome<Int> { Sys.pwrite(fd, bytes, at: offset) }
+    public func pread(_ fd: Int32, count: Int, at offset: Int64) -> Sys.Outcome<[UInt8]> { Sys.pread(fd, count: count, at: offset) }
+    public func ftruncate(_ fd: Int32, _ size: Int64) -> Sys.Outcome<Int32> { Sys.ftruncate(fd, size) }
+    public func fsync(_ fd: Int32) -> Sys.Outcome<Int32> { Sys.fsync(fd) }
+    public func fdatasync(_ fd: Int32) -> Sys.Outcome<Int32> { Sys.fdatasync(fd) }
+    public func fstat(_ fd: Int32) -> Sys.Outcome<Sys.Status> { Sys.fstat(fd) }
+    public func truncate(_ path: String, _ size: Int64) -> Sys.Outcome<Int32> { Sys.truncate(path, size) }
+    public func rename(_ from: String, _ to: String) -> Sys.Outcome<Int32> { Sys.rename(from, to) }
+    public func unlink(_ path: String) -> Sys.Outcome<Int32> { Sys.unlink(path) }
+    public func mkdir(_ path: String) -> Sys.Outcome<Int32> { Sys.mkdir(path) }
+    public func rmdir(_ path: String) -> Sys.Outcome<Int32> { Sys.rmdir(path) }
+    public func stat(_ path: String) -> Sys.Outcome<Sys.Status> { Sys.stat(path) }
+    public func list(_ path: String) -> Sys.Outcome<[String]> { Sys.list(path) }
+}
+
+/// Runs one sequence of operations side by side on a folder of the filesystem under test
+/// (`tested`: dropboxfs, mounted or driven in-process) and on a local folder (the
+/// reference: what any POSIX filesystem does) and compares every outcome: return values,
+/// errnos, bytes read, sizes, listings. At the end it closes everything, compares the two
+/// trees byte for byte, waits for the uploads and compares Dropbox with the local folder.
+/// The first difference ends the run and is returned, with the steps so far. Blocking: run
+/// it off Swift's cooperative threads (`offPool`).
+public struct DifferentialRunner<Tested: SystemCalls> {
+    let tested: Tested
+    let testedRoot: String
+    let local = Kernel()
+    let localRoot: String
+    /// The same folder as Dropbox sees it (for another client's writes and the final check).
+    let remoteRoot: String
+    let client: DropboxClient
+
+    public struct Difference: Error, CustomStringConvertible {
+        public var step: Int
+        public var operation: String
+        public var tested: String
+        public var local: String
+        public var description: String { "step \(step) \(operation): dropboxfs gave \(tested), local disk gave \(local)" }
+    }
+
+    /// Descriptors open on both sides, in the order they were opened.
+    private var open: [(tested: Int32, local: Int32, path: Int)] = []
+
+    /// `testedRoot` and `localRoot` exist and are empty; `remoteRoot` is `testedRoot` as
+    /// Dropbox names it.
+    public init(tested: Tested, testedRoot: String, localRoot: String, remoteRoot: String, client: DropboxClient) {
+        self.tested = tested
+        self.testedRoot = testedRoot
+        self.localRoot = localRoot
+        self.remoteRoot = remoteRoot
+        self.client = client
+    }
+
+    public mutating func run(_ operations: [Step]) throws {
+        defer { closeAll() }
+        for (index, operation) in operations.enumerated() {
+            let (tested, local) = try perform(operation)
+            if tested != local { throw Difference(step: index, operation: operation.description, tested: tested, local: local) }
+        }
+        let end = operations.count
+        for descriptor in open {
+            let (tested, local) = (describe(self.tested.close(descriptor.tested)), describe(self.local.close(descriptor.local)))
+            if tested != local { throw Difference(step: end, operation: "close at the end", tested: tested, local: local) }
+        }
+        open = []
+        let (testedTree, localTree) = (tree(testedRoot, on: tested), tree(localRoot, on: local))
+        if testedTree != localTree { throw Difference(step: end, operation: "compare trees", tested: testedTree, local: localTree) }
+        settle()
+        let remote = remoteTree()
+        if remote != localFiles() { throw Difference(step: end, operation: "compare Dropbox after the uploads", tested: remote, local: localFiles()) }
+    }
+
+    private mutating func closeAll() {
+        for descriptor in open {
+            _ = tested.close(descriptor.tested)
+            _ = local.close(descriptor.local)
+        }
+        open = []
+    }
+
+    private func paths(_ index: Int) -> (tested: String, local: String) {
+        let relative = index < 0 ? "" : "/" + Step.paths[index]
+        return (testedRoot + relative, localRoot + relative)
+    }
+
+    /// The descriptor pair a slot picks, if any is open.
+    private func descriptor(_ slot: Int) -> (tested: Int32, local: Int32, path: Int)? {
+        open.isEmpty ? nil : open[slot % open.count]
+    }
+
+    /// Performs one operation on both sides; returns what each side gave, as text.
+    private mutating func perform(_ operation: Step) throws -> (String, String) {
+        switch operation {
+        case .open(let path, let mode):
+            let (t, l) = paths(path)
+            let (tested, local) = (self.tested.open(t, mode.flags), self.local.open(l, mode.flags))
+            if case .success(let tfd) = tested, case .success(let lfd) = local {
+                open.append((tfd, lfd, path))
+            } else {
+                if case .success(let fd) = tested { _ = self.tested.close(fd) }
+                if case .success(let fd) = local { _ = self.local.close(fd) }
+            }
+            return (describe(tested.map { _ in 0 }), describe(local.map { _ in 0 }))
+        case .close(let slot):
+            guard let index = open.isEmpty ? nil : slot % open.count else { return ("none open", "none open") }
+            let descriptor = open.remove(at: index)
+            return (describe(tested.close(descriptor.tested)), describe(local.close(descriptor.local)))
+        case .write(let slot, let offset, let length, let fill):
+            guard let d = descriptor(slot) else { return ("none open", "none open") }
+            let bytes = Self.bytes(length, fill: fill, offset: offset)
+            return (describe(tested.pwrite(d.tested, bytes, at: offset)), describe(local.pwrite(d.local, bytes, at: offset)))
+        case .read(let slot, let offset, let length):
+            guard let d = descriptor(slot) else { return ("none open", "none open") }
+            return (describe(tested.pread(d.tested, count: length, at: offset)), describe(local.pread(d.local, count: length, at: offset)))
+        case .ftruncate(let slot, let size):
+            guard let d = descriptor(slot) else { return ("none open", "none open") }
+            return (describe(tested.ftruncate(d.tested, size)), describe(local.ftruncate(d.local, size)))
+        case .fsync(let slot):
+            guard let d = descriptor(slot) else { return ("none open", "none open") }
+            return (describe(tested.fsync(d.tested)), describe(local.fsync(d.local)))
+        case .fdatasync(let slot):
+            guard let d = descriptor(slot) else { return ("none open", "none open") }
+            return (describe(tested.fdatasync(d.tested)), describe(local.fdatasync(d.local)))
+        case .fstat(let slot):
+            guard let d = descriptor(slot) else { return ("none open", "none open") }
+            return (describe(tested.fstat(d.tested)), describe(local.fstat(d.local)))
+        case .truncate(let path, let size):
+            let (t, l) = paths(path)
+            return (describe(tested.truncate(t, size)), describe(local.truncate(l, size)))
+        case .rename(let from, let to):
+            let (tf, lf) = paths(from), (tt, lt) = paths(to)
+            return (describe(tested.rename(tf, tt)), describe(local.rename(lf, lt)))
+        case .caseRename(let path):
+            let (t, l) = paths(path)
+            return (caseRename(t, on: tested), caseRename(l, on: local))
+        case .unlink(let path):
+            let (t, l) = paths(path)
+            return (describe(tested.unlink(t)), describe(local.unlink(l)))
+        case .mkdir(let path):
+            let (t, l) = paths(path)
+            return (describe(tested.mkdir(t)), describe(local.mkdir(l)))
+        case .rmdir(let path):
+            let (t, l) = paths(path)
+            return (describe(tested.rmdir(t)), describe(local.rmdir(l)))
+        case .stat(let path):
+            let (t, l) = paths(path)
+            return (describe(tested.stat(t)), describe(local.stat(l)))
+        case .list(let path):
+            let (t, l) = paths(path)
+            return (describe(tested.list(t)), describe(local.list(l)))
+        case .remoteWrite(let path, let length, let fill):
+            return try remoteWrite(path, length: length, fill: fill)
+        case .settle:
+            settle()
+            return ("settled", "settled")
+        }
+    }
+
+    /// `p` → `P`, the folder's listing, and back, as one outcome.
+    private func caseRename<Side: SystemCalls>(_ path: String, on side: Side) -> String {
+        let upper = PathText.parent(path) + "/" + PathText.last(path).uppercased()
+        let there = describe(side.rename(path, upper)), listed = describe(side.list(PathText.parent(path)))
+        return "\(there); \(listed); \(describe(side.rename(upper, path)))"
+    }
+
+    /// Another client replaces a closed file on Dropbox; dropboxfs must show the new bytes
+    /// (awaited: the change travels through longpoll), and the local folder takes them too.
+    private func remoteWrite(_ path: Int, length: Int, fill: UInt8) throws -> (String, String) {
+        let (t, l) = paths(path)
+        // Only a closed file: another client's write to a file open here is a conflict by
+        // design (the local bytes go to a conflicted copy), which no local disk models. Open
+        // is judged by inode: a rename may have given an open file this name.
+        guard case .success(let status) = local.stat(l), !status.isDirectory,
+              !open.contains(where: { (try? local.fstat($0.local).get())?.inode == status.inode }) else {
+            return ("skipped", "skipped")
+        }
+        // Our own pending upload first: otherwise the two writes race (a conflict, by design).
+        if case .success(let fd) = tested.open(t, O_RDONLY) {
+            _ = tested.fsync(fd)
+            _ = tested.close(fd)
+        }
+        let bytes = Self.bytes(length, fill: fill, offset: 0)
+        let file = NSTemporaryDirectory() + "remote-" + UUID().uuidString
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        defer { unlink(file) }
+        let client = self.client, remote = remoteRoot + "/" + Step.paths[path]
+        try blocking { _ = try await client.uploadFile(file, to: CommitInfo(path: remote, mode: .overwrite)) }
+        try Data(bytes).write(to: URL(fileURLWithPath: l))
+        // A bound against a hang, not a timing assertion: the change travels through longpoll
+        // and a listing, which a loaded machine may take many seconds over.
+        let deadline = Date().addingTimeInterval(300)
+        while Date() < deadline {
+            if case .success(let seen) = tested.contents(t), seen == bytes { return ("seen", "seen") }
+            usleep(20_000)
+        }
+        return ("never showed the remote change: \(describe(tested.contents(t)))", "seen")
+    }
+
+    /// Waits until every file under the tested folder is on Dropbox (fsync of each, found by
+    /// walking the tree: renames put files at paths no operation names).
+    private func settle() {
+        func walk(_ path: String) {
+            for name in (try? tested.list(path).get()) ?? [] {
+                let child = path + "/" + name
+                if (try? tested.stat(child).get())?.isDirectory == true { walk(child); continue }
+                guard case .success(let fd) = tested.open(child, O_RDONLY) else { continue }
+                _ = tested.fsync(fd)
+                _ = tested.close(fd)
+            }
+        }
+        walk(testedRoot)
+    }
+
+    /// Every entry below a root: name, type, size, and a hash of each file's bytes.
+    private func tree<Side: SystemCalls>(_ root: String, on side: Side) -> String {
+        var lines: [String] = []
+        func walk(_ relative: String) {
+            guard case .success(let names) = side.list(root + relative) else { return lines.append("\(relative): unlistable") }
+            for name in names {
+                let path = relative + "/" + name
+                switch side.stat(root + path) {
+                case .success(let status) where status.isDirectory:
+                    lines.append("\(path)/")
+                    walk(path)
+                case .success(let status):
+                    lines.append("\(path) \(status.size) \(describe(side.contents(root + path)))")
+                case .failure(let error):
+                    lines.append("\(path) \(error)")
+                }
+            }
+        }
+        walk("")
+        return lines.joined(separator: "\n")
+    }
+
+    /// The local folder's files as Dropbox names them (lower-case paths) with content hashes.
+    private func localFiles() -> String {
+        var lines: [String] = []
+        func walk(_ relative: String) {
+            for name in (try? Sys.list(localRoot + relative).get()) ?? [] {
+                let path = relative + "/" + name
+                if (try? Sys.stat(localRoot + path).get())?.isDirectory == true {
+                    walk(path)
+                } else {
+                    lines.append("\(path.lowercased()) \((try? ContentHasher.hash(file: localRoot + path)) ?? "?")")
+                }
+            }
+        }
+        walk("")
+        return lines.sorted().joined(separator: "\n")
+    }
+
+    /// Dropbox's files below the remote root, listed the same way.
+    private func remoteTree() -> String {
+        let client = self.client, root = remoteRoot
+        let entries = (try? blocking { try await client.listAll(root, recursive: true) }) ?? []
+        var lines: [String] = []
+        for case .file(let file) in entries {
+            lines.append("\(file.pathLower!.dropFirst(root.count)) \(file.contentHash ?? "?")")
+        }
+        return lines.sorted().joined(separator: "\n")
+    }
+
+    /// Bytes a write puts: each tells its own offset, so a byte in the wrong place shows.
+    public static func bytes(_ count: Int, fill: UInt8, offset: Int64) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: (Int64($0) + offset) &* 31 &+ Int64(fill)) }
+    }
+}
+
+extension DifferentialRunner: Sendable where Tested: Sendable {}
+
+/// An outcome as text: the errno, or what succeeded (bytes by length and hash).
+private func describe<T>(_ outcome: Sys.Outcome<T>) -> String {
+    switch outcome {
+    case .failure(let error): return error.description
+    case .success(let value as [UInt8]): return "\(value.count) bytes \(ContentHasher.hash(value).prefix(12))"
+    case .success(let value as [String]): return value.joined(separator: ",")
+    case .success(let value): return "ok \(value)"
+    }
+}
+
+/// Path helpers for the runner (plain strings, no Foundation path semantics).
+public enum PathText {
+    public static func parent(_ path: String) -> String { String(path[..<path.lastIndex(of: "/")!]) }
+    public static func last(_ path: String) -> String { String(path[path.index(after: path.lastIndex(of: "/")!)...]) }
+}
+
+/// Awaits async work from a blocking thread (the runner's), never from a cooperative one.
+public func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let done = DispatchSemaphore(value: 0)
+    let result = Mutex<Result<T, any Error>?>(nil)
+    Task {
+        let outcome: Result<T, any Error>
+        do { outcome = .success(try await body()) } catch { outcome = .failure(error) }
+        result.withLock { $0 = outcome }
+        done.signal()
+    }
+    done.wait()
+    return try result.withLock { $0! }.get()
+}

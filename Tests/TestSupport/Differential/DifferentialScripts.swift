@@ -1,0 +1,51 @@
+import Foundation
+import PropertyBased
+import Synchronization
+
+/// A generated sequence of operations and the seed it came from (kept through shrinking,
+/// for the report).
+public struct DifferentialScript: Sendable, CustomStringConvertible {
+    public var seed: UInt64
+    public var operations: [Step]
+    public var description: String {
+        "seed \(seed), \(operations.count) steps:\n" + operations.enumerated().map { "  \($0.offset): \($0.element)" }.joined(separator: "\n")
+    }
+
+    /// How many sequences a run checks: `DROPBOXFS_DIFF_SEQUENCES`, else `fixed`.
+    public static func count(default fixed: Int) -> Int {
+        Int(ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_SEQUENCES"] ?? "") ?? fixed
+    }
+
+    /// Scripts from consecutive seeds (`DROPBOXFS_DIFF_SEED`, from 1 by default: what CI
+    /// runs) or, with `DROPBOXFS_DIFF_SEED=random`, from the property checker's random
+    /// numbers; shrunk by dropping steps.
+    public static func generator() -> Generator<DifferentialScript, AnySequence<DifferentialScript>> {
+        let seeds = Seeds()
+        return Generator(
+            run: { rng in
+                let seed = seeds.take(&rng)
+                var random = SequenceGenerator(seed: seed)
+                return DifferentialScript(seed: seed, operations: random.sequence(length: 40...90))
+            },
+            shrink: { script in
+                AnySequence(Shrink.shrinkArray(script.operations, shrinker: { _ in EmptyCollection<Step>() }, lowerBound: 1)
+                    .lazy.map { DifferentialScript(seed: script.seed, operations: $0) })
+            })
+    }
+
+    /// Where seeds come from: consecutive fixed ones, or the property checker's random.
+    private final class Seeds: Sendable {
+        private let next: Mutex<UInt64?>
+        init() {
+            let setting = ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_SEED"] ?? "1"
+            next = Mutex(setting == "random" ? nil : UInt64(setting) ?? 1)
+        }
+        func take(_ rng: inout any SeededRandomNumberGenerator) -> UInt64 {
+            next.withLock { next in
+                guard let seed = next else { return rng.next() }
+                next = seed + 1
+                return seed
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+/// Sequences the differential suite found and shrank, kept by name: each failed once. Both
+/// the mount's and the core's differential suites run them.
+public enum KeptSequences {
+    public static let all: [(name: String, operations: [Step])] = [
+        // Seed 28: a descriptor whose file was uploaded by `settle`, then renamed: its next
+        // write recreated the file at the old name (renames moved only queued versions).
+        ("a write through a descriptor after its uploaded file was renamed", [
+            .open(path: 0, mode: Step.OpenMode.all[6]),  // a, WRONLY|CREAT|APPEND
+            .settle,
+            .rename(from: 0, to: 2),  // a → c
+            .write(slot: 0, offset: 4_198_318, length: 1845, fill: 35),
+        ]),
+        // Seed 40: two descriptors on one file; the newer version (written through the
+        // second) went up, then a write through the first copied its own older version.
+        ("a write through a descriptor whose version an upload overtook", [
+            .open(path: 1, mode: Step.OpenMode.all[4]),  // b, WRONLY|CREAT|TRUNC
+            .open(path: 1, mode: Step.OpenMode.all[1]),  // b, WRONLY
+            .fdatasync(slot: 0),
+            .write(slot: 1, offset: 0, length: 249, fill: 144),
+            .settle,
+            .write(slot: 0, offset: 17748, length: 3129, fill: 231),
+        ]),
+        // Seed 267: two descriptors of an uploaded, then unlinked file; a write through one
+        // made it a copy of its own, and the other descriptor saw the old bytes.
+        ("two descriptors of an unlinked file stay one file", [
+            .open(path: 0, mode: Step.OpenMode.all[6]),  // a, WRONLY|CREAT|APPEND
+            .open(path: 0, mode: Step.OpenMode.all[1]),  // a, WRONLY
+            .settle,
+            .unlink(path: 0),
+            .write(slot: 2, offset: 8715, length: 4681, fill: 250),
+            .fstat(slot: 2),
+            .write(slot: 1, offset: 0, length: 1145, fill: 244),
+        ]),
+        // Seed 267 again, shrunk another way: one descriptor's copy of an uploaded version
+        // left the other on the old one, and unlink detached the two apart.
+        ("descriptors on one file meet on its newest version before an unlink", [
+            .open(path: 3, mode: Step.OpenMode.all[7]),  // d, RDWR|CREAT|EXCL
+            .open(path: 0, mode: Step.OpenMode.all[6]),  // a, WRONLY|CREAT|APPEND
+            .open(path: 0, mode: Step.OpenMode.all[1]),  // a, WRONLY
+            .close(slot: 0),
+            .fdatasync(slot: 3),
+            .ftruncate(slot: 3, size: 289),
+            .unlink(path: 0),
+            .fstat(slot: 2),
+            .write(slot: 3, offset: 7350, length: 1699, fill: 137),
+            .write(slot: 1, offset: 0, length: 1145, fill: 244),
+        ]),
+        // Random seed 7147799350810443445: a reader opened on the uploaded revision did not
+        // see bytes written afterwards through another descriptor of the same file.
+        ("a reader of the uploaded revision sees later writes through another descriptor", [
+            .open(path: 2, mode: Step.OpenMode.all[4]),  // c, WRONLY|CREAT|TRUNC
+            .fsync(slot: 2),
+            .open(path: 2, mode: Step.OpenMode.all[0]),  // c, RDONLY
+            .write(slot: 2, offset: 8050, length: 978, fill: 161),
+            .read(slot: 3, offset: 6368, length: 3572),
+        ]),
+        // Random seed 10085368776055210291: fstat of an open folder after rmdir was ENOENT.
+        ("an open folder outlives its name", [
+            .mkdir(path: 1), .open(path: 1, mode: Step.OpenMode.all[0]), .rmdir(path: 1), .fstat(slot: 0),
+        ]),
+        // Random seed 14938685451778521259: a reader of the uploaded revision, then unlink,
+        // then writes through the other descriptor: the reader kept the old snapshot.
+        ("a reader follows writes to its file after unlink", [
+            .open(path: 6, mode: Step.OpenMode.all[5]),  // e, RDWR|CREAT|TRUNC
+            .open(path: 0, mode: Step.OpenMode.all[5]),  // a, RDWR|CREAT|TRUNC
+            .settle,
+            .open(path: 0, mode: Step.OpenMode.all[0]),  // a, RDONLY
+            .close(slot: 0),
+            .unlink(path: 0),
+            .write(slot: 0, offset: 4_196_802, length: 4773, fill: 27),
+            .read(slot: 2, offset: 4_193_263, length: 155_250),
+        ]),
+        // Random seed 7252249212181308871 (timing-dependent): a reader of revision R1 read
+        // after the file's next version had gone up as R2 and its writers had closed; it
+        // kept R1, since only local versions led from R1 to R2.
+        ("a reader follows our own commits made from its revision", [
+            .open(path: 2, mode: Step.OpenMode.all[3]),  // c, RDWR|CREAT
+            .fsync(slot: 0),
+            .open(path: 2, mode: Step.OpenMode.all[0]),  // c, RDONLY
+            .write(slot: 0, offset: 4_194_648, length: 55_340, fill: 118),
+            .settle,
+            .close(slot: 0),
+            .read(slot: 0, offset: 4_195_878, length: 4810),
+        ]),
+    ]
+}

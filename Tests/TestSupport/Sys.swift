@@ -1,0 +1,142 @@
+import Foundation
+
+/// System calls as tests make them: each returns its value or the errno it failed with, so a
+/// test compares outcomes (the mount's with a local directory's) rather than catching.
+/// A call on the mount may wait for the daemon, which may wait for the emulator running in
+/// this test process: run them through `offPool`, never on Swift's cooperative threads (two
+/// suites that each blocked one of this machine's two, in a lookup that needed the
+/// emulator, hung the test run).
+public enum Sys {
+    public struct Errno: Error, Equatable, Hashable, CustomStringConvertible {
+        public let code: Int32
+        public init(code: Int32) { self.code = code }
+        public var description: String { Self.names[code] ?? "errno \(code)" }
+        public static let names: [Int32: String] = [
+            ENOENT: "ENOENT", EEXIST: "EEXIST", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", ENOTEMPTY: "ENOTEMPTY", EINVAL: "EINVAL",
+            EBADF: "EBADF", ENAMETOOLONG: "ENAMETOOLONG", EFBIG: "EFBIG", EIO: "EIO", EACCES: "EACCES", EPERM: "EPERM",
+            ENOSPC: "ENOSPC", EBUSY: "EBUSY", EXDEV: "EXDEV", EROFS: "EROFS", EOPNOTSUPP: "EOPNOTSUPP",
+        ]
+    }
+
+    public typealias Outcome<T> = Result<T, Errno>
+
+    public static func check(_ value: Int32) -> Outcome<Int32> { value < 0 ? .failure(Errno(code: errno)) : .success(value) }
+    public static func check(_ value: Int) -> Outcome<Int> { value < 0 ? .failure(Errno(code: errno)) : .success(value) }
+
+    public static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o644) -> Outcome<Int32> {
+        check(Glibc.open(path, flags | O_CLOEXEC, mode))
+    }
+
+    public static func close(_ fd: Int32) -> Outcome<Int32> { check(Glibc.close(fd)) }
+
+    public static func pwrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int64) -> Outcome<Int> {
+        check(bytes.withUnsafeBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) })
+    }
+
+    public static func write(_ fd: Int32, _ bytes: [UInt8]) -> Outcome<Int> {
+        check(bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) })
+    }
+
+    public static func pread(_ fd: Int32, count: Int, at offset: Int64) -> Outcome<[UInt8]> {
+        var buffer = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let n = buffer.withUnsafeMutableBytes { Glibc.pread(fd, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
+            if n < 0 { return .failure(Errno(code: errno)) }
+            if n == 0 { break }
+            done += n
+        }
+        return .success(Array(buffer[..<done]))
+    }
+
+    public static func ftruncate(_ fd: Int32, _ size: Int64) -> Outcome<Int32> { check(Glibc.ftruncate(fd, off_t(size))) }
+    public static func truncate(_ path: String, _ size: Int64) -> Outcome<Int32> { check(Glibc.truncate(path, off_t(size))) }
+    public static func fsync(_ fd: Int32) -> Outcome<Int32> { check(Glibc.fsync(fd)) }
+    public static func fdatasync(_ fd: Int32) -> Outcome<Int32> { check(Glibc.fdatasync(fd)) }
+    public static func unlink(_ path: String) -> Outcome<Int32> { check(Glibc.unlink(path)) }
+    public static func mkdir(_ path: String) -> Outcome<Int32> { check(Glibc.mkdir(path, 0o755)) }
+    public static func rmdir(_ path: String) -> Outcome<Int32> { check(Glibc.rmdir(path)) }
+    public static func rename(_ from: String, _ to: String) -> Outcome<Int32> { check(Glibc.rename(from, to)) }
+
+    /// What a test compares of a stat: type, size, and (for files) the modification time.
+    public struct Status: Equatable, Sendable, CustomStringConvertible {
+        public var isDirectory: Bool
+        public var size: Int64
+        public var inode: UInt64
+        public var modified: timespec
+        public init(isDirectory: Bool, size: Int64, inode: UInt64, modified: timespec) {
+            self.isDirectory = isDirectory
+            self.size = size
+            self.inode = inode
+            self.modified = modified
+        }
+        public static func == (a: Status, b: Status) -> Bool { a.isDirectory == b.isDirectory && (a.isDirectory || a.size == b.size) }
+        public var description: String { isDirectory ? "dir" : "file(\(size))" }
+    }
+
+    public static func status(_ info: stat) -> Status {
+        Status(isDirectory: info.st_mode & S_IFMT == S_IFDIR, size: Int64(info.st_size), inode: UInt64(info.st_ino), modified: info.st_mtim)
+    }
+
+    public static func stat(_ path: String) -> Outcome<Status> {
+        var info = Glibc.stat()
+        return statPath(path, &info) == 0 ? .success(status(info)) : .failure(Errno(code: errno))
+    }
+
+    public static func fstat(_ fd: Int32) -> Outcome<Status> {
+        var info = Glibc.stat()
+        return Glibc.fstat(fd, &info) == 0 ? .success(status(info)) : .failure(Errno(code: errno))
+    }
+
+    public static func setModified(_ path: String, seconds: Int) -> Outcome<Int32> {
+        var times = [timespec(tv_sec: seconds, tv_nsec: 0), timespec(tv_sec: seconds, tv_nsec: 0)]
+        return check(utimensat(AT_FDCWD, path, &times, 0))
+    }
+
+    /// A folder's entry names, sorted.
+    public static func list(_ path: String) -> Outcome<[String]> {
+        guard let dir = opendir(path) else { return .failure(Errno(code: errno)) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return .success(names.sorted())
+    }
+
+    /// The whole content of a file (sized by fstat; a read past it shows any bytes beyond).
+    public static func contents(_ path: String) -> Outcome<[UInt8]> {
+        open(path, O_RDONLY).flatMap { fd in
+            defer { _ = close(fd) }
+            return fstat(fd).flatMap { pread(fd, count: Int($0.size) + 1, at: 0) }
+        }
+    }
+}
+
+/// stat(2) (inside `Sys`, the name means `Sys.stat`).
+private func statPath(_ path: String, _ info: inout stat) -> Int32 { stat(path, &info) }
+
+/// Runs blocking work on a thread of its own and awaits it.
+public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
+extension Result {
+    /// The value, or a test failure naming what was attempted.
+    public func value(_ what: @autoclosure () -> String) throws -> Success {
+        switch self {
+        case .success(let value): return value
+        case .failure(let error): throw TestFailure(message: "\(what()) failed: \(error)")
+        }
+    }
+}
+
+/// A test step that could not be done (not a difference found: the test itself failed).
+public struct TestFailure: Error, CustomStringConvertible {
+    public var message: String
+    public init(message: String) { self.message = message }
+    public var description: String { message }
+}
