@@ -82,6 +82,11 @@ final class LocalVersion: @unchecked Sendable {
         if ancestry.count > Self.ancestryLimit { ancestry.removeFirst() }
     }
 
+    /// Descends from the revisions `older` descends from too, which come before its own.
+    func descends(fromAncestry older: [String]) {
+        ancestry = Array((older.filter { !ancestry.contains($0) } + ancestry).suffix(Self.ancestryLimit))
+    }
+
     /// Cut off from its name by unlink or rename-over while descriptors were open: still
     /// read and written through them, never queued, never uploaded, never shown at a path.
     var detached = false

@@ -143,6 +143,9 @@ public final class WriteBack: Sendable {
             let file = try StagedFile(path: stagingPath(id), base: base.map { StagedFile.Base(node: $0, reader: reader) }, truncate: truncate || base == nil)
             let modified = truncate || base == nil ? LocalVersion.now() : timespec(tv_sec: Int(base!.modified), tv_nsec: Int(base!.modifiedNanos))
             let version = LocalVersion(id: id, file: file, path: path, modified: modified, baseRev: base?.rev, baseID: base?.id ?? "")
+            // Based on a commit of ours: a descriptor still on a revision that commit was made
+            // from reads these bytes too (every descriptor of one file sees the others' writes).
+            if let rev = base?.rev, let ancestry = state.ownCommits[rev] { version.descends(fromAncestry: ancestry) }
             version.writers = 1
             state.versions[id] = version
             state.current[pathLower] = version

@@ -82,5 +82,20 @@ public enum KeptSequences {
             .close(slot: 0),
             .read(slot: 0, offset: 4_195_878, length: 4810),
         ]),
+        // Random seed 4127771327400085788 (the core's suite): a reader of the first upload,
+        // two more uploads from it (a truncate, then an O_TRUNC open), then a write through
+        // the last writer: the reader saw none of it.
+        ("a reader follows a chain of our own commits and the write after them", [
+            .open(path: 0, mode: Step.OpenMode.all[6]),  // a, WRONLY|CREAT|APPEND
+            .fsync(slot: 0),
+            .open(path: 0, mode: Step.OpenMode.all[0]),  // a, RDONLY
+            .ftruncate(slot: 0, size: 5810),
+            .fsync(slot: 0),
+            .open(path: 0, mode: Step.OpenMode.all[4]),  // a, WRONLY|CREAT|TRUNC
+            .fsync(slot: 2),
+            .close(slot: 0),
+            .write(slot: 3, offset: 4_190_950, length: 154_931, fill: 205),
+            .read(slot: 2, offset: 4_196_389, length: 103),
+        ]),
     ]
 }
