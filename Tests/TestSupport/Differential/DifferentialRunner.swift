@@ -193,6 +193,10 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             return (describe(tested.list(t)), describe(local.list(l)))
         case .remoteWrite(let path, let length, let fill):
             return try remoteWrite(path, length: length, fill: fill)
+        case .remoteDelete(let path):
+            return try remoteDelete(path)
+        case .remoteRename(let from, let to):
+            return try remoteRename(from, to)
         case .settle:
             settle()
             return ("settled", "settled")
@@ -206,22 +210,68 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         return "\(there); \(listed); \(describe(side.rename(upper, path)))"
     }
 
-    /// Another client replaces a closed file on Dropbox; dropboxfs must show the new bytes
-    /// (awaited: the change travels through longpoll), and the local folder takes them too.
-    private func remoteWrite(_ path: Int, length: Int, fill: UInt8) throws -> (String, String) {
+    /// Whether the path holds a file that no descriptor has open: only such a file is
+    /// changed by another client (a change elsewhere to a file open here is a conflict by
+    /// design, which no local disk models). Open is judged by inode: a rename may have given
+    /// an open file this name. Our own pending upload goes first, or it would race the
+    /// other client's change (a conflict, by design too).
+    private func isClosedFile(_ path: Int) -> Bool {
         let (t, l) = paths(path)
-        // Only a closed file: another client's write to a file open here is a conflict by
-        // design (the local bytes go to a conflicted copy), which no local disk models. Open
-        // is judged by inode: a rename may have given an open file this name.
         guard case .success(let status) = local.stat(l), !status.isDirectory,
               !open.contains(where: { (try? local.fstat($0.local).get())?.inode == status.inode }) else {
-            return ("skipped", "skipped")
+            return false
         }
-        // Our own pending upload first: otherwise the two writes race (a conflict, by design).
         if case .success(let fd) = tested.open(t, O_RDONLY) {
             _ = tested.fsync(fd)
             _ = tested.close(fd)
         }
+        return true
+    }
+
+    /// Awaits what another client's change must come to on the tested side: it travels
+    /// through longpoll and a listing, which a loaded machine may take many seconds over
+    /// (a bound against a hang, not a timing assertion). Returns what was last seen.
+    private func awaitShown(_ shown: () -> Bool, _ seen: () -> String) -> String? {
+        let deadline = Date().addingTimeInterval(300)
+        while Date() < deadline {
+            if shown() { return nil }
+            usleep(20_000)
+        }
+        return seen()
+    }
+
+    /// Another client deletes a closed file on Dropbox; dropboxfs must stop showing it.
+    private func remoteDelete(_ path: Int) throws -> (String, String) {
+        guard isClosedFile(path) else { return ("skipped", "skipped") }
+        let (t, l) = paths(path)
+        let client = self.client, remote = remoteRoot + "/" + Step.paths[path]
+        try blocking { _ = try await client.rpc(Routes.delete, DeleteArgument(path: remote)) }
+        _ = local.unlink(l)
+        let stale = awaitShown({ tested.stat(t) == .failure(Sys.Errno(code: ENOENT)) }, { describe(tested.stat(t)) })
+        return (stale.map { "still shows the deleted file: \($0)" } ?? "gone", "gone")
+    }
+
+    /// Another client moves a closed file on Dropbox to a name that is free, in a folder
+    /// that exists; dropboxfs must show it there, with its bytes, and no longer where it was.
+    private func remoteRename(_ from: Int, _ to: Int) throws -> (String, String) {
+        let (tf, lf) = paths(from), (tt, lt) = paths(to)
+        guard case .failure = local.stat(lt), case .success(let folder) = local.stat(PathText.parent(lt)), folder.isDirectory,
+              isClosedFile(from), case .success(let bytes) = local.contents(lf) else {
+            return ("skipped", "skipped")
+        }
+        let client = self.client, remote = (remoteRoot + "/" + Step.paths[from], remoteRoot + "/" + Step.paths[to])
+        try blocking { _ = try await client.rpc(Routes.move, RelocationArgument(from: remote.0, to: remote.1)) }
+        _ = local.rename(lf, lt)
+        let stale = awaitShown({ tested.contents(tt) == .success(bytes) && tested.stat(tf) == .failure(Sys.Errno(code: ENOENT)) },
+                               { "\(describe(tested.contents(tt))) at the new name, \(describe(tested.stat(tf))) at the old" })
+        return (stale.map { "never showed the move: \($0)" } ?? "moved", "moved")
+    }
+
+    /// Another client replaces a closed file on Dropbox; dropboxfs must show the new bytes,
+    /// and the local folder takes them too.
+    private func remoteWrite(_ path: Int, length: Int, fill: UInt8) throws -> (String, String) {
+        guard isClosedFile(path) else { return ("skipped", "skipped") }
+        let (t, l) = paths(path)
         let bytes = Self.bytes(length, fill: fill, offset: 0)
         let file = NSTemporaryDirectory() + "remote-" + UUID().uuidString
         try Data(bytes).write(to: URL(fileURLWithPath: file))
@@ -229,14 +279,8 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         let client = self.client, remote = remoteRoot + "/" + Step.paths[path]
         try blocking { _ = try await client.uploadFile(file, to: CommitInfo(path: remote, mode: .overwrite)) }
         try Data(bytes).write(to: URL(fileURLWithPath: l))
-        // A bound against a hang, not a timing assertion: the change travels through longpoll
-        // and a listing, which a loaded machine may take many seconds over.
-        let deadline = Date().addingTimeInterval(300)
-        while Date() < deadline {
-            if case .success(let seen) = tested.contents(t), seen == bytes { return ("seen", "seen") }
-            usleep(20_000)
-        }
-        return ("never showed the remote change: \(describe(tested.contents(t)))", "seen")
+        let stale = awaitShown({ tested.contents(t) == .success(bytes) }, { describe(tested.contents(t)) })
+        return (stale.map { "never showed the remote change: \($0)" } ?? "seen", "seen")
     }
 
     /// Waits until every file under the tested folder is on Dropbox (fsync of each, found by
@@ -316,9 +360,11 @@ extension DifferentialRunner: Sendable where Tested: Sendable {}
 private func describe<T>(_ outcome: Sys.Outcome<T>) -> String {
     switch outcome {
     case .failure(let error): return error.description
-    case .success(let value as [UInt8]): return "\(value.count) bytes \(ContentHasher.hash(value).prefix(12))"
-    case .success(let value as [String]): return value.joined(separator: ",")
-    case .success(let value): return "ok \(value)"
+    case .success(let value):
+        // By type, not by cast: an empty array casts to any array type.
+        if T.self == [UInt8].self, let bytes = value as? [UInt8] { return "\(bytes.count) bytes \(ContentHasher.hash(bytes).prefix(12))" }
+        if T.self == [String].self, let names = value as? [String] { return names.isEmpty ? "no entries" : names.joined(separator: ",") }
+        return "ok \(value)"
     }
 }
 

@@ -97,5 +97,21 @@ public enum KeptSequences {
             .write(slot: 3, offset: 4_190_950, length: 154_931, fill: 205),
             .read(slot: 2, offset: 4_196_389, length: 103),
         ]),
+        // Not found by the suite: another client's moves and deletes of files closed here.
+        ("files moved and deleted elsewhere", [
+            .open(path: 0, mode: Step.OpenMode.all[3]),  // a, RDWR|CREAT
+            .write(slot: 0, offset: 0, length: 5000, fill: 1),
+            .close(slot: 0),
+            .mkdir(path: 3),  // d
+            .remoteRename(from: 0, to: 5),  // a → d/b
+            .stat(path: 0),
+            .list(path: 3),
+            .open(path: 5, mode: Step.OpenMode.all[2]),  // d/b, RDWR
+            .read(slot: 0, offset: 0, length: 6000),
+            .close(slot: 0),
+            .remoteDelete(path: 5),
+            .list(path: 3),
+            .rmdir(path: 3),
+        ]),
     ]
 }

@@ -26,6 +26,10 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     case list(path: Int)
     /// Another client writes the file on Dropbox (only when it is a closed file on both sides).
     case remoteWrite(path: Int, length: Int, fill: UInt8)
+    /// Another client deletes the file on Dropbox (only a closed file).
+    case remoteDelete(path: Int)
+    /// Another client moves the file on Dropbox to a free name (only a closed file).
+    case remoteRename(from: Int, to: Int)
     /// Every file's uploads finish now (fsync of each through the mount).
     case settle
 
@@ -69,6 +73,8 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .stat(let p): return "stat(\(path(p)))"
         case .list(let p): return "list(\(path(p)))"
         case .remoteWrite(let p, let length, let fill): return "remoteWrite(\(path(p)), \(length) bytes of \(fill))"
+        case .remoteDelete(let p): return "remoteDelete(\(path(p)))"
+        case .remoteRename(let from, let to): return "remoteRename(\(path(from)), \(path(to)))"
         case .settle: return "settle"
         }
     }
@@ -132,7 +138,9 @@ public struct SequenceGenerator {
         case 84..<86: return .rmdir(path: path)
         case 86..<90: return .stat(path: path)
         case 90..<93: return .list(path: below(Step.paths.count + 1) - 1)  // -1: the sequence's root
-        case 93..<96: return .remoteWrite(path: path, length: length(), fill: fill)
+        case 93..<95: return .remoteWrite(path: path, length: length(), fill: fill)
+        case 95: return .remoteDelete(path: path)
+        case 96: return .remoteRename(from: path, to: below(Step.paths.count))
         default: return .settle
         }
     }
