@@ -53,6 +53,8 @@ final class LocalVersion: @unchecked Sendable {
     /// A concurrent upload session under way (large files), to resume after a crash.
     var sessionID: String?
     var sentChunks: Set<Int64> = []
+    /// The staging file's bytes are on disk (`WriteBack+Durability`): they survive a power loss.
+    var flushed = false
     var sentBytes: Int64 = 0
     /// Block digests of chunks sent before close, so the upload at seal need not read them
     /// again to hash them.
@@ -144,7 +146,7 @@ final class LocalVersion: @unchecked Sendable {
 
     var record: QueuedUpload {
         QueuedUpload(id: id, path: path, staging: file.path, size: file.size, modified: modified, baseRev: baseRev,
-                     sessionID: sessionID, sentChunks: sentChunks)
+                     sessionID: sessionID, sentChunks: sentChunks, flushed: flushed)
     }
 
     static func now() -> timespec {

@@ -16,17 +16,31 @@ public struct QueuedUpload: Sendable, Equatable {
     /// A concurrent upload session already under way, and the chunks the server has.
     public var sessionID: String?
     public var sentChunks: Set<Int64> = []
+    /// The machine's boot the record was written in (`UploadQueue.bootID`).
+    public var bootID = UploadQueue.bootID
+    /// The staging file's bytes reached the disk before this was recorded as true: they
+    /// survive a power loss. Until then only the same boot may trust them.
+    public var flushed = false
 
     public static func == (a: QueuedUpload, b: QueuedUpload) -> Bool {
         a.id == b.id && a.path == b.path && a.staging == b.staging && a.size == b.size && a.modified.tv_sec == b.modified.tv_sec
             && a.modified.tv_nsec == b.modified.tv_nsec && a.baseRev == b.baseRev && a.sessionID == b.sessionID && a.sentChunks == b.sentChunks
+            && a.bootID == b.bootID && a.flushed == b.flushed
     }
+
+    /// Whether the staging file can be trusted to hold what was written: flushed, or written
+    /// in this boot (a crash or kill -9 leaves the kernel's page cache intact; a power loss
+    /// or a reboot may have lost bytes not yet on disk, leaving zeros or a short file). A
+    /// record of a dropboxfs from before boots were recorded is trusted, as it was then.
+    public var isTrusted: Bool { flushed || bootID.isEmpty || bootID == UploadQueue.bootID }
 }
 
 /// The durable upload queue (SQLite, its own file beside the metadata): a closed file is
 /// recorded here before `close` returns, and removed only once Dropbox has it. A crash or a
 /// `kill -9` loses nothing that was recorded; the next mount carries on from here, reusing
-/// an upload session's chunks the server already has.
+/// an upload session's chunks the server already has. A power loss may lose what had not
+/// reached the disk yet: records say whether their staging file had (`flushed`), and one
+/// that had not, from an earlier boot, is never uploaded (doc/SEMANTICS.md, power loss).
 ///
 /// Lock: `lock` guards the connection; no method does network I/O.
 public final class UploadQueue: @unchecked Sendable {
@@ -48,16 +62,29 @@ public final class UploadQueue: @unchecked Sendable {
                 sent_chunks TEXT NOT NULL DEFAULT ''
             );
             """)
+        // Queues written before records knew their boot (`isTrusted` trusts those records).
+        var columns: Set<String> = []
+        try db.query("PRAGMA table_info(uploads)") { columns.insert($0.text(1)) }
+        if !columns.contains("boot_id") { try db.execute("ALTER TABLE uploads ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''") }
+        if !columns.contains("flushed") { try db.execute("ALTER TABLE uploads ADD COLUMN flushed INTEGER NOT NULL DEFAULT 0") }
     }
+
+    /// This boot of the machine (Linux's random boot id; empty where there is none, which
+    /// makes every record count as written in this boot).
+    public static let bootID: String = {
+        let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8)
+        return text?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+    }()
 
     public func all() throws -> [QueuedUpload] {
         try lock.withLock {
             var result: [QueuedUpload] = []
-            try db.query("SELECT id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks FROM uploads ORDER BY id") { row in
+            try db.query("SELECT id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks, boot_id, flushed FROM uploads ORDER BY id") { row in
                 result.append(QueuedUpload(
                     id: row.int(0), path: row.text(1), staging: row.text(2), size: row.int(3),
                     modified: timespec(tv_sec: Int(row.int(4)), tv_nsec: Int(row.int(5))), baseRev: row.optionalText(6),
-                    sessionID: row.optionalText(7), sentChunks: Set(row.text(8).split(separator: ",").compactMap { Int64($0) })))
+                    sessionID: row.optionalText(7), sentChunks: Set(row.text(8).split(separator: ",").compactMap { Int64($0) }),
+                    bootID: row.text(9), flushed: row.int(10) != 0))
             }
             return result
         }
@@ -67,13 +94,19 @@ public final class UploadQueue: @unchecked Sendable {
     public func save(_ upload: QueuedUpload, replacing: [Int64] = []) throws {
         try durable {
             try db.transaction {
-                try db.run("INSERT OR REPLACE INTO uploads (id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks) VALUES (?,?,?,?,?,?,?,?,?)",
+                try db.run("INSERT OR REPLACE INTO uploads (id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks, boot_id, flushed) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                            [.int(upload.id), .text(upload.path), .text(upload.staging), .int(upload.size), .int(Int64(upload.modified.tv_sec)),
                             .int(Int64(upload.modified.tv_nsec)), .optional(upload.baseRev), .optional(upload.sessionID),
-                            .text(upload.sentChunks.sorted().map(String.init).joined(separator: ","))])
+                            .text(upload.sentChunks.sorted().map(String.init).joined(separator: ",")), .text(upload.bootID),
+                            .int(upload.flushed ? 1 : 0)])
                 for id in replacing { try db.run("DELETE FROM uploads WHERE id = ?", [.int(id)]) }
             }
         }
+    }
+
+    /// Records that these uploads' staging files reached the disk.
+    public func markFlushed(_ ids: [Int64]) throws {
+        try durable { try db.transaction { for id in ids { try db.run("UPDATE uploads SET flushed = 1 WHERE id = ?", [.int(id)]) } } }
     }
 
     public func remove(_ ids: [Int64]) throws {

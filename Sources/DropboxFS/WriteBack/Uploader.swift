@@ -55,6 +55,7 @@ public final class Uploader: Sendable {
     /// Uploads until cancelled.
     public func run() async {
         await withDiscardingTaskGroup { group in
+            group.addTask { await self.writeBack.flushPeriodically() }
             while !Task.isCancelled {
                 let seen = writeBack.signal.generation
                 let slots = running.withLock { (Self.maxBatchesAtOnce - $0.batches, Self.maxLargeAtOnce - $0.large) }

@@ -53,6 +53,8 @@ public final class WriteBack: Sendable {
         /// `ownCommitLimit` at least): a descriptor on an older revision of the file follows to them.
         var ownCommits: [String: [String]] = [:]
         var ownCommitOrder: [String] = []
+        /// Queued files the mount found but will not upload (`WriteBack+Durability`), for the status.
+        var setAside: [String] = []
     }
 
     static let ownCommitLimit = 10_000
@@ -72,6 +74,10 @@ public final class WriteBack: Sendable {
         var kept = Set<String>()
         state.withLock { state in
             for record in records {
+                guard record.isTrusted else {
+                    setAsideLocked(&state, record)
+                    continue
+                }
                 guard let file = try? StagedFile(sealedAt: record.staging), file.size == record.size else {
                     FuseLog.error("queued upload of \(record.path) lost its staging file; dropped")
                     try? queue.remove([record.id])
@@ -83,6 +89,7 @@ public final class WriteBack: Sendable {
                 version.phase = .queued
                 version.sessionID = record.sessionID
                 version.sentChunks = record.sentChunks
+                version.flushed = record.flushed
                 version.settledAt = .now - .seconds(60)
                 state.versions[record.id] = version
                 if let older = state.current[version.pathLower], older.id > version.id { continue }
@@ -416,6 +423,7 @@ public final class WriteBack: Sendable {
         }
         guard var version else { return }
         try await seal(version)
+        await flush([version])  // until Dropbox has it, the disk must: a power loss meanwhile loses nothing
         state.withLock { _ in version.urgent = true }
         signal.notify()
         while true {

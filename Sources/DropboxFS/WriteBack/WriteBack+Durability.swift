@@ -1,0 +1,76 @@
+import Foundation
+
+/// Power loss. `close` records a file in the upload queue without waiting for its bytes to
+/// reach the disk (as a local filesystem returns from `close`); they get there within
+/// `flushInterval`, or at once on `fsync`, and the record then says so (`flushed`). After a
+/// crash or a `kill -9` the kernel still has every byte written, so the next mount uploads
+/// everything queued. After a power loss or a reboot, a staging file not known to be on disk
+/// may hold zeros or end short, and uploading it would replace the good copy on Dropbox: it
+/// is set aside in the cache's `recovered/` folder instead, named in the log and in
+/// `dropboxfs status`, never uploaded (doc/SEMANTICS.md, "Power loss").
+extension WriteBack {
+    /// How long a closed file's bytes may stay in memory only (ext4 commits every 5 s).
+    static let flushInterval: Duration = .seconds(5)
+
+    /// Flushes every sealed version whose bytes are not known to be on disk yet, every
+    /// `flushInterval` until cancelled (run by the uploader).
+    func flushPeriodically() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: Self.flushInterval)
+            let waiting = state.withLock { state in state.versions.values.filter { $0.phase != .editing && !$0.flushed } }
+            await flush(waiting)
+        }
+    }
+
+    /// Makes sealed versions' staging files durable (their bytes, then the folder's entries),
+    /// then records that they are. The disk's wait happens on a thread of its own, not on one
+    /// of Swift's few cooperative ones.
+    func flush(_ versions: [LocalVersion]) async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global(qos: .utility).async {
+                self.flushNow(versions)
+                done.resume()
+            }
+        }
+    }
+
+    private func flushNow(_ versions: [LocalVersion]) {
+        let sealed = state.withLock { _ in versions.filter { $0.phase != .editing && $0.phase != .finished && !$0.flushed } }
+        guard !sealed.isEmpty else { return }
+        var done: [LocalVersion] = []
+        for version in sealed {
+            let fd = open(version.file.path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { continue }  // finished (and removed) meanwhile
+            if fdatasync(fd) == 0 { done.append(version) }
+            close(fd)
+        }
+        let folder = open(stagingDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard folder >= 0 else { return }
+        defer { close(folder) }
+        guard fsync(folder) == 0 else { return }
+        state.withLock { _ in
+            let recorded = done.filter { $0.phase != .finished }
+            for version in recorded { version.flushed = true }
+            try? queue.markFlushed(recorded.map(\.id))
+        }
+    }
+
+    /// A queued file from an earlier boot whose bytes were never known to reach the disk:
+    /// moved to `recovered/` (beside the staging folder) and out of the queue.
+    func setAsideLocked(_ state: inout State, _ record: QueuedUpload) {
+        let folder = (stagingDirectory as NSString).deletingLastPathComponent + "/recovered"
+        let name = record.path.split(separator: "/").last.map(String.init) ?? "file"
+        let target = folder + "/\(record.id)-\(name)"
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let kept = rename(record.staging, target) == 0
+        let line = kept
+            ? "\(record.path): not uploaded after a power loss or reboot (its bytes may not have reached the disk); kept in \(target)"
+            : "\(record.path): not uploaded after a power loss or reboot, and its staging file is gone"
+        FuseLog.error(line)
+        state.setAside.append(line)
+        try? queue.remove([record.id])
+    }
+
+    /// What recovery set aside, for the status.
+    public var setAside: [String] { state.withLock { $0.setAside } }
+}
