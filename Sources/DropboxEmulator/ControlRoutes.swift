@@ -5,6 +5,8 @@
 /// - `GET faults`; `POST faults` with `{"faults": [SPEC, …]}` replaces them; `DELETE faults`
 /// - `POST reset-cursors`: every cursor handed out so far gets `reset` (as after a Dropbox
 ///   namespace migration), so clients' relisting can be tested.
+/// - `POST expire-tokens`: every short-lived access token expires now, so expiry and
+///   refresh are tested without waiting for a lifetime to pass.
 extension Emulator {
     func serveControl(_ path: String, _ exchange: Exchange) async throws {
         let method = exchange.head.method
@@ -33,6 +35,9 @@ extension Emulator {
             try await writer.sendJSON(.object([("faults", .array([]))]))
         case (.POST, "reset-cursors"):
             try namespace.resetCursors()
+            try await writer.sendJSON(.object([]))
+        case (.POST, "expire-tokens"):
+            try namespace.expireAccessTokens()
             try await writer.sendJSON(.object([]))
         default:
             throw APIFailure.unknownRoute("/_emulator/" + path)

@@ -91,6 +91,14 @@ extension Namespace {
         }
     }
 
+    /// Every short-lived access token expires now (a test control: waiting out a lifetime
+    /// would time the machine).
+    func expireAccessTokens() throws {
+        try locked {
+            try database.run("UPDATE tokens SET expires = ? WHERE kind = 'access' AND expires IS NOT NULL", [.int(Self.nowMillis() - 1)])
+        }
+    }
+
     /// Registers a long-lived token given on the command line.
     func addLongLivedToken(_ token: String) throws {
         try locked { try storeTokenLocked(token, kind: "access", expires: nil, family: nil, scope: Self.allScopes) }

@@ -30,6 +30,11 @@ extension Emulator {
     public func resetCursors() async throws {
         _ = try await CurlTransport(userAgent: "test").perform(HTTPRequest(url: baseURL + "/_emulator/reset-cursors"))
     }
+
+    /// Every short-lived access token expires now (`POST /_emulator/expire-tokens`).
+    public func expireTokens() async throws {
+        _ = try await CurlTransport(userAgent: "test").perform(HTTPRequest(url: baseURL + "/_emulator/expire-tokens"))
+    }
 }
 
 public struct ControlFailure: Error, CustomStringConvertible {

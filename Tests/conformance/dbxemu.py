@@ -254,6 +254,11 @@ class Emulator:
         r = self._raw().post(self.url + "/_emulator/stats/reset", timeout=HTTP_TIMEOUT)
         assert r.status_code in (200, 204), (r.status_code, r.text)
 
+    def expire_tokens(self):
+        """Every short-lived access token expires now (no waiting out a lifetime)."""
+        r = self._raw().post(self.url + "/_emulator/expire-tokens", timeout=HTTP_TIMEOUT)
+        r.raise_for_status()
+
 
 def wait_until(predicate, timeout, interval=0.1, what="condition"):
     """Poll predicate() until truthy; return its value or raise AssertionError."""

@@ -423,9 +423,9 @@ public final class WriteBack: Sendable {
         }
         guard var version else { return }
         try await seal(version)
-        await flush([version])  // until Dropbox has it, the disk must: a power loss meanwhile loses nothing
         state.withLock { _ in version.urgent = true }
         signal.notify()
+        await flush([version])  // while it uploads: until Dropbox has it, the disk must
         while true {
             let seen = signal.generation
             let outcome: Result<Bool, FSError> = state.withLock { _ in
