@@ -21,12 +21,12 @@ extension DropboxFileSystem {
         }
         let pathLower = Node.child(folder.pathLower, name)
         let inode = inodes.inode(for: pathLower)
-        let handle = newHandle(inode: inode, node: Node(pathLower: pathLower, name: name, isFolder: false))
+        let handle = openFiles.open(inode: inode, node: Node(pathLower: pathLower, name: name, isFolder: false))
         do {
             let lineage = try writeBack.attach(handle: handle, path: folder.pathLower + "/" + name, base: nil, writable: true, truncate: true)
             if let lineage { _ = openedLocal(inode, lineage: lineage, truncate: true) }
         } catch {
-            _ = forgetHandle(handle)
+            _ = openFiles.remove(handle)
             throw error
         }
         return (inode, try node(inode), handle)
@@ -62,13 +62,14 @@ extension DropboxFileSystem {
         let attached = inodes.path(of: inode) != nil
         if let size {
             if current.isFolder { throw FSError.isDirectory }
-            if let handle, writeBack.isLocal(handle: handle) {
+            if let handle, openFiles[handle]?.local == true {
                 try writeBack.truncate(handle: handle, to: size)
             } else {
                 guard attached else { throw FSError.notFound }
                 let remote = try store.node(current.pathLower)
-                try await writeBack.truncate(handle: nil, path: Node.parent(of: current.pathLower) + "/" + current.name,
-                                             base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size)
+                try await writeBack.truncate(path: Node.parent(of: current.pathLower) + "/" + current.name,
+                                             base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size,
+                                             through: openFiles.open(inode: inode, node: current))
             }
         }
         if let modified, !current.isFolder, attached {
@@ -95,10 +96,10 @@ extension DropboxFileSystem {
     /// `notSupported`, and the kernel copies through read and write instead.
     public func copyWholeFile(from sourceHandle: UInt64, offset inOffset: Int64, to targetHandle: UInt64, offset outOffset: Int64,
                               length: Int64) async throws -> Int64 {
-        guard let source = handles.withLock({ $0.open[sourceHandle] }), let target = handles.withLock({ $0.open[targetHandle] }),
-              !source.local, target.local, inOffset == 0, outOffset == 0, source.node.rev != nil,
+        guard let source = openFiles[sourceHandle], let target = openFiles[targetHandle],
+              !source.local, inOffset == 0, outOffset == 0, source.node.rev != nil,
               length >= source.node.size, source.node.size < Int64(UInt32.max),
-              let targetVersion = writeBack.version(handle: targetHandle), targetVersion.file.size == 0,
+              let targetVersion = target.version, targetVersion.file.size == 0,
               try store.node(source.node.pathLower)?.rev == source.node.rev else {
             throw FSError.notSupported
         }
@@ -124,20 +125,9 @@ extension DropboxFileSystem {
 
     // MARK: Handles
 
-    func newHandle(inode: UInt64, node: Node, local: Bool = true) -> UInt64 {
-        handles.withLock { state in
-            let id = state.next
-            state.next += 1
-            state.open[id] = OpenFile(inode: inode, node: node, stream: ReadStream(), local: local)
-            return id
-        }
-    }
-
-    func forgetHandle(_ handle: UInt64) -> OpenFile? { handles.withLock { $0.open.removeValue(forKey: handle) } }
-
     private func localHandle(_ handle: UInt64) throws -> UInt64 {
-        guard let file = handles.withLock({ $0.open[handle] }) else { throw FSError.io("unknown file handle") }
-        guard file.local else { throw FSError.accessDenied }  // opened read-only
+        guard let file = openFiles[handle] else { throw FSError.io("unknown file handle") }
+        guard file.writable else { throw FSError.accessDenied }  // opened read-only
         return handle
     }
 }

@@ -30,7 +30,8 @@ public final class DropboxFileSystem: Sendable {
     public let uploader: Uploader
     public let options: Options
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
-    let handles = Mutex<(next: UInt64, open: [UInt64: OpenFile])>((1, [:]))
+    /// Every open file handle (one table: the write-back moves handles between versions in it).
+    let openFiles = OpenFiles()
     /// Folders open through opendir, with how many times: their node outlives their name.
     private let openFolders = Mutex<[UInt64: (node: Node, count: Int)]>([:])
     let pages: KernelPages
@@ -46,7 +47,7 @@ public final class DropboxFileSystem: Sendable {
         self.store = store
         self.reader = Reader(client: client, cache: cache)
         self.watcher = ChangeWatcher(client: client, store: store)
-        self.writeBack = try WriteBack(queue: queue, stagingDirectory: stagingDirectory, reader: reader)
+        self.writeBack = try WriteBack(queue: queue, stagingDirectory: stagingDirectory, reader: reader, openFiles: openFiles)
         let pages = KernelPages(), inodes = inodes
         self.pages = pages
         self.uploader = Uploader(writeBack: writeBack, client: client, watcher: watcher, store: store) { pathLower, lineage, contentHash in
@@ -87,8 +88,7 @@ public final class DropboxFileSystem: Sendable {
     /// The file (or folder) an open descriptor of `inode` has, if one is open.
     func openNode(_ inode: UInt64) -> Node? {
         if let folder = openFolders.withLock({ $0[inode]?.node }) { return folder }
-        let open = handles.withLock { state in state.open.first { $0.value.inode == inode } }
-        guard let (handle, file) = open else { return nil }
+        guard let (handle, file) = openFiles.any(of: inode) else { return nil }
         if file.local, let node = writeBack.node(handle: handle) { return node }
         return file.node
     }
@@ -215,13 +215,6 @@ public final class DropboxFileSystem: Sendable {
     /// An open file: its node as of `open` (reads serve that revision) and its stream state.
     /// A handle on a file with a local version (or opened for writing) is served by the
     /// write-back instead (`local`).
-    public struct OpenFile: Sendable {
-        public var inode: UInt64
-        public var node: Node
-        public var stream: ReadStream
-        public var local = false
-    }
-
     /// Opens a file. Writers (and readers of a file with a local version) are served from
     /// the write-back; other readers from Dropbox through the block cache, where `keepCache`
     /// tells the kernel its cached pages are still good (the content hash is the one it saw
@@ -230,7 +223,7 @@ public final class DropboxFileSystem: Sendable {
         if writable && options.readOnly { throw FSError.readOnly }
         let file = try node(inode)
         if file.isFolder { throw FSError.isDirectory }
-        let handle = newHandle(inode: inode, node: file, local: false)
+        let handle = openFiles.open(inode: inode, node: file)
         let lineage: Int64?
         do {
             // The Dropbox file a new local version starts from: writers only (a reader is
@@ -239,11 +232,10 @@ public final class DropboxFileSystem: Sendable {
             lineage = try writeBack.attach(handle: handle, path: Node.parent(of: file.pathLower) + "/" + file.name,
                                          base: base, writable: writable, truncate: truncate)
         } catch {
-            _ = forgetHandle(handle)
+            _ = openFiles.remove(handle)
             throw error
         }
         if let lineage {
-            handles.withLock { $0.open[handle]?.local = true }
             return (handle, openedLocal(inode, lineage: lineage, truncate: truncate), false)
         }
         // The page cache belongs to the inode, while each handle reads the revision it opened:
@@ -253,7 +245,7 @@ public final class DropboxFileSystem: Sendable {
         // file's pages would mix two revisions. A handle served locally reads this content
         // once its version is uploaded as this very revision (a descriptor opened before the
         // upload, or released by the kernel after its `close` returned).
-        let others = handles.withLock { state in state.open.filter { $0.key != handle && $0.value.inode == inode } }
+        let others = openFiles.handles(of: inode).filter { $0.handle != handle }
         let othersCurrent = others.allSatisfy { other, open in
             open.local ? file.rev != nil && writeBack.uploadedRevision(handle: other) == file.rev : open.node.contentHash == file.contentHash
         }
@@ -262,7 +254,7 @@ public final class DropboxFileSystem: Sendable {
 
     /// Whether a handle served from a local version keeps the kernel's pages.
     func openedLocal(_ inode: UInt64, lineage: Int64, truncate: Bool) -> Bool {
-        let onlyLocal = handles.withLock { state in state.open.values.allSatisfy { $0.inode != inode || $0.local } }
+        let onlyLocal = openFiles.handles(of: inode).allSatisfy { $0.entry.local }
         return pages.openedLocal(inode, lineage: lineage, truncate: truncate, onlyLocal: onlyLocal)
     }
 
@@ -306,7 +298,7 @@ public final class DropboxFileSystem: Sendable {
     /// path still leads to it.
     func adoptRemoteHandles(at pathLower: String) {
         guard let inode = inodes.existing(pathLower) else { return }
-        let remote = handles.withLock { state in state.open.filter { $0.value.inode == inode && !$0.value.local } }
+        let remote = openFiles.handles(of: inode).filter { !$0.entry.local }
         for (handle, _) in remote { _ = following(handle, beforeDetach: true) }
     }
 
@@ -320,28 +312,19 @@ public final class DropboxFileSystem: Sendable {
     /// handle's revision and the path has no local version, the bytes to read are the same.
     /// Just before a detach the full answer is needed even then: another descriptor may hold
     /// an uploaded version whose later writes this handle must follow after the name goes.
-    func following(_ handle: UInt64, beforeDetach: Bool = false) -> OpenFile? {
-        guard let file = handles.withLock({ $0.open[handle] }) else { return nil }
+    func following(_ handle: UInt64, beforeDetach: Bool = false) -> OpenFiles.Entry? {
+        guard let file = openFiles[handle] else { return nil }
         guard !file.local, let rev = file.node.rev, let path = inodes.path(of: file.inode) else { return file }
         let latest = try? store.node(path)
         if !beforeDetach && latest?.rev == rev && !writeBack.hasVersion(path) { return file }
-        if writeBack.adopt(handle: handle, pathLower: path, revision: rev) {
-            return handles.withLock { state in
-                state.open[handle]?.local = true
-                return state.open[handle]
-            }
-        }
+        if writeBack.adopt(handle: handle, pathLower: path, revision: rev) { return openFiles[handle] }
         guard let latest, let latestRev = latest.rev, latestRev != rev, writeBack.isOwnCommit(latestRev, madeFrom: rev) else { return file }
-        return handles.withLock { state in
-            state.open[handle]?.node = latest
-            return state.open[handle]
-        }
+        return openFiles.follow(handle, to: latest)
     }
 
     /// The last descriptor of a handle closed: a written file not yet sealed is sealed now.
     public func release(handle: UInt64) async throws {
-        guard let file = handles.withLock({ $0.open.removeValue(forKey: handle) }) else { return }
-        if file.local { return try await writeBack.release(handle: handle) }
+        guard let file = try await writeBack.release(handle: handle), !file.local else { return }
         pages.closedRemote(file.inode, contentHash: file.node.contentHash)
     }
 

@@ -45,7 +45,7 @@ extension WriteBack {
     /// Every version at a path leaves the queue and the view; those that descriptors hold
     /// (also ones already uploaded) live on detached.
     func detachAllLocked(_ state: inout State, at pathLower: String) throws {
-        let held = state.handles.values.filter { !$0.detached && $0.pathLower == pathLower }
+        let held = openFiles.servingVersions.filter { !$0.detached && $0.pathLower == pathLower }
         if let newest = state.current[pathLower] ?? held.max(by: { $0.id < $1.id }) { catchUpHandlesLocked(&state, to: newest) }
         let doomed = state.versions.values.filter { $0.pathLower == pathLower }
         // Only sealed versions are in the queue. A queue that cannot be written (a full cache
@@ -56,7 +56,7 @@ extension WriteBack {
         } catch {
             FuseLog.error("removing \(pathLower) from the upload queue failed (\(error)); the next mount drops it")
         }
-        for version in doomed + state.handles.values.filter({ $0.pathLower == pathLower }) {
+        for version in doomed + openFiles.servingVersions.filter({ $0.pathLower == pathLower }) {
             if version.phase == .uploading { version.abandonSending?() }
             version.detached = true
             if version.phase != .finished { finishLocked(&state, version) }
@@ -76,7 +76,7 @@ extension WriteBack {
         try state.withLock { state in
             if from != to { try detachAllLocked(&state, at: to) }
             var moving: [ObjectIdentifier: LocalVersion] = [:]
-            for version in Array(state.versions.values) + Array(state.handles.values) where !version.detached && version.isAt(orUnder: from) {
+            for version in Array(state.versions.values) + openFiles.servingVersions where !version.detached && version.isAt(orUnder: from) {
                 moving[ObjectIdentifier(version)] = version
             }
             for version in moving.values {

@@ -21,17 +21,19 @@ import Synchronization
 ///   one is sealed is dropped (the newer one carries its bytes). Renames and deletes wait for
 ///   uploads under way there (`WriteBack+Renames`).
 ///
-/// Lock: `state` guards every version's mutable fields (but `path`, which has its own) and
-/// the maps below; it is never held across I/O except quick SQLite writes to the queue (a
-/// copy of a file to edit is made outside it).
+/// Locks, in the order they are taken: `state` guards every version's mutable fields (but
+/// `path`, which has its own) and the maps below; it is never held across I/O except quick
+/// SQLite writes to the queue (a copy of a file to edit is made outside it). Handles move
+/// between versions under it, in the mount's one handle table (`OpenFiles`, whose lock comes
+/// next); then a version's `path` lock, then the queue's SQLite connection.
 public final class WriteBack: Sendable {
     let queue: UploadQueue
     let stagingDirectory: String
     let reader: Reader
     let signal = ChangeSignal()
     let state: Mutex<State>
-    /// Handles for truncate(2) without an open file, above any FUSE handle number.
-    private let temporaryHandles = Atomic<UInt64>(1 << 62)
+    /// Every open handle, and the version serving each (changed under `state`).
+    let openFiles: OpenFiles
 
     struct State {
         var nextID: Int64
@@ -39,9 +41,6 @@ public final class WriteBack: Sendable {
         var versions: [Int64: LocalVersion] = [:]
         /// The newest version of each path: what the mount shows there.
         var current: [String: LocalVersion] = [:]
-        /// Open handles served from a local version, and which of them may write.
-        var handles: [UInt64: LocalVersion] = [:]
-        var writerHandles: Set<UInt64> = []
         /// Paths (and everything below) a rename or delete is changing: not uploaded meanwhile.
         var held: [String: Int] = [:]
         /// Set while unmounting: no upload waits for its quiet moment.
@@ -59,8 +58,9 @@ public final class WriteBack: Sendable {
 
     static let ownCommitLimit = 10_000
 
-    public init(queue: UploadQueue, stagingDirectory: String, reader: Reader) throws {
+    init(queue: UploadQueue, stagingDirectory: String, reader: Reader, openFiles: OpenFiles) throws {
         self.queue = queue
+        self.openFiles = openFiles
         self.stagingDirectory = stagingDirectory
         self.reader = reader
         try FileManager.default.createDirectory(atPath: stagingDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -139,9 +139,8 @@ public final class WriteBack: Sendable {
                         version = try newEmptyVersionLocked(&state, after: current)
                         version.writers = 1
                     }
-                    state.writerHandles.insert(handle)
                 }
-                state.handles[handle] = version
+                openFiles.serve(handle, from: version, writable: writable)
                 return version.lineage
             }
             guard writable else { return nil }
@@ -156,8 +155,7 @@ public final class WriteBack: Sendable {
             version.writers = 1
             state.versions[id] = version
             state.current[pathLower] = version
-            state.handles[handle] = version
-            state.writerHandles.insert(handle)
+            openFiles.serve(handle, from: version, writable: true)
             return version.lineage
         }
     }
@@ -178,14 +176,12 @@ public final class WriteBack: Sendable {
 
     private func stagingPath(_ id: Int64) -> String { stagingDirectory + "/\(id)" }
 
-    public func isLocal(handle: UInt64) -> Bool { state.withLock { $0.handles[handle] != nil } }
-
     /// Writes through a handle at once when no bytes must come from Dropbox first; nil means
     /// "call `write` (async)".
     public func tryWrite(handle: UInt64, _ bytes: UnsafeRawBufferPointer, at offset: Int64) throws -> Int? {
         try Self.checkSize(offset + Int64(bytes.count))
         while true {
-            guard let version = state.withLock({ $0.handles[handle] }) else { throw FSError.io("write on an unknown handle") }
+            guard let version = openFiles.version(of: handle) else { throw FSError.io("write on an unknown handle") }
             switch try version.file.tryWrite(bytes, at: offset) {
             case .written(let count):
                 touch(version, wrote: offset, count)
@@ -201,7 +197,7 @@ public final class WriteBack: Sendable {
     public func write(handle: UInt64, _ bytes: [UInt8], at offset: Int64) async throws -> Int {
         try Self.checkSize(offset + Int64(bytes.count))
         while true {
-            guard let version = state.withLock({ $0.handles[handle] }) else { throw FSError.io("write on an unknown handle") }
+            guard let version = openFiles.version(of: handle) else { throw FSError.io("write on an unknown handle") }
             switch try await version.file.write(bytes, at: offset) {
             case .written(let count):
                 touch(version, wrote: offset, count)
@@ -229,10 +225,10 @@ public final class WriteBack: Sendable {
         while true {
             enum Step { case done, copy(LocalVersion, Int64) }
             let step: Step = state.withLock { state in
-                guard state.handles[handle] === sealed else { return .done }
+                guard openFiles.version(of: handle) === sealed else { return .done }
                 let newest = Self.newestLocked(state, of: sealed)
                 if newest.phase == .editing && newest !== sealed {
-                    state.handles[handle] = newest
+                    openFiles.serve(handle, from: newest)
                     newest.writers += 1
                     return .done
                 }
@@ -244,19 +240,19 @@ public final class WriteBack: Sendable {
             let file = try source.file.copy(to: stagingPath(id))
             let installed: Bool = state.withLock { state in
                 // Still the newest, and nobody made a version to edit meanwhile?
-                guard state.handles[handle] === sealed else { return false }
+                guard openFiles.version(of: handle) === sealed else { return false }
                 let newest = Self.newestLocked(state, of: sealed)
                 guard newest === source else { return false }
                 let version = source.successor(id: id, file: file, modified: source.modified)
                 version.writers = 1
                 if version.detached {
                     // No path to meet at: every descriptor of the unlinked file moves along.
-                    for (other, held) in state.handles where held === sealed { state.handles[other] = version }
+                    _ = openFiles.move(to: version) { $0 === sealed }
                 } else {
                     state.versions[id] = version
                     state.current[version.pathLower] = version
                 }
-                state.handles[handle] = version
+                openFiles.serve(handle, from: version)
                 if !version.detached { catchUpHandlesLocked(&state, to: version) }
                 return true
             }
@@ -285,27 +281,25 @@ public final class WriteBack: Sendable {
         version.modified = LocalVersion.now()
     }
 
-    /// Truncates (or extends) a handle's file, or the path's, making a version if needed.
-    public func truncate(handle: UInt64?, path: String, base: Node?, to size: Int64) async throws {
-        try Self.checkSize(size)
-        if let handle, isLocal(handle: handle) { return try truncate(handle: handle, to: size) }
-        // No handle (truncate(2)): a short-lived writer.
-        let temporary = temporaryHandles.add(1, ordering: .relaxed).newValue
-        _ = try attach(handle: temporary, path: path, base: base, writable: true, truncate: size == 0)
+    /// truncate(2) of a path: `handle` is a short-lived writer's, just opened (`OpenFiles`),
+    /// served like any other and released here.
+    func truncate(path: String, base: Node?, to size: Int64, through handle: UInt64) async throws {
         do {
-            if size != 0 { try truncate(handle: temporary, to: size) }
-            try await release(handle: temporary)
+            try Self.checkSize(size)
+            _ = try attach(handle: handle, path: path, base: base, writable: true, truncate: size == 0)
+            if size != 0 { try truncate(handle: handle, to: size) }
         } catch {
-            try? await release(handle: temporary)
+            _ = try? await release(handle: handle)
             throw error
         }
+        try await release(handle: handle)
     }
 
     /// ftruncate through a handle served locally.
     func truncate(handle: UInt64, to size: Int64) throws {
         try Self.checkSize(size)
         while true {
-            guard let version = state.withLock({ $0.handles[handle] }) else { throw FSError.io("truncate on an unknown handle") }
+            guard let version = openFiles.version(of: handle) else { throw FSError.io("truncate on an unknown handle") }
             if try version.file.truncate(to: size) { return touch(version) }
             try moveToNewVersion(handle: handle, from: version)
         }
@@ -329,16 +323,21 @@ public final class WriteBack: Sendable {
     /// close(2) of a writable descriptor: seals the version into the queue if it changed.
     /// (A reader closing never seals a version someone is still writing.)
     public func flush(handle: UInt64) async throws {
-        guard let version = state.withLock({ $0.writerHandles.contains(handle) ? $0.handles[handle] : nil }) else { return }
+        guard let version = openFiles.writingVersion(of: handle) else { return }
         try await seal(version)
     }
 
-    /// The last descriptor of a handle is gone.
-    public func release(handle: UInt64) async throws {
-        let released = state.withLock { state in
-            (state.handles.removeValue(forKey: handle), state.writerHandles.remove(handle) != nil)
-        }
-        guard let version = released.0, released.1 else { return }
+    /// The last descriptor of a handle is gone: it leaves the table, and the version it was
+    /// the last to write is sealed (or, never changed, dropped). Returns what the handle was.
+    @discardableResult
+    func release(handle: UInt64) async throws -> OpenFiles.Entry? {
+        guard let entry = openFiles.remove(handle) else { return nil }
+        guard let version = entry.version, entry.writable else { return entry }
+        try await writerClosed(version)
+        return entry
+    }
+
+    private func writerClosed(_ version: LocalVersion) async throws {
         let writersLeft = state.withLock { _ -> Int? in
             guard version.phase == .editing, version.writers > 0 else { return nil }
             version.writers -= 1
@@ -386,10 +385,8 @@ public final class WriteBack: Sendable {
     /// edit, a truncating open, a seal, an upload), so no descriptor is left on old bytes it
     /// would copy at its next write, or keep when the name goes.
     func catchUpHandlesLocked(_ state: inout State, to version: LocalVersion) {
-        for (handle, held) in state.handles where held !== version && !held.detached && held.id < version.id && held.pathLower == version.pathLower {
-            state.handles[handle] = version
-            if version.phase == .editing && state.writerHandles.contains(handle) { version.writers += 1 }
-        }
+        let writers = openFiles.move(to: version) { held in !held.detached && held.id < version.id && held.pathLower == version.pathLower }
+        if version.phase == .editing { version.writers += writers }
     }
 
     /// Drops a version from the maps (and its staging file; open handles keep its bytes
@@ -418,7 +415,7 @@ public final class WriteBack: Sendable {
     /// once it is on Dropbox.
     public func sync(handle: UInt64?, pathLower: String) async throws {
         let version = state.withLock { state -> LocalVersion? in
-            guard let own = handle.flatMap({ state.handles[$0] }) else { return state.current[pathLower] }
+            guard let own = handle.flatMap({ openFiles.version(of: $0) }) else { return state.current[pathLower] }
             return Self.newestLocked(state, of: own)
         }
         guard var version else { return }
@@ -467,7 +464,7 @@ public final class WriteBack: Sendable {
     /// written since this one opened, as on any disk), or its own once detached or gone.
     func readable(_ handle: UInt64) -> LocalVersion? {
         state.withLock { state in
-            guard let own = state.handles[handle] else { return nil }
+            guard let own = openFiles.version(of: handle) else { return nil }
             return Self.newestLocked(state, of: own)
         }
     }
@@ -480,10 +477,9 @@ public final class WriteBack: Sendable {
         state.withLock { state in
             // The path's newest version, or (once uploaded) the newest one a descriptor holds.
             let candidates = [state.current[pathLower]].compactMap { $0 }
-                + state.handles.values.filter { !$0.detached && $0.pathLower == pathLower }
+                + openFiles.servingVersions.filter { !$0.detached && $0.pathLower == pathLower }
             guard let newest = candidates.filter({ $0.ancestry.contains(rev) }).max(by: { $0.id < $1.id }) else { return false }
-            state.handles[handle] = newest
-            return true
+            return openFiles.serve(handle, from: newest)
         }
     }
 
@@ -511,14 +507,11 @@ public final class WriteBack: Sendable {
     /// changing or left as a conflicted copy).
     func uploadedRevision(handle: UInt64) -> String? {
         state.withLock { state in
-            guard let own = state.handles[handle] else { return nil }
+            guard let own = openFiles.version(of: handle) else { return nil }
             let version = Self.newestLocked(state, of: own)
             return version.phase == .finished ? version.committedRev : nil
         }
     }
-
-    /// The version a handle reads (for copy_file_range's checks).
-    func version(handle: UInt64) -> LocalVersion? { state.withLock { $0.handles[handle] } }
 
     // MARK: Status
 
