@@ -2,7 +2,7 @@ import DropboxAPI
 import Foundation
 import Synchronization
 
-/// Sends sealed local versions to Dropbox, oldest first per path:
+/// Sends sealed local versions to Dropbox when `UploadSchedule` says, oldest first per path:
 /// - many small files: each into a closed upload session, committed together by
 ///   `upload_session/finish_batch_v2` (Dropbox serialises commits per namespace: one commit
 ///   for many files is far faster than one each); a lone small file goes by `files/upload`;
@@ -15,20 +15,6 @@ import Synchronization
 /// elsewhere meanwhile is never overwritten: the local bytes then go to a conflicted copy
 /// beside it, named as Dropbox names them. Every upload carries its content hash.
 public final class Uploader: Sendable {
-    /// Above this a file gets its own session with parallel appends.
-    static let largeFile: Int64 = 16 << 20
-    /// Session chunk size (a multiple of 4 MiB), also for chunks sent before close.
-    static let chunkSize: Int64 = 32 << 20
-    /// How long a sealed file waits for a rename or utimens that usually follows (rsync,
-    /// editors) before it goes, unless someone waits for it.
-    static let quietPeriod: Duration = .milliseconds(400)
-    /// The longest a small file waits for others to share its batch.
-    static let batchDelay: Duration = .seconds(2)
-    static let maxLargeAtOnce = 2
-    static let maxBatchesAtOnce = 2
-    /// Chunks of files still being written sent at once, over all files.
-    static let maxEarlyAtOnce = 4
-
     let writeBack: WriteBack
     let client: DropboxClient
     let watcher: ChangeWatcher
@@ -47,7 +33,7 @@ public final class Uploader: Sendable {
         self.watcher = watcher
         self.store = store
         var tuning = UploadTuning()
-        tuning.chunkSize = Self.chunkSize
+        tuning.chunkSize = UploadSchedule.chunkSize
         tuning.parallelism = 4
         self.tuning = tuning
     }
@@ -58,8 +44,8 @@ public final class Uploader: Sendable {
             group.addTask { await self.writeBack.flushPeriodically() }
             while !Task.isCancelled {
                 let seen = writeBack.signal.generation
-                let slots = running.withLock { (Self.maxBatchesAtOnce - $0.batches, Self.maxLargeAtOnce - $0.large) }
-                let (jobs, wake) = writeBack.takeEligible(batches: slots.0, large: slots.1, quiet: Self.quietPeriod, batchDelay: Self.batchDelay, largeFile: Self.largeFile)
+                let free = running.withLock { (UploadSchedule.batchesAtOnce - $0.batches, UploadSchedule.largeAtOnce - $0.large) }
+                let (jobs, wake) = writeBack.takeEligible(freeBatches: free.0, freeLarge: free.1)
                 for job in jobs {
                     let kind: Slot = Self.isLarge(job) ? .large : .batches
                     occupy(kind, by: 1)
@@ -69,7 +55,8 @@ public final class Uploader: Sendable {
                         self.writeBack.signal.notify()
                     }
                 }
-                let early = writeBack.takeEarlyChunks(limit: Self.maxEarlyAtOnce - running.withLock { $0.early }, chunkSize: Self.chunkSize)
+                let early = writeBack.takeEarlyChunks(limit: UploadSchedule.earlyChunksAtOnce - running.withLock { $0.early },
+                                                      chunkSize: UploadSchedule.chunkSize)
                 for chunk in early {
                     occupy(.early, by: 1)
                     group.addTask {
@@ -112,7 +99,7 @@ public final class Uploader: Sendable {
     // MARK: One job
 
     /// A job is one large file, or a batch of small ones.
-    static func isLarge(_ job: [LocalVersion]) -> Bool { job.count == 1 && job[0].file.size > largeFile }
+    static func isLarge(_ job: [LocalVersion]) -> Bool { job.count == 1 && UploadSchedule.isLarge(size: job[0].file.size) }
 
     /// Uploads a job, its commits expected as the mount's own from the start (a catch-up
     /// running meanwhile must not take them for another client's and drop the kernel's pages
@@ -209,7 +196,7 @@ public final class Uploader: Sendable {
                 session = try await client.startConcurrentSession()
                 writeBack.earlySessionStarted(version, session)
             }
-            let digests = try await client.appendConcurrentChunk(session: session, fd: fd, offset: chunk.offset, length: Self.chunkSize,
+            let digests = try await client.appendConcurrentChunk(session: session, fd: fd, offset: chunk.offset, length: UploadSchedule.chunkSize,
                                                                  close: false, background: true)
             writeBack.earlyChunkSent(version, session: session, offset: chunk.offset, digests: digests)
         } catch {

@@ -4,58 +4,28 @@ import Foundation
 /// The uploader's side of the write-back: which versions may go now, and what their
 /// uploads' outcomes do to the queue.
 extension WriteBack {
-    /// Marks eligible versions as uploading and returns them as jobs (one batch of small
-    /// files, or one large file each), with when to look again if some are not ready yet.
-    /// Eligible: sealed, not held by a rename or delete, no older version of the path still
-    /// uploading, not waiting to retry, and quiet for a moment (unless urgent or unmounting).
-    /// Small files wait until writing pauses (`quiet`) or `batchDelay` passes, so a stream
-    /// of them (cp -r, tar x, rsync) goes in a few large batches.
-    func takeEligible(batches: Int, large: Int, quiet: Duration, batchDelay: Duration, largeFile: Int64) -> ([[LocalVersion]], Duration?) {
+    /// Marks the versions `UploadSchedule` picks as uploading and returns them as jobs (one
+    /// batch of small files, or one large file each), with when to look again if some wait.
+    func takeEligible(freeBatches: Int, freeLarge: Int) -> ([[LocalVersion]], Duration?) {
         state.withLock { state in
             let now = ContinuousClock.now
             let uploadingPaths = Set(state.versions.values.filter { $0.phase == .uploading }.map(\.pathLower))
-            var small: [(version: LocalVersion, readyAt: ContinuousClock.Instant)] = []
-            var big: [LocalVersion] = []
-            var wake: ContinuousClock.Instant?
-            var lastActivity: ContinuousClock.Instant?
-            var urgent = state.draining
-            for version in state.versions.values.sorted(by: { $0.id < $1.id }) where version.phase == .queued {
-                if version.file.size <= largeFile { lastActivity = max(lastActivity ?? version.settledAt, version.settledAt) }
-                if uploadingPaths.contains(version.pathLower) || version.earlySends > 0 { continue }
-                if state.held.keys.contains(where: { version.isAt(orUnder: $0) }) { continue }
-                var readyAt = state.draining || version.urgent ? now : version.settledAt + quiet
-                // Unmounting gives every failed upload one more try at once.
-                let retriedInDrain = version.attempts > (state.drainStartedAttempts[version.id] ?? 0)
-                if let retry = version.retryAt, !state.draining || retriedInDrain { readyAt = max(readyAt, retry) }
-                if readyAt > now {
-                    wake = min(wake ?? readyAt, readyAt)
-                    continue
-                }
-                if version.file.size > largeFile {
-                    big.append(version)
-                } else {
-                    small.append((version, readyAt))
-                    urgent = urgent || version.urgent
-                }
+            let queued = state.versions.values.filter { $0.phase == .queued }.sorted { $0.id < $1.id }
+            let candidates = queued.map { version in
+                UploadSchedule.Candidate(
+                    id: version.id, size: version.file.size, settledAt: version.settledAt, urgent: version.urgent,
+                    retryAt: version.retryAt, retriedInDrain: version.attempts > (state.drainStartedAttempts[version.id] ?? 0),
+                    blocked: uploadingPaths.contains(version.pathLower) || version.earlySends > 0
+                        || state.held.keys.contains { version.isAt(orUnder: $0) })
             }
-            var jobs: [[LocalVersion]] = []
-            if batches > 0, let oldest = small.map(\.readyAt).min() {
-                let due = oldest + batchDelay
-                let paused = (lastActivity ?? now) + quiet
-                if urgent || small.count >= 1000 || paused <= now || due <= now {
-                    jobs.append(small.prefix(1000).map(\.version))
-                } else {
-                    wake = min(wake ?? due, min(due, paused))
-                }
+            let decision = UploadSchedule.decide(candidates, draining: state.draining, freeBatches: freeBatches, freeLarge: freeLarge, now: now)
+            let jobs = decision.jobs.map { ids in ids.map { state.versions[$0]! } }
+            for version in jobs.joined() {
+                version.phase = .uploading
+                // A large file's commit comes after its bytes (`beginCommit`).
+                version.committing = !UploadSchedule.isLarge(size: version.file.size)
             }
-            for version in big.prefix(max(0, large)) { jobs.append([version]) }
-            for job in jobs {
-                for version in job {
-                    version.phase = .uploading
-                    version.committing = version.file.size <= largeFile  // a large file's commit comes after its bytes
-                }
-            }
-            return (jobs, wake.map { $0 - now })
+            return (jobs, decision.wake)
         }
     }
 
@@ -170,12 +140,8 @@ extension WriteBack {
         signal.notify()
     }
 
-    /// A queued upload's retries: seconds after a blip, every 5 minutes at most while the
-    /// failure lasts (a full account: every minute).
-    static let uploadRetry = RetryPolicy(baseDelay: 2, maxDelay: 300)
-
-    /// An upload attempt failed: the version waits in the queue and is tried again later
-    /// (sooner for network trouble, after a minute for a full account); `fsync` reports it.
+    /// An upload attempt failed: the version waits in the queue and is tried again when
+    /// `UploadSchedule` says; `fsync` reports it.
     func failed(_ version: LocalVersion, _ error: any Error) {
         let mapped = ErrnoMapping.fsError(error)
         state.withLock { _ in
@@ -184,7 +150,7 @@ extension WriteBack {
             version.attempts += 1
             version.failure = mapped == .noSpace ? .noSpace : (mapped == .invalidName || mapped == .accessDenied ? mapped : .io("\(error)"))
             version.failureText = mapped == .noSpace ? "Dropbox account is full (insufficient_space)" : "\(error)"
-            version.retryAt = .now + (mapped == .noSpace ? .seconds(60) : Self.uploadRetry.wait(attempt: version.attempts))
+            version.retryAt = .now + UploadSchedule.retryDelay(after: mapped, attempts: version.attempts)
         }
         FuseLog.error("upload of \(version.path) failed (attempt \(version.attempts), will retry): \(version.failureText ?? "")")
         signal.notify()

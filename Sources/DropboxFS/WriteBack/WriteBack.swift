@@ -272,7 +272,7 @@ public final class WriteBack: Sendable {
     /// chunk ready to send before close.
     private func touch(_ version: LocalVersion, wrote offset: Int64, _ count: Int) {
         touch(version)
-        let chunk = Uploader.chunkSize
+        let chunk = UploadSchedule.chunkSize
         if (offset + Int64(count)) / chunk > offset / chunk && version.file.offersEarlyChunks { signal.notify() }
     }
 

@@ -1,0 +1,104 @@
+import DropboxAPI
+
+/// When each sealed version goes to Dropbox, and with which others: the upload scheduler's
+/// rules and every constant they use. The rules are a pure function of what the queue holds
+/// (`Candidate`s) and the time, so they can be read, and tested, without an upload.
+///
+/// - A small file waits a moment after its last change (`quietPeriod`) for the rename or
+///   utimens that usually follows (rsync, editors), unless someone waits for it (fsync,
+///   unmount). Small files then go together: a batch leaves when writing pauses, when its
+///   oldest file has waited `batchDelay`, or when it is full (`batchLimit`). Dropbox
+///   serialises commits per namespace, so one commit for many files is far faster than one
+///   each (cp -r, tar x).
+/// - A large file goes alone, through a concurrent session, at most `largeAtOnce` at a time.
+/// - A failed upload waits before its next try (`retryDelay`); unmounting gives every
+///   failed upload one more try at once.
+/// - A version never goes while an older one of its path is uploading, while its early
+///   chunks are in flight, or while a rename or delete holds its path (`blocked`).
+struct UploadSchedule {
+    /// Above this a file gets its own session with parallel appends.
+    static let largeFile: Int64 = 16 << 20
+    /// Session chunk size (a multiple of 4 MiB), also for chunks sent before close.
+    static let chunkSize: Int64 = 32 << 20
+    static let quietPeriod: Duration = .milliseconds(400)
+    static let batchDelay: Duration = .seconds(2)
+    /// `upload_session/finish_batch_v2` takes at most 1,000 entries.
+    static let batchLimit = 1000
+    static let batchesAtOnce = 2
+    static let largeAtOnce = 2
+    /// Chunks of files still being written sent at once, over all files.
+    static let earlyChunksAtOnce = 4
+    /// Retries: seconds after a blip, every 5 minutes at most while the failure lasts.
+    static let retry = RetryPolicy(baseDelay: 2, maxDelay: 300)
+    /// A full account is not a blip: look again every minute.
+    static let fullAccountRetry: Duration = .seconds(60)
+
+    /// How long a version waits after its `attempts`-th failed upload.
+    static func retryDelay(after failure: FSError, attempts: Int) -> Duration {
+        failure == .noSpace ? fullAccountRetry : retry.wait(attempt: attempts)
+    }
+
+    static func isLarge(size: Int64) -> Bool { size > largeFile }
+
+    /// What the rules need to know of one sealed version waiting in the queue.
+    struct Candidate {
+        var id: Int64
+        var size: Int64
+        /// Sealed, or last renamed or given a time.
+        var settledAt: ContinuousClock.Instant
+        /// fsync waits for it.
+        var urgent = false
+        var retryAt: ContinuousClock.Instant?
+        /// It failed again since the unmount's drain began (its one immediate retry is used).
+        var retriedInDrain = false
+        /// An older version of its path is uploading, its early chunks are in flight, or a
+        /// rename or delete holds its path.
+        var blocked = false
+    }
+
+    /// Jobs to start now (ids: one batch of small files, or one large file each) and how
+    /// long until the rules may start another if some wait.
+    struct Decision: Equatable {
+        var jobs: [[Int64]] = []
+        var wake: Duration?
+    }
+
+    /// `candidates` oldest first; `freeBatches` and `freeLarge` are the slots not in use.
+    static func decide(_ candidates: [Candidate], draining: Bool, freeBatches: Int, freeLarge: Int,
+                       now: ContinuousClock.Instant) -> Decision {
+        var small: [(id: Int64, readyAt: ContinuousClock.Instant)] = []
+        var large: [Int64] = []
+        var wake: ContinuousClock.Instant?
+        var lastActivity: ContinuousClock.Instant?
+        var urgent = draining
+        for candidate in candidates {
+            if !isLarge(size: candidate.size) { lastActivity = max(lastActivity ?? candidate.settledAt, candidate.settledAt) }
+            if candidate.blocked { continue }
+            var readyAt = draining || candidate.urgent ? now : candidate.settledAt + quietPeriod
+            if let retry = candidate.retryAt, !draining || candidate.retriedInDrain { readyAt = max(readyAt, retry) }
+            if readyAt > now {
+                wake = min(wake ?? readyAt, readyAt)
+                continue
+            }
+            if isLarge(size: candidate.size) {
+                large.append(candidate.id)
+            } else {
+                small.append((candidate.id, readyAt))
+                urgent = urgent || candidate.urgent
+            }
+        }
+        var decision = Decision()
+        if freeBatches > 0, let oldest = small.map(\.readyAt).min() {
+            let due = oldest + batchDelay
+            let paused = (lastActivity ?? now) + quietPeriod
+            if urgent || small.count >= batchLimit || paused <= now || due <= now {
+                decision.jobs.append(small.prefix(batchLimit).map(\.id))
+            } else {
+                wake = min(wake ?? due, min(due, paused))
+            }
+        }
+        for id in large.prefix(max(0, freeLarge)) { decision.jobs.append([id]) }
+        decision.wake = wake.map { $0 - now }
+        return decision
+    }
+}
