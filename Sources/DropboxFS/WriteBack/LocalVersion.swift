@@ -6,6 +6,18 @@ import Synchronization
 /// version waits in the upload queue, and writing the file again starts a new version from a
 /// copy. Every field but `id`, `file` and `path` is guarded by the owning `WriteBack`'s lock.
 final class LocalVersion: @unchecked Sendable {
+    /// Where a version stands. Every change happens in `WriteBack`, under its lock:
+    ///
+    ///     editing ──seal (close, fsync, unmount)──▶ queued ──UploadSchedule picks it──▶ uploading
+    ///        │                                      ▲   │                                  │
+    ///        │ last writer closes, nothing changed   │   └─ replaced by a newer seal ─┐     │
+    ///        ▼                                      └──── upload failed (retry) ◀────┼─────┤
+    ///     finished ◀──────────────────────────────────────────────────────────────────┴─────┘
+    ///                                                           committed (or a conflicted copy)
+    ///
+    /// Beside the phase, `detached` (unlink or a rename over it while descriptors are open):
+    /// a detached version is never queued or shown at a path and finishes at once; its
+    /// descriptors keep reading and writing it until they close.
     enum Phase: Equatable {
         /// Open for writing; not yet in the queue.
         case editing
