@@ -7,6 +7,8 @@
 ///   namespace migration), so clients' relisting can be tested.
 /// - `POST expire-tokens`: every short-lived access token expires now, so expiry and
 ///   refresh are tested without waiting for a lifetime to pass.
+/// - `POST refuse-names` with `{"names": [NAME, …]}`: writes to those names fail with
+///   `disallowed_name` from now on, as for a rule of Dropbox's that a client cannot know.
 extension Emulator {
     func serveControl(_ path: String, _ exchange: Exchange) async throws {
         let method = exchange.head.method
@@ -38,6 +40,13 @@ extension Emulator {
             try await writer.sendJSON(.object([]))
         case (.POST, "expire-tokens"):
             try namespace.expireAccessTokens()
+            try await writer.sendJSON(.object([]))
+        case (.POST, "refuse-names"):
+            let body = try await exchange.body.collect(limit: 64 << 10)
+            guard let json = try? JSON.parse(body), let names = json["names"]?.arrayValue?.compactMap(\.stringValue) else {
+                throw APIFailure.badInput("Expected {\"names\": [\"NAME\", …]}")
+            }
+            namespace.refuseNames(names)
             try await writer.sendJSON(.object([]))
         default:
             throw APIFailure.unknownRoute("/_emulator/" + path)

@@ -56,7 +56,9 @@ struct DropboxPath: Hashable, Sendable {
         "desktop.ini", "thumbs.db", ".ds_store", "icon\r", ".dropbox", ".dropbox.attr",
     ]
 
-    var hasDisallowedName: Bool { DropboxPath.disallowedNames.contains(name.lowercased()) }
+    func hasDisallowedName(refusing extra: Set<String>) -> Bool {
+        DropboxPath.disallowedNames.contains(name.lowercased()) || extra.contains(name.lowercased())
+    }
 }
 
 /// A path argument as sent: a plain path or an `id:` reference (optionally followed by a

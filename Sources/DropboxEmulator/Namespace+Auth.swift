@@ -99,6 +99,11 @@ extension Namespace {
         }
     }
 
+    /// Refuses these names (besides Dropbox's own list) as `disallowed_name` from now on.
+    func refuseNames(_ names: [String]) {
+        locked { refusedNames.formUnion(names.map { $0.lowercased() }) }
+    }
+
     /// Registers a long-lived token given on the command line.
     func addLongLivedToken(_ token: String) throws {
         try locked { try storeTokenLocked(token, kind: "access", expires: nil, family: nil, scope: Self.allScopes) }

@@ -77,7 +77,7 @@ extension Namespace {
         guard let source = try liveEntryLocked(from) else {
             throw RelocationFailure.fromLookup(.notFound)
         }
-        if to.hasDisallowedName { throw RelocationFailure.to(.disallowedName) }
+        if to.hasDisallowedName(refusing: refusedNames) { throw RelocationFailure.to(.disallowedName) }
         if to.isInside(from) { throw RelocationFailure.intoItself }
         do {
             try requireNoFileAncestor(to, failure: .write(.conflict("file_ancestor")))

@@ -26,7 +26,7 @@ struct CommitRequest {
 extension Namespace {
     func createFolder(_ path: DropboxPath, autorename: Bool) throws -> Entry {
         try locked {
-            if path.hasDisallowedName { throw NamespaceFailure.write(.disallowedName) }
+            if path.hasDisallowedName(refusing: refusedNames) { throw NamespaceFailure.write(.disallowedName) }
             try requireNoFileAncestor(path, failure: .write(.conflict("file_ancestor")))
             var target = path
             if let existing = try liveEntryLocked(path) {
@@ -47,7 +47,7 @@ extension Namespace {
     func commitFile(_ request: CommitRequest, content: StagedContent) throws -> Entry {
         try locked {
             let path = request.path
-            if path.hasDisallowedName { throw NamespaceFailure.write(.disallowedName) }
+            if path.hasDisallowedName(refusing: refusedNames) { throw NamespaceFailure.write(.disallowedName) }
             try requireNoFileAncestor(path, failure: .write(.conflict("file_ancestor")))
             let existing = try liveEntryLocked(path)
             let sameContent = existing.map { !$0.isFolder && $0.contentHash == content.contentHash } ?? false

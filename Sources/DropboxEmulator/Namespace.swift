@@ -29,6 +29,9 @@ final class Namespace: @unchecked Sendable {
     var busySessions: Set<String> = []
     /// Blobs of revisions forgotten in the current write, to collect once it commits.
     var droppedBlobs: [String] = []
+    /// Names refused on top of `DropboxPath.disallowedNames` (lower case; a test control:
+    /// Dropbox's rules grow, and a client must cope with a refusal it could not foresee).
+    var refusedNames: Set<String> = []
     /// Revisions handed out in the current write.
     private var revisionsInSeq = 0
 

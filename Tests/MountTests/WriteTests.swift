@@ -407,6 +407,28 @@ struct WriteTests {
         }
     }
 
+    /// A name Dropbox refuses by a rule the mount cannot know leaves the queue (it once
+    /// stayed there, retried for ever): fsync says EINVAL, the bytes are kept in
+    /// `recovered/`, the status says so, and the mount goes on uploading other files.
+    @Test func aNameDropboxRefusesIsSetAsideNotRetriedForever() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            try await m.emulator.refuseNames(["refused.txt"])
+            let synced = try await m.sh("printf 'keep me' > \"$M/refused.txt\" && sync \"$M/refused.txt\"")
+            #expect(synced.status != 0 && synced.stderr.contains("Invalid argument"), "\(synced)")
+            let status = { try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment).stdout }
+            try await eventually("the status to say where the file went") {  // it is written every few seconds
+                try await status().contains("set aside   /refused.txt: not uploaded because Dropbox refuses the name") }
+            #expect(try await status().contains("uploads     0 pending"))
+            let recovered = try await m.sh("cat '\(m.cacheDirectory)'/*/recovered/*-refused.txt")
+            #expect(recovered.stdout == "keep me", "\(recovered)")
+            #expect(try await offPool { Sys.stat(m.mountpoint + "/refused.txt") } == .failure(Sys.Errno(code: ENOENT)))
+            #expect(try await m.sh("echo fine > \"$M/other.txt\" && sync \"$M/other.txt\"").status == 0)
+            try await m.unmount()
+            #expect(try await m.client.metadataIfExists("/other.txt")?.fileMetadata?.size == 5)
+            #expect(try await m.client.metadataIfExists("/refused.txt") == nil)
+        }
+    }
+
     @Test func writesUnderInjectedFaultsLoseNothing() async throws {
         let faults = ["500:p=0.05", "503:p=0.05", "429:p=0.05,retry_after=0", "reset:p=0.02",
                       "too_many_write_operations:p=0.1,routes=files/upload_session/finish_batch_v2+files/upload+files/move_v2"]

@@ -31,6 +31,15 @@ extension Emulator {
         _ = try await CurlTransport(userAgent: "test").perform(HTTPRequest(url: baseURL + "/_emulator/reset-cursors"))
     }
 
+    /// Writes to these names fail with `disallowed_name` (`POST /_emulator/refuse-names`).
+    public func refuseNames(_ names: [String]) async throws {
+        var request = HTTPRequest(url: baseURL + "/_emulator/refuse-names")
+        request.headers = [("Content-Type", "application/json")]
+        request.body = .bytes(Array(try JSONSerialization.data(withJSONObject: ["names": names])))
+        let response = try await CurlTransport(userAgent: "test").perform(request)
+        guard response.status == 200 else { throw ControlFailure(message: String(decoding: response.body, as: UTF8.self)) }
+    }
+
     /// Every short-lived access token expires now (`POST /_emulator/expire-tokens`).
     public func expireTokens() async throws {
         _ = try await CurlTransport(userAgent: "test").perform(HTTPRequest(url: baseURL + "/_emulator/expire-tokens"))

@@ -104,6 +104,9 @@ final class LocalVersion: @unchecked Sendable {
     /// Cut off from its name by unlink or rename-over while descriptors were open: still
     /// read and written through them, never queued, never uploaded, never shown at a path.
     var detached = false
+    /// Dropbox refused it for good (its name): out of the queue, its bytes kept aside
+    /// (`WriteBack.failed`); an fsync waiting for it fails with `failure`.
+    var setAside = false
     /// utimens arrived while the upload was under way: the time is kept for the revision
     /// the upload makes (Dropbox cannot change a revision's `client_modified`).
     var timeSetDuringUpload = false

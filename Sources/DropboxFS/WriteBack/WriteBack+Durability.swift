@@ -55,17 +55,16 @@ extension WriteBack {
         }
     }
 
-    /// A queued file from an earlier boot whose bytes were never known to reach the disk:
-    /// moved to `recovered/` (beside the staging folder) and out of the queue.
-    func setAsideLocked(_ state: inout State, _ record: QueuedUpload) {
+    /// A queued file the mount will not upload (`reason` says why): its bytes move to
+    /// `recovered/` (beside the staging folder), its record leaves the queue, and the status
+    /// and the log say where it went.
+    func setAsideLocked(_ state: inout State, _ record: QueuedUpload, because reason: String) {
         let folder = (stagingDirectory as NSString).deletingLastPathComponent + "/recovered"
         let name = record.path.split(separator: "/").last.map(String.init) ?? "file"
         let target = folder + "/\(record.id)-\(name)"
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let kept = rename(record.staging, target) == 0
-        let line = kept
-            ? "\(record.path): not uploaded after a power loss or reboot (its bytes may not have reached the disk); kept in \(target)"
-            : "\(record.path): not uploaded after a power loss or reboot, and its staging file is gone"
+        let line = "\(record.path): not uploaded \(reason); " + (kept ? "kept in \(target)" : "its staging file is gone")
         FuseLog.error(line)
         state.setAside.append(line)
         try? queue.remove([record.id])

@@ -144,6 +144,7 @@ extension WriteBack {
     /// `UploadSchedule` says; `fsync` reports it.
     func failed(_ version: LocalVersion, _ error: any Error) {
         let mapped = ErrnoMapping.fsError(error)
+        if mapped == .invalidName { return refused(version, error) }
         state.withLock { _ in
             version.phase = .queued
             version.committing = false
@@ -153,6 +154,22 @@ extension WriteBack {
             version.retryAt = .now + UploadSchedule.retryDelay(after: mapped, attempts: version.attempts)
         }
         FuseLog.error("upload of \(version.path) failed (attempt \(version.attempts), will retry): \(version.failureText ?? "")")
+        signal.notify()
+    }
+
+    /// Dropbox refuses the version's name (`disallowed_name`, `malformed_path`: a rule the
+    /// mount could not check at create). Trying again cannot help: the bytes are set aside
+    /// like a file recovery will not upload, the path shows what Dropbox holds, and a
+    /// waiting fsync fails with EINVAL. Descriptors still open keep the bytes they have.
+    private func refused(_ version: LocalVersion, _ error: any Error) {
+        state.withLock { state in
+            guard version.phase != .finished else { return }
+            version.failure = .invalidName
+            version.failureText = "\(error)"
+            version.setAside = true
+            setAsideLocked(&state, version.record, because: "because Dropbox refuses the name (\(error))")
+            finishLocked(&state, version)
+        }
         signal.notify()
     }
 

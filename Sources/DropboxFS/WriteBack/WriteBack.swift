@@ -75,7 +75,7 @@ public final class WriteBack: Sendable {
         state.withLock { state in
             for record in records {
                 guard record.isTrusted else {
-                    setAsideLocked(&state, record)
+                    setAsideLocked(&state, record, because: "after a power loss or reboot (its bytes may not have reached the disk)")
                     continue
                 }
                 guard let file = try? StagedFile(sealedAt: record.staging), file.size == record.size else {
@@ -427,7 +427,7 @@ public final class WriteBack: Sendable {
             let seen = signal.generation
             let outcome: Result<Bool, FSError> = state.withLock { _ in
                 while let newer = version.replacedBy { version = newer; version.urgent = true }
-                if version.phase == .finished { return .success(true) }
+                if version.phase == .finished { return version.setAside ? .failure(version.failure ?? .invalidName) : .success(true) }
                 if version.phase == .editing { return .success(true) }  // nothing sealed to wait for
                 if let failure = version.failure, version.phase == .queued { return .failure(failure) }
                 return .success(false)
