@@ -31,8 +31,10 @@ struct UploadQueueTests {
         upload.bootID = "an-earlier-boot"
         try queue.save(upload)
         #expect(try queue.all().first?.isTrusted == false)
-        try queue.markFlushed([7])
+        #expect(old.contentHash == nil)
+        try queue.markFlushed([(7, "abc123")])
         let saved = try #require(try queue.all().first)
-        #expect(saved.flushed && saved.bootID == "an-earlier-boot" && saved.isTrusted)
+        #expect(saved.flushed && saved.bootID == "an-earlier-boot" && saved.isTrusted && saved.isFromEarlierBoot)
+        #expect(saved.contentHash == "abc123")
     }
 }

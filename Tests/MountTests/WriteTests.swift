@@ -376,22 +376,25 @@ struct WriteTests {
         let uploads = "files/upload+files/upload_session/start+files/upload_session/start_batch+files/upload_session/append_v2"
             + "+files/upload_session/finish+files/upload_session/finish_batch_v2"
         try await MountFixture.with(seeds: []) { m in
-            let made = try await m.sh("printf good > \"$M/kept.txt\" && printf old > \"$M/flushed.txt\" && sync \"$M/kept.txt\" \"$M/flushed.txt\"")
+            let made = try await m.sh("printf good > \"$M/kept.txt\" && printf old > \"$M/flushed.txt\" && printf old > \"$M/rotten.txt\" && sync \"$M\"/*.txt")
             #expect(made.status == 0, "\(made.stderr)")
             try await m.emulator.setFaults(["403:p=1,routes=\(uploads)"])
-            let edited = try await m.sh("printf 'lost in the power cut' > \"$M/kept.txt\" && printf new > \"$M/flushed.txt\"")
+            let edited = try await m.sh("printf 'lost in the power cut' > \"$M/kept.txt\" && printf new > \"$M/flushed.txt\" && printf new > \"$M/rotten.txt\"")
             #expect(edited.status == 0, "\(edited.stderr)")
             let found = FileManager.default.enumerator(atPath: m.cacheDirectory)?.compactMap { $0 as? String }.first { $0.hasSuffix("/uploads.sqlite") }
             let queue = m.cacheDirectory + "/" + (try #require(found))
             let sql = { (statement: String) in try await m.sh("sqlite3 '\(queue)' \"\(statement)\"") }
-            try await eventually("both closed files flushed to disk") { try await sql("SELECT COUNT(*) FROM uploads WHERE flushed = 1").stdout == "2\n" }
+            try await eventually("the closed files flushed to disk") { try await sql("SELECT COUNT(*) FROM uploads WHERE flushed = 1").stdout == "3\n" }
             try await m.killDaemon()
 
             // What a power cut can leave: records from an earlier boot; one staging file never
             // reached the disk and reads back as zeros.
             let staging = try await sql("SELECT staging FROM uploads WHERE path = '/kept.txt'").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-            #expect(try await sql("UPDATE uploads SET boot_id = 'an-earlier-boot', flushed = (path = '/flushed.txt')").status == 0)
+            #expect(try await sql("UPDATE uploads SET boot_id = 'an-earlier-boot', flushed = (path <> '/kept.txt')").status == 0)
             #expect(try await m.sh("head -c 21 /dev/zero > '\(staging)'").status == 0)
+            // And one that reached the disk, which then changed it (bad sectors, a stray write).
+            let rotten = try await sql("SELECT staging FROM uploads WHERE path = '/rotten.txt'").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(try await m.sh("printf bad > '\(rotten)'").status == 0)
             try await m.emulator.setFaults([])
             try await m.mount()
 
@@ -399,11 +402,15 @@ struct WriteTests {
             #expect(try await m.sh("cat \"$M/flushed.txt\"").stdout == "new")
             let status = try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment).stdout
             #expect(status.contains("set aside   /kept.txt: not uploaded after a power loss or reboot"), "\(status)")
+            #expect(status.contains("set aside   /rotten.txt: not uploaded after a reboot: its bytes no longer match"), "\(status)")
+            #expect(try await m.sh("cat \"$M/rotten.txt\"").stdout == "old")
             let recovered = try await m.sh("cat \"$(dirname '\(queue)')\"/recovered/*-kept.txt | od -An -tx1 | tr -s ' \\n' ' '")
             #expect(recovered.stdout.trimmingCharacters(in: .whitespaces) == Array(repeating: "00", count: 21).joined(separator: " "))
             try await m.unmount()
             #expect(try await m.client.metadataIfExists("/kept.txt")?.fileMetadata?.size == 4)
             #expect(try await m.client.metadataIfExists("/flushed.txt")?.fileMetadata?.size == 3)
+            let kept = try await m.client.metadataIfExists("/rotten.txt")?.fileMetadata
+            #expect(kept?.contentHash == ContentHasher.hash(Array("old".utf8)))
         }
     }
 

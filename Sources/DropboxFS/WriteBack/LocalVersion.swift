@@ -67,6 +67,8 @@ final class LocalVersion: @unchecked Sendable {
     var sentChunks: Set<Int64> = []
     /// The staging file's bytes are on disk (`WriteBack+Durability`): they survive a power loss.
     var flushed = false
+    /// The staging file's content hash when it was flushed (kept in the queue record).
+    var flushedHash: String?
     var sentBytes: Int64 = 0
     /// Block digests of chunks sent before close, so the upload at seal need not read them
     /// again to hash them.
@@ -161,7 +163,7 @@ final class LocalVersion: @unchecked Sendable {
 
     var record: QueuedUpload {
         QueuedUpload(id: id, path: path, staging: file.path, size: file.size, modified: modified, baseRev: baseRev,
-                     sessionID: sessionID, sentChunks: sentChunks, flushed: flushed)
+                     sessionID: sessionID, sentChunks: sentChunks, flushed: flushed, contentHash: flushedHash)
     }
 
     static func now() -> timespec {

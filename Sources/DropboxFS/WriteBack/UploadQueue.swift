@@ -21,12 +21,18 @@ public struct QueuedUpload: Sendable, Equatable {
     /// The staging file's bytes reached the disk before this was recorded as true: they
     /// survive a power loss. Until then only the same boot may trust them.
     public var flushed = false
+    /// The staging file's content hash, taken when it was flushed: after a reboot, bytes
+    /// that no longer match it are not uploaded (nil: not flushed yet, or an older record).
+    public var contentHash: String?
 
     public static func == (a: QueuedUpload, b: QueuedUpload) -> Bool {
         a.id == b.id && a.path == b.path && a.staging == b.staging && a.size == b.size && a.modified.tv_sec == b.modified.tv_sec
             && a.modified.tv_nsec == b.modified.tv_nsec && a.baseRev == b.baseRev && a.sessionID == b.sessionID && a.sentChunks == b.sentChunks
-            && a.bootID == b.bootID && a.flushed == b.flushed
+            && a.bootID == b.bootID && a.flushed == b.flushed && a.contentHash == b.contentHash
     }
+
+    /// Written in an earlier boot of the machine (a power loss or a reboot since).
+    public var isFromEarlierBoot: Bool { !bootID.isEmpty && bootID != UploadQueue.bootID }
 
     /// Whether the staging file can be trusted to hold what was written: flushed, or written
     /// in this boot (a crash or kill -9 leaves the kernel's page cache intact; a power loss
@@ -67,6 +73,7 @@ public final class UploadQueue: @unchecked Sendable {
         try db.query("PRAGMA table_info(uploads)") { columns.insert($0.text(1)) }
         if !columns.contains("boot_id") { try db.execute("ALTER TABLE uploads ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''") }
         if !columns.contains("flushed") { try db.execute("ALTER TABLE uploads ADD COLUMN flushed INTEGER NOT NULL DEFAULT 0") }
+        if !columns.contains("content_hash") { try db.execute("ALTER TABLE uploads ADD COLUMN content_hash TEXT") }
     }
 
     /// This boot of the machine (Linux's random boot id; empty where there is none, which
@@ -79,12 +86,12 @@ public final class UploadQueue: @unchecked Sendable {
     public func all() throws -> [QueuedUpload] {
         try lock.withLock {
             var result: [QueuedUpload] = []
-            try db.query("SELECT id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks, boot_id, flushed FROM uploads ORDER BY id") { row in
+            try db.query("SELECT id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks, boot_id, flushed, content_hash FROM uploads ORDER BY id") { row in
                 result.append(QueuedUpload(
                     id: row.int(0), path: row.text(1), staging: row.text(2), size: row.int(3),
                     modified: timespec(tv_sec: Int(row.int(4)), tv_nsec: Int(row.int(5))), baseRev: row.optionalText(6),
                     sessionID: row.optionalText(7), sentChunks: Set(row.text(8).split(separator: ",").compactMap { Int64($0) }),
-                    bootID: row.text(9), flushed: row.int(10) != 0))
+                    bootID: row.text(9), flushed: row.int(10) != 0, contentHash: row.optionalText(11)))
             }
             return result
         }
@@ -94,19 +101,25 @@ public final class UploadQueue: @unchecked Sendable {
     public func save(_ upload: QueuedUpload, replacing: [Int64] = []) throws {
         try durable {
             try db.transaction {
-                try db.run("INSERT OR REPLACE INTO uploads (id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks, boot_id, flushed) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                try db.run("INSERT OR REPLACE INTO uploads (id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks, boot_id, flushed, content_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                            [.int(upload.id), .text(upload.path), .text(upload.staging), .int(upload.size), .int(Int64(upload.modified.tv_sec)),
                             .int(Int64(upload.modified.tv_nsec)), .optional(upload.baseRev), .optional(upload.sessionID),
                             .text(upload.sentChunks.sorted().map(String.init).joined(separator: ",")), .text(upload.bootID),
-                            .int(upload.flushed ? 1 : 0)])
+                            .int(upload.flushed ? 1 : 0), .optional(upload.contentHash)])
                 for id in replacing { try db.run("DELETE FROM uploads WHERE id = ?", [.int(id)]) }
             }
         }
     }
 
-    /// Records that these uploads' staging files reached the disk.
-    public func markFlushed(_ ids: [Int64]) throws {
-        try durable { try db.transaction { for id in ids { try db.run("UPDATE uploads SET flushed = 1 WHERE id = ?", [.int(id)]) } } }
+    /// Records that these uploads' staging files reached the disk, holding bytes of this hash.
+    public func markFlushed(_ uploads: [(id: Int64, contentHash: String)]) throws {
+        try durable {
+            try db.transaction {
+                for upload in uploads {
+                    try db.run("UPDATE uploads SET flushed = 1, content_hash = ? WHERE id = ?", [.text(upload.contentHash), .int(upload.id)])
+                }
+            }
+        }
     }
 
     public func remove(_ ids: [Int64]) throws {

@@ -1,3 +1,4 @@
+import DropboxAPI
 import Foundation
 
 /// Power loss. `close` records a file in the upload queue without waiting for its bytes to
@@ -7,7 +8,10 @@ import Foundation
 /// everything queued. After a power loss or a reboot, a staging file not known to be on disk
 /// may hold zeros or end short, and uploading it would replace the good copy on Dropbox: it
 /// is set aside in the cache's `recovered/` folder instead, named in the log and in
-/// `dropboxfs status`, never uploaded (doc/SEMANTICS.md, "Power loss").
+/// `dropboxfs status`, never uploaded (doc/SEMANTICS.md, "Power loss"). A flushed file's
+/// record keeps its content hash: after a reboot, bytes that no longer match it (the disk
+/// lost or changed them) are set aside the same way. Only then is it checked: within one
+/// boot the kernel's page cache holds what was written.
 extension WriteBack {
     /// How long a closed file's bytes may stay in memory only (ext4 commits every 5 s).
     static let flushInterval: Duration = .seconds(5)
@@ -37,21 +41,25 @@ extension WriteBack {
     private func flushNow(_ versions: [LocalVersion]) {
         let sealed = state.withLock { _ in versions.filter { $0.phase != .editing && $0.phase != .finished && !$0.flushed } }
         guard !sealed.isEmpty else { return }
-        var done: [LocalVersion] = []
+        var done: [(version: LocalVersion, hash: String)] = []
         for version in sealed {
             let fd = open(version.file.path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { continue }  // finished (and removed) meanwhile
-            if fdatasync(fd) == 0 { done.append(version) }
-            close(fd)
+            defer { close(fd) }
+            guard fdatasync(fd) == 0, let hash = try? ContentHasher.hash(file: version.file.path) else { continue }
+            done.append((version, hash))
         }
         let folder = open(stagingDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard folder >= 0 else { return }
         defer { close(folder) }
         guard fsync(folder) == 0 else { return }
         state.withLock { _ in
-            let recorded = done.filter { $0.phase != .finished }
-            for version in recorded { version.flushed = true }
-            try? queue.markFlushed(recorded.map(\.id))
+            let recorded = done.filter { $0.version.phase != .finished }
+            for (version, hash) in recorded {
+                version.flushed = true
+                version.flushedHash = hash
+            }
+            try? queue.markFlushed(recorded.map { ($0.version.id, $0.hash) })
         }
     }
 

@@ -71,11 +71,19 @@ public final class WriteBack: Sendable {
     /// removes staging files nothing refers to.
     public func recover() throws {
         let records = try queue.all()
+        // After a reboot, a flushed file's bytes must still be the ones flushed.
+        let changed = Set(records.filter { record in
+            record.isFromEarlierBoot && record.flushed && record.contentHash.map { (try? ContentHasher.hash(file: record.staging)) != $0 } == true
+        }.map(\.id))
         var kept = Set<String>()
         state.withLock { state in
             for record in records {
                 guard record.isTrusted else {
                     setAsideLocked(&state, record, because: "after a power loss or reboot (its bytes may not have reached the disk)")
+                    continue
+                }
+                guard !changed.contains(record.id) else {
+                    setAsideLocked(&state, record, because: "after a reboot: its bytes no longer match the content hash they had on disk")
                     continue
                 }
                 guard let file = try? StagedFile(sealedAt: record.staging), file.size == record.size else {
@@ -90,6 +98,7 @@ public final class WriteBack: Sendable {
                 version.sessionID = record.sessionID
                 version.sentChunks = record.sentChunks
                 version.flushed = record.flushed
+                version.flushedHash = record.contentHash
                 version.settledAt = .now - .seconds(60)
                 state.versions[record.id] = version
                 if let older = state.current[version.pathLower], older.id > version.id { continue }
