@@ -6,13 +6,15 @@
 /// - `path_lower`: metadata leaves `path_lower` out;
 /// - `content_range`: a ranged download sends the bytes one further on than asked, and says
 ///   so in its `Content-Range`;
-/// - `shifted_bytes`: the same bytes, under the `Content-Range` that was asked for.
+/// - `shifted_bytes`: the same bytes, under the `Content-Range` that was asked for;
+/// - `huge`: a JSON result gets a member of TEXT megabytes (default 100) beside its own.
 enum Lie: Sendable, Equatable {
     case contentHash(String)
     case namePrefix(String)
     case noPathLower
     case contentRange
     case shiftedBytes
+    case huge(megabytes: Int)
 
     init(what: String, value: String?, spec: String) throws {
         switch what {
@@ -21,12 +23,18 @@ enum Lie: Sendable, Equatable {
         case "path_lower": self = .noPathLower
         case "content_range": self = .contentRange
         case "shifted_bytes": self = .shiftedBytes
-        default: throw FaultSpecError(spec: spec, reason: "unknown lie '\(what)' (content_hash, name, path_lower, content_range, shifted_bytes)")
+        case "huge":
+            guard let megabytes = Int(value ?? "100"), megabytes > 0 else { throw FaultSpecError(spec: spec, reason: "huge needs value=MEGABYTES") }
+            self = .huge(megabytes: megabytes)
+        default: throw FaultSpecError(spec: spec, reason: "unknown lie '\(what)' (content_hash, name, path_lower, content_range, shifted_bytes, huge)")
         }
     }
 
     /// A result as this lie tells it (every metadata object in it, however deep).
     func apply(_ json: JSON) -> JSON {
+        if case .huge(let megabytes) = self, case .object(let members) = json {
+            return .object(members + [("padding", .string(String(repeating: "x", count: megabytes << 20)))])
+        }
         switch json {
         case .array(let items): return .array(items.map(apply))
         case .object(let members):

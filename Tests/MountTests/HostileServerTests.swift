@@ -75,6 +75,23 @@ struct HostileServerTests {
         }
     }
 
+    /// A reply of 100 MB (a broken proxy, a hostile server) is refused, not read into memory
+    /// whole: the listing fails cleanly, the CLI says why, and the mount keeps serving.
+    @Test func aHugeReplyIsRefusedAndTheMountKeepsServing() async throws {
+        try await MountFixture.with(seeds: ["files=3,dirs=1,depth=1,size=1K,root=/tree"]) { m in
+            #expect(try await m.sh("ls \"$M\"").status == 0)
+            try await m.emulator.setFaults(["lie:what=huge"])
+            let listed = try await m.sh("ls \"$M/tree\"")
+            #expect(listed.status != 0 && listed.stderr.contains("Input/output error"), "\(listed)")
+            #expect(try await m.sh("stat \"$M\"").status == 0)
+            let cli = try await ProcessRunner.run(MountFixture.binary, ["ls", "/tree"], environment: m.environment)
+            #expect(cli.status != 0 && cli.stderr.contains("larger than expected"), "\(cli)")
+            try await m.emulator.setFaults([])
+            let entries = try await m.client.listAll("/tree", recursive: false)
+            #expect(try await m.sh("ls -A \"$M/tree\" | wc -l").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "\(entries.count)")
+        }
+    }
+
     @Test func getWritesNothingOutsideItsDestination() async throws {
         try await MountFixture.with(seeds: ["files=3,dirs=1,depth=1,size=1K,root=/tree"], mount: false) { m in
             let destination = m.root.appendingPathComponent("dest/inner").path
