@@ -22,7 +22,8 @@ public struct QueuedUpload: Sendable, Equatable {
     /// survive a power loss. Until then only the same boot may trust them.
     public var flushed = false
     /// The staging file's content hash, taken when it was flushed: after a reboot, bytes
-    /// that no longer match it are not uploaded (nil: not flushed yet, or an older record).
+    /// that no longer match it are not uploaded (nil: not flushed yet, flushed by an fsync,
+    /// which waits for Dropbox instead, or an older record).
     public var contentHash: String?
 
     public static func == (a: QueuedUpload, b: QueuedUpload) -> Bool {
@@ -112,11 +113,11 @@ public final class UploadQueue: @unchecked Sendable {
     }
 
     /// Records that these uploads' staging files reached the disk, holding bytes of this hash.
-    public func markFlushed(_ uploads: [(id: Int64, contentHash: String)]) throws {
+    public func markFlushed(_ uploads: [(id: Int64, contentHash: String?)]) throws {
         try durable {
             try db.transaction {
                 for upload in uploads {
-                    try db.run("UPDATE uploads SET flushed = 1, content_hash = ? WHERE id = ?", [.text(upload.contentHash), .int(upload.id)])
+                    try db.run("UPDATE uploads SET flushed = 1, content_hash = ? WHERE id = ?", [.optional(upload.contentHash), .int(upload.id)])
                 }
             }
         }

@@ -27,27 +27,29 @@ extension WriteBack {
     }
 
     /// Makes sealed versions' staging files durable (their bytes, then the folder's entries),
-    /// then records that they are. The disk's wait happens on a thread of its own, not on one
-    /// of Swift's few cooperative ones.
-    func flush(_ versions: [LocalVersion]) async {
+    /// then records that they are, with their content hashes when `hashing` (fsync does not
+    /// wait for a hash: it returns only once Dropbox has the file, and then the record is
+    /// gone). The disk's wait happens on a thread of its own, not on one of Swift's few
+    /// cooperative ones.
+    func flush(_ versions: [LocalVersion], hashing: Bool = true) async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             DispatchQueue.global(qos: .utility).async {
-                self.flushNow(versions)
+                self.flushNow(versions, hashing: hashing)
                 done.resume()
             }
         }
     }
 
-    private func flushNow(_ versions: [LocalVersion]) {
+    private func flushNow(_ versions: [LocalVersion], hashing: Bool) {
         let sealed = state.withLock { _ in versions.filter { $0.phase != .editing && $0.phase != .finished && !$0.flushed } }
         guard !sealed.isEmpty else { return }
-        var done: [(version: LocalVersion, hash: String)] = []
+        var done: [(version: LocalVersion, hash: String?)] = []
         for version in sealed {
             let fd = open(version.file.path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { continue }  // finished (and removed) meanwhile
             defer { close(fd) }
-            guard fdatasync(fd) == 0, let hash = try? ContentHasher.hash(file: version.file.path) else { continue }
-            done.append((version, hash))
+            guard fdatasync(fd) == 0 else { continue }
+            done.append((version, hashing ? try? ContentHasher.hash(file: version.file.path) : nil))
         }
         let folder = open(stagingDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard folder >= 0 else { return }

@@ -431,7 +431,7 @@ public final class WriteBack: Sendable {
         try await seal(version)
         state.withLock { _ in version.urgent = true }
         signal.notify()
-        await flush([version])  // while it uploads: until Dropbox has it, the disk must
+        await flush([version], hashing: false)  // while it uploads: until Dropbox has it, the disk must
         while true {
             let seen = signal.generation
             let outcome: Result<Bool, FSError> = state.withLock { _ in
