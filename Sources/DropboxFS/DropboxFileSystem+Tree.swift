@@ -60,14 +60,16 @@ extension DropboxFileSystem {
         if folder {
             guard node.isFolder else { throw FSError.notDirectory }
             if writeBack.hasVersions(under: node.pathLower) { throw FSError.notEmpty }
-            try await requireEmpty(node)
+            try await requireEmpty(node)  // a quick refusal; `deleteEmptyFolder` makes sure
         } else if node.isFolder {
             throw FSError.isDirectory
         }
         try await writeBack.holding([node.pathLower]) {
             adoptRemoteHandles(at: node.pathLower)
             try writeBack.discard(node.pathLower)
-            if let remote = try store.node(node.pathLower) { try await delete(node.pathLower, unlessChangedSince: remote.isFolder ? nil : remote.rev) }
+            if let remote = try store.node(node.pathLower) {
+                if remote.isFolder { try await deleteEmptyFolder(remote) } else { try await delete(node.pathLower, unlessChangedSince: remote.rev) }
+            }
         }
         inodes.detach(node.pathLower, folder: node.isFolder)
         await watcher.catchUp(after: [Self.deletion(of: node)])  // the name never shows again after a successful unlink
@@ -205,9 +207,35 @@ extension DropboxFileSystem {
         return folder.pathLower
     }
 
+    /// ENOTEMPTY unless the folder is empty: from the store when it holds the folder's
+    /// listing, else from Dropbox.
     private func requireEmpty(_ folder: Node) async throws {
-        let page = try await client.rpc(Routes.listFolder, ListFolderArgument(path: folder.pathLower, limit: 1))
-        if !page.entries.isEmpty { throw FSError.notEmpty }
+        if try store.isListed(folder.pathLower) {
+            if try !store.children(folder.pathLower).isEmpty { throw FSError.notEmpty }
+            return
+        }
+        if try await !isEmptyOnDropbox(folder.pathLower) { throw FSError.notEmpty }
+    }
+
+    private func isEmptyOnDropbox(_ folderLower: String) async throws -> Bool {
+        try await client.rpc(Routes.listFolder, ListFolderArgument(path: folderLower, limit: 1)).entries.isEmpty
+    }
+
+    /// rmdir on Dropbox, whose folder delete is recursive and unconditional: a file another
+    /// client put in the folder after it was last seen empty would go with it. So the folder
+    /// first moves to a hidden name that nobody else addresses, is seen empty there, and only
+    /// then is deleted; if something arrived, it moves back and rmdir says ENOTEMPTY.
+    private func deleteEmptyFolder(_ folder: Node) async throws {
+        let hidden = Node.parent(of: folder.pathLower) + "/.dropboxfs-rmdir-" + UUID().uuidString.prefix(8).lowercased()
+        guard let moved = Node(try await moveOnce(folder, to: hidden)) else { throw FSError.io("move_v2 returned a deleted entry") }
+        if try await isEmptyOnDropbox(moved.pathLower) {
+            try await delete(moved.pathLower)
+            return
+        }
+        FuseLog.error("\(folder.pathLower) got entries on Dropbox while it was being removed; kept")
+        _ = try await moveOnce(moved, to: Node.parent(of: folder.pathLower) + "/" + folder.name)
+        await watcher.catchUp(after: [])
+        throw FSError.notEmpty
     }
 
     /// Names Dropbox cannot hold are refused before any request (files of these names

@@ -144,6 +144,30 @@ struct TreeOperationTests {
         }
     }
 
+    /// rmdir of a folder into which another client puts a file after this mount saw it
+    /// empty. Dropbox's folder delete is recursive, and the file went with the folder. Now it
+    /// is kept: rmdir says ENOTEMPTY (or, had the file come after the folder moved aside to
+    /// be deleted, succeeds, and the file makes the folder anew). The mount's calls are held
+    /// back at the emulator so that the upload lands while one waits.
+    @Test func anRmdirNeverDeletesAFileAddedElsewhereMeanwhile() async throws {
+        try await MountFixture.with { m in
+            #expect(try await m.sh("mkdir \"$M/emptied\" && ls \"$M/emptied\"").status == 0)
+            try await m.emulator.resetStats()
+            try await m.emulator.setFaults(["latency:ms=3000,routes=files/move_v2+files/delete_v2"])
+            let rmdir = Task { try await m.sh("rmdir \"$M/emptied\"") }
+            try await eventually("the mount's rmdir call held back", timeout: 60) {
+                let stats = try await m.emulator.routeStats()
+                return (stats["files/move_v2"]?["delayed"] ?? 0) + (stats["files/delete_v2"]?["delayed"] ?? 0) > 0
+            }
+            try await m.uploadElsewhere("arrived\n", to: "/emptied/arrived.txt", mode: .add)
+            let result = try await rmdir.value
+            #expect(result.status == 0 || result.stderr.contains("Directory not empty"), "\(result)")
+            try await m.emulator.setFaults([])
+            #expect(try await m.client.metadataIfExists("/emptied/arrived.txt")?.fileMetadata?.size == 8)
+            try await eventually("the file to show in the mount") { try await m.sh("cat \"$M/emptied/arrived.txt\"").stdout == "arrived\n" }
+        }
+    }
+
     /// The change feed is refused after each change (the mount's own catch-up fails; a 403
     /// is not retried, so the test runs fast): mkdir,
     /// mv and rm that Dropbox carried out succeed, and the mount shows their results; a folder
