@@ -144,7 +144,7 @@ extension DropboxFileSystem {
     /// temporary name.
     private func moveOnDropbox(_ source: Node, to destination: String) async throws -> Metadata {
         guard destination.lowercased() == source.pathLower else { return try await moveOnce(source, to: destination) }
-        let temporary = Node.parent(of: destination) + "/.dropboxfs-rename-" + UUID().uuidString.prefix(8).lowercased()
+        let temporary = Self.hiddenName(beside: destination, for: "rename")
         guard let step = Node(try await moveOnce(source, to: temporary)) else { throw FSError.io("move_v2 returned a deleted entry") }
         return try await moveOnce(step, to: destination)
     }
@@ -226,7 +226,7 @@ extension DropboxFileSystem {
     /// first moves to a hidden name that nobody else addresses, is seen empty there, and only
     /// then is deleted; if something arrived, it moves back and rmdir says ENOTEMPTY.
     private func deleteEmptyFolder(_ folder: Node) async throws {
-        let hidden = Node.parent(of: folder.pathLower) + "/.dropboxfs-rmdir-" + UUID().uuidString.prefix(8).lowercased()
+        let hidden = Self.hiddenName(beside: folder.pathLower, for: "rmdir")
         guard let moved = Node(try await moveOnce(folder, to: hidden)) else { throw FSError.io("move_v2 returned a deleted entry") }
         if try await isEmptyOnDropbox(moved.pathLower) {
             try await delete(moved.pathLower)
@@ -236,6 +236,12 @@ extension DropboxFileSystem {
         _ = try await moveOnce(moved, to: Node.parent(of: folder.pathLower) + "/" + folder.name)
         await watcher.catchUp(after: [])
         throw FSError.notEmpty
+    }
+
+    /// A fresh name in the same folder for a step the user never sees (a case-only rename's
+    /// middle, a folder checked before its delete).
+    private static func hiddenName(beside path: String, for purpose: String) -> String {
+        Node.parent(of: path) + "/.dropboxfs-\(purpose)-" + UUID().uuidString.prefix(8).lowercased()
     }
 
     /// Names Dropbox cannot hold are refused before any request (files of these names

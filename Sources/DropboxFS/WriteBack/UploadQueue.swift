@@ -39,7 +39,7 @@ public struct QueuedUpload: Sendable, Equatable {
     /// in this boot (a crash or kill -9 leaves the kernel's page cache intact; a power loss
     /// or a reboot may have lost bytes not yet on disk, leaving zeros or a short file). A
     /// record of a dropboxfs from before boots were recorded is trusted, as it was then.
-    public var isTrusted: Bool { flushed || bootID.isEmpty || bootID == UploadQueue.bootID }
+    public var isTrusted: Bool { flushed || !isFromEarlierBoot }
 }
 
 /// The durable upload queue (SQLite, its own file beside the metadata): a closed file is

@@ -77,9 +77,12 @@ extension WriteBack {
         let line = "\(record.path): not uploaded \(reason); " + (kept ? "kept in \(target)" : "its staging file is gone")
         FuseLog.error(line)
         state.setAside.append(line)
+        // The status names the latest; the log keeps them all.
+        if state.setAside.count > Self.setAsideShown { state.setAside.removeFirst(state.setAside.count - Self.setAsideShown) }
         try? queue.remove([record.id])
     }
 
-    /// What recovery set aside, for the status.
+    /// What was set aside (the latest `setAsideShown`), for the status.
     public var setAside: [String] { state.withLock { $0.setAside } }
+    static let setAsideShown = 100
 }

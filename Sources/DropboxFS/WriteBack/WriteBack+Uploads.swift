@@ -149,7 +149,7 @@ extension WriteBack {
             version.phase = .queued
             version.committing = false
             version.attempts += 1
-            version.failure = mapped == .noSpace ? .noSpace : (mapped == .invalidName || mapped == .accessDenied ? mapped : .io("\(error)"))
+            version.failure = mapped == .noSpace ? .noSpace : (mapped == .accessDenied ? mapped : .io("\(error)"))
             version.failureText = mapped == .noSpace ? "Dropbox account is full (insufficient_space)" : "\(error)"
             version.retryAt = .now + UploadSchedule.retryDelay(after: mapped, attempts: version.attempts)
         }

@@ -71,10 +71,7 @@ public final class WriteBack: Sendable {
     /// removes staging files nothing refers to.
     public func recover() throws {
         let records = try queue.all()
-        // After a reboot, a flushed file's bytes must still be the ones flushed.
-        let changed = Set(records.filter { record in
-            record.isFromEarlierBoot && record.flushed && record.contentHash.map { (try? ContentHasher.hash(file: record.staging)) != $0 } == true
-        }.map(\.id))
+        let changed = Set(records.filter(Self.changedSinceFlushed).map(\.id))
         var kept = Set<String>()
         state.withLock { state in
             for record in records {
@@ -108,6 +105,14 @@ public final class WriteBack: Sendable {
         for name in (try? FileManager.default.contentsOfDirectory(atPath: stagingDirectory)) ?? [] where !kept.contains(stagingDirectory + "/" + name) {
             unlink(stagingDirectory + "/" + name)
         }
+    }
+
+    /// After a reboot, whether a flushed file's bytes are no longer those it had on disk
+    /// (only then: within one boot the page cache holds what was written, and a remount
+    /// need not read every queued byte).
+    private static func changedSinceFlushed(_ record: QueuedUpload) -> Bool {
+        guard record.isFromEarlierBoot, record.flushed, let hash = record.contentHash else { return false }
+        return (try? ContentHasher.hash(file: record.staging)) != hash
     }
 
     // MARK: What the mount shows
