@@ -327,6 +327,8 @@ struct FileLifeTests {
             }
             #expect(after.written > 1_000_000_000)
             #expect(after.truncated > 1_000_000_000)
+            let changed = try await m.sh("stat -c %Z \"$M/timed\"").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect((Int(changed) ?? 0) > 1_000_000_000, "ctime \(changed)")
             // Set after the upload: kept by this mount for that revision.
             try await offPool {
                 let fd = try Sys.open(path, O_WRONLY | O_TRUNC).value("open")
@@ -335,6 +337,9 @@ struct FileLifeTests {
                 _ = try Sys.close(fd).value("close")
                 _ = try Sys.setModified(path, seconds: 1_500_000_000).value("utime after upload")
             }
+            // Dropbox got the overwrite with the time of the write, not the first version's.
+            let uploaded = try await m.client.metadataIfExists("/timed")?.fileMetadata?.clientModifiedDate
+            #expect((uploaded?.timeIntervalSince1970 ?? 0) > 1_600_000_000, "client_modified \(String(describing: uploaded))")
             _ = try await m.sh("sync; echo 3 > /proc/sys/vm/drop_caches")
             #expect(try await offPool { try Sys.stat(path).value("stat").modified.tv_sec } == 1_500_000_000)
             try await m.unmount()
