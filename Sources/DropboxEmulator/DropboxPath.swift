@@ -8,7 +8,22 @@ struct DropboxPath: Hashable, Sendable {
 
     init(display: String) {
         self.display = display
-        self.lower = display.lowercased()
+        self.lower = Self.fold(display)
+    }
+
+    /// Dropbox's case folding, as this emulator models it: each character alone, by its
+    /// one-character (Unicode "simple") lowercase mapping. Dropbox does not document its
+    /// folding; this model differs from Swift's `lowercased()` (the full mapping) where the
+    /// full mapping makes more than one character — U+0130 "İ" folds to a plain "i", not to
+    /// "i" + U+0307 — so a client that folds with `lowercased()` is caught disagreeing
+    /// (doc/SEMANTICS.md, "Names").
+    static func fold(_ text: String) -> String {
+        if text.utf8.allSatisfy({ $0 < 0x80 }) { return text.lowercased() }
+        var folded = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            folded.append(scalar.properties.lowercaseMapping.unicodeScalars.first ?? scalar)
+        }
+        return String(folded)
     }
 
     private init(display: String, lower: String) {
@@ -57,7 +72,7 @@ struct DropboxPath: Hashable, Sendable {
     ]
 
     func hasDisallowedName(refusing extra: Set<String>) -> Bool {
-        DropboxPath.disallowedNames.contains(name.lowercased()) || extra.contains(name.lowercased())
+        DropboxPath.disallowedNames.contains(Self.fold(name)) || extra.contains(Self.fold(name))
     }
 }
 

@@ -101,7 +101,7 @@ extension Namespace {
 
     /// Refuses these names (besides Dropbox's own list) as `disallowed_name` from now on.
     func refuseNames(_ names: [String]) {
-        locked { refusedNames.formUnion(names.map { $0.lowercased() }) }
+        locked { refusedNames.formUnion(names.map(DropboxPath.fold)) }
     }
 
     /// Registers a long-lived token given on the command line.

@@ -143,7 +143,7 @@ extension DropboxFileSystem {
     /// the store learns only the end result, so readers of the mount never see the
     /// temporary name.
     private func moveOnDropbox(_ source: Node, to destination: String) async throws -> Metadata {
-        guard destination.lowercased() == source.pathLower else { return try await moveOnce(source, to: destination) }
+        guard Node.key(of: destination) == source.pathLower else { return try await moveOnce(source, to: destination) }
         let temporary = Self.hiddenName(beside: destination, for: "rename")
         guard let step = Node(try await moveOnce(source, to: temporary)) else { throw FSError.io("move_v2 returned a deleted entry") }
         return try await moveOnce(step, to: destination)
@@ -151,7 +151,7 @@ extension DropboxFileSystem {
 
     /// One move_v2; returns the moved entry.
     private func moveOnce(_ source: Node, to destination: String) async throws -> Metadata {
-        let moved = try await watcher.changingOwn([(source.pathLower, .absent), (destination.lowercased(), .subtree)]) {
+        let moved = try await watcher.changingOwn([(source.pathLower, .absent), (Node.key(of: destination), .subtree)]) {
             try await client.settle(check: { () -> Metadata? in
                 // Done if the source is gone and the destination holds the same entry.
                 guard try await self.client.metadataIfExists(source.pathLower) == nil,
@@ -161,7 +161,7 @@ extension DropboxFileSystem {
                 try await self.client.rpc(Routes.move, RelocationArgument(from: source.pathLower, to: destination)).metadata
             }
         }
-        if let lower = moved.pathLower, lower != destination.lowercased() { watcher.expectOwn(lower, .subtree) }
+        if let lower = moved.pathLower, lower != Node.key(of: destination) { watcher.expectOwn(lower, .subtree) }
         return moved
     }
 
@@ -249,7 +249,7 @@ extension DropboxFileSystem {
     static func checkName(_ name: String) throws {
         if name.utf8.count > nameMax { throw FSError.nameTooLong }
         if name.isEmpty || name == "." || name == ".." || name.contains("/") { throw FSError.invalidName }
-        if disallowedNames.contains(name.lowercased()) { throw FSError.invalidName }
+        if disallowedNames.contains(CaseFolding.fold(name)) { throw FSError.invalidName }
     }
 
     /// NAME_MAX: the longest name in bytes, as on Linux's local filesystems (Dropbox's own

@@ -64,7 +64,8 @@ public final class MetadataStore: @unchecked Sendable {
     }
 
     /// A child by name: its exact name first, then case-insensitively (by lower-case path).
-    /// The exact match covers names whose case folding differs between Dropbox and Swift.
+    /// The exact match also finds a name Dropbox folds unlike `CaseFolding` (its key is
+    /// Dropbox's `path_lower`).
     public func child(of folderLower: String, named name: String) throws -> Node? {
         let exact = try lock.withLock {
             try db.first("\(Self.select) WHERE parent_lower = ? AND name = ?", [.text(folderLower), .text(name)], map: Self.node)

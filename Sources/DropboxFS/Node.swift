@@ -25,7 +25,15 @@ public struct Node: Sendable, Equatable {
         return String(pathLower[..<slash])
     }
 
-    static func child(_ parentLower: String, _ name: String) -> String { parentLower + "/" + name.lowercased() }
+    /// A child's key: the parent's key and the name folded as Dropbox folds it.
+    static func child(_ parentLower: String, _ name: String) -> String { parentLower + "/" + CaseFolding.fold(name) }
+
+    /// The key of a path whose parent part is a key already and whose last component is a
+    /// name as the user typed it (a local version's `path`, a move's destination).
+    static func key(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return CaseFolding.fold(path) }
+        return child(String(path[..<slash]), String(path[path.index(after: slash)...]))
+    }
 
     /// From API metadata (nil for deleted entries, and for entries without a path: Dropbox
     /// leaves `path_lower` out only for what is not in this account's tree, and such an

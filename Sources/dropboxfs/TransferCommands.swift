@@ -29,7 +29,7 @@ struct ListCommand: AsyncParsableCommand {
                       case .file(let file) = try await client.rpc(Routes.getMetadata, GetMetadataArgument(path: root)) else { throw error }
                 entries = [.file(file)]
             }
-            for entry in entries.sorted(by: { ($0.pathLower ?? "") < ($1.pathLower ?? "") }) where entry.pathLower != root.lowercased() {
+            for entry in entries.sorted(by: { ($0.pathLower ?? "") < ($1.pathLower ?? "") }) where entry.pathLower != CaseFolding.fold(root) {
                 let shown = recursive ? (entry.pathDisplay ?? entry.name) : entry.name
                 guard long else { print(shown); continue }
                 switch entry {

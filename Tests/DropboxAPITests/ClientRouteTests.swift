@@ -34,6 +34,21 @@ struct ClientRouteTests {
         }
     }
 
+    /// The client folds names as the server does (the emulator models Dropbox's folding):
+    /// `CaseFolding.fold` of a path is the `path_lower` Dropbox gives it, also for letters
+    /// where Swift's `lowercased()` makes something else ("İ").
+    @Test func caseFoldingAgreesWithPathLower() async throws {
+        try await withClient { client, _ in
+            for path in ["/İzmir.TXT", "/ΟΔΟΣ σ ς", "/Straße ẞ", "/ǅungla Ǉ", "/KELVIN K Å", "/ÀÉÎ ÕÜ"] {
+                let file = try await client.upload(Routes.upload, UploadArgument(CommitInfo(path: path), contentHash: ContentHasher.hash([])),
+                                                   body: .bytes([]))
+                #expect(file.pathLower == CaseFolding.fold(path), "\(path)")
+                #expect(try await client.metadataIfExists(CaseFolding.fold(path))?.name == String(path.dropFirst()))
+            }
+            #expect(CaseFolding.fold("/İzmir") != "/İzmir".lowercased())
+        }
+    }
+
     @Test func listingCursorsAndLongpoll() async throws {
         try await withClient({ $0.seeds = ["files=2500,dirs=3,depth=1,size=10"] }) { client, _ in
             let all = try await client.listAll("", recursive: true)

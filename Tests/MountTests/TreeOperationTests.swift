@@ -168,6 +168,40 @@ struct TreeOperationTests {
         }
     }
 
+    /// Dropbox compares names by its own case folding, which is not Swift's `lowercased()`
+    /// for every letter: the emulator folds like Dropbox, "İ" (U+0130) to a plain "i", where
+    /// Swift makes "i" + U+0307. Keyed by Swift's folding, a file made here under such a name
+    /// was not at its key once uploaded: the upload counted as a conflicted copy, the next
+    /// write and fsync made a second file on Dropbox, and the name changed inode.
+    @Test func aNameDropboxFoldsUnlikeSwiftIsOneFile() async throws {
+        try await MountFixture.with { m in
+            let writes = try await m.python("""
+                import os
+                folder = os.environ['M'] + '/İstanbul'
+                os.mkdir(folder)
+                fd = os.open(folder + '/İzmir.txt', os.O_CREAT | os.O_WRONLY | os.O_APPEND)
+                for part in (b'one', b'two'):
+                    os.write(fd, part)
+                    os.fsync(fd)
+                print(os.fstat(fd).st_ino, os.stat(folder + '/İzmir.txt').st_ino)
+                os.close(fd)
+                """)
+            #expect(writes.status == 0, "\(writes.stderr)")
+            let inodes = writes.stdout.split(separator: " ")
+            #expect(inodes.count == 2 && inodes.first == inodes.last?.dropLast(), "\(writes.stdout)")
+            let onDropbox = try await m.client.listAll("/istanbul")
+            #expect(onDropbox.map(\.name) == ["İzmir.txt"])
+            #expect(onDropbox.first?.fileMetadata?.size == 6)
+            #expect(try await m.sh("ls \"$M/İstanbul\"").stdout == "İzmir.txt\n")
+            // A spelling Dropbox takes for the same name is that name's (doc/SEMANTICS.md).
+            let other = try await m.sh("echo 2 > /proc/sys/vm/drop_caches; printf new > \"$M/İstanbul/izmir.txt\"")
+            #expect(other.stderr.contains("File exists"), "\(other)")
+            let moved = try await m.sh("mv \"$M/İstanbul/İzmir.txt\" \"$M/İstanbul/İnci.txt\" && ls \"$M/İstanbul\"")
+            #expect(moved.stdout == "İnci.txt\n", "\(moved)")
+            #expect(try await m.client.listAll("/istanbul").map(\.name) == ["İnci.txt"])
+        }
+    }
+
     /// The change feed is refused after each change (the mount's own catch-up fails; a 403
     /// is not retried, so the test runs fast): mkdir,
     /// mv and rm that Dropbox carried out succeed, and the mount shows their results; a folder

@@ -63,7 +63,7 @@ extension DropboxClient {
     public func downloadTree(_ remote: String, to localDirectory: String, parallelism: Int = 8,
                              progress: (@Sendable (Int64, Int64) -> Void)? = nil) async throws -> TreeReport {
         let entries = try await listAll(remote, recursive: true)
-        let prefix = remote.lowercased()
+        let prefix = CaseFolding.fold(remote)
         // Local names come from each entry's own display path below the root: Dropbox may
         // case a parent differently in different children's paths, so folders are created
         // from their own entries and files placed by their lower-case parent.

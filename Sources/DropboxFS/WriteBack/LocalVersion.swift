@@ -140,7 +140,7 @@ final class LocalVersion: @unchecked Sendable {
         return next
     }
 
-    var pathLower: String { Node.parent(of: path) + "/" + name.lowercased() }
+    var pathLower: String { Node.key(of: path) }
     var name: String { String(path[path.index(after: path.lastIndex(of: "/")!)...]) }
 
     /// Whether this version sits at `pathLower` or anywhere below it.

@@ -213,12 +213,14 @@ public final class Uploader: Sendable {
 
     // MARK: Outcomes
 
-    private func complete(_ version: LocalVersion, _ file: FileMetadata) async {
-        await complete([(version, file)])
+    private func complete(_ version: LocalVersion, _ file: FileMetadata, asConflictedCopy: Bool = false) async {
+        await complete([(version, file)], asConflictedCopy: asConflictedCopy)
     }
 
     /// Versions now on Dropbox: one catch-up for all of them (a batch commits up to 1,000).
-    private func complete(_ done: [(LocalVersion, FileMetadata)]) async {
+    /// Each is at its own path unless it went `asConflictedCopy` (told, not inferred from
+    /// `path_lower`: Dropbox may fold a name unlike the mount, doc/SEMANTICS.md "Names").
+    private func complete(_ done: [(LocalVersion, FileMetadata)], asConflictedCopy: Bool = false) async {
         guard !done.isEmpty else { return }
         // The files' nanoseconds, which Dropbox does not keep (rsync compares them).
         for (version, file) in done {
@@ -228,7 +230,7 @@ public final class Uploader: Sendable {
             } else {
                 try? store.setModifiedNanos(rev: file.rev, nanos: Int32(version.modified.tv_nsec))
             }
-            if let hash = file.contentHash, file.pathLower == version.pathLower, writeBack.isNewest(version) {
+            if let hash = file.contentHash, !asConflictedCopy, writeBack.isNewest(version) {
                 uploaded(version.pathLower, version.lineage, hash)
             }
         }
@@ -236,7 +238,7 @@ public final class Uploader: Sendable {
         // ones: the mount never shows the revision before its own write.
         await watcher.catchUp(after: done.map { .file($0.1) })
         for (version, file) in done {
-            writeBack.finished(version, as: file)
+            writeBack.finished(version, as: file, atItsPath: !asConflictedCopy)
             if let hash = file.contentHash { version.file.offerBlocks(to: writeBack.reader.cache, contentHash: hash) }
         }
     }
@@ -244,8 +246,8 @@ public final class Uploader: Sendable {
     private func failed(_ version: LocalVersion, _ error: any Error) async {
         if Self.isConflict(error) {
             do {
-                let file = try await saveConflictedCopy(version)
-                return await complete(version, file)
+                let (file, isCopy) = try await saveConflictedCopy(version)
+                return await complete(version, file, asConflictedCopy: isCopy)
             } catch {
                 return writeBack.failed(version, error)
             }
@@ -256,17 +258,17 @@ public final class Uploader: Sendable {
     /// The path changed on Dropbox since the version's base revision (or a new file's name
     /// was taken): unless it already holds these very bytes, they go beside it as
     /// "name (conflicted copy YYYY-MM-DD).ext", and the path shows Dropbox's version.
-    private func saveConflictedCopy(_ version: LocalVersion) async throws -> FileMetadata {
+    private func saveConflictedCopy(_ version: LocalVersion) async throws -> (FileMetadata, isCopy: Bool) {
         let path = version.path
         let hash = try ContentHasher.hash(file: version.file.path)
-        if let same = try await client.committedFile(at: path, hash: hash) { return same }
+        if let same = try await client.committedFile(at: path, hash: hash) { return (same, false) }
         var commit = writeBack.commitInfo(version)
         commit.path = Node.parent(of: path) + "/" + Self.conflictedName(version.name, on: Date())
         commit.mode = .add
         commit.autorename = true
         let file = try await client.uploadFile(version.file.path, to: commit, tuning: tuning)
         FuseLog.error("conflict: \(path) changed on Dropbox while it was edited here; the local version is saved as \(file.pathDisplay ?? file.name)")
-        return file
+        return (file, true)
     }
 
     static func conflictedName(_ name: String, on date: Date) -> String {

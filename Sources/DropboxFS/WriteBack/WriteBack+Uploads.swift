@@ -117,11 +117,11 @@ extension WriteBack {
         state.withLock { _ in version.sentBytes = sent }
     }
 
-    /// The version is on Dropbox as `file`: it leaves the queue, and newer versions of the
-    /// same path now replace that revision.
-    func finished(_ version: LocalVersion, as file: FileMetadata) {
+    /// The version is on Dropbox as `file`: it leaves the queue, and (unless `file` is a
+    /// conflicted copy beside its path) newer versions of the same path now replace that
+    /// revision.
+    func finished(_ version: LocalVersion, as file: FileMetadata, atItsPath onPath: Bool) {
         state.withLock { state in
-            let onPath = file.pathLower == version.pathLower  // not a conflicted copy
             if onPath {
                 version.committedRev = file.rev
                 version.descends(from: file.rev)

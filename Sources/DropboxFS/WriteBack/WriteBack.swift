@@ -141,7 +141,7 @@ public final class WriteBack: Sendable {
     /// Readers are served locally only when the path has a local version. Returns the
     /// version's lineage (nil: not served locally).
     public func attach(handle: UInt64, path: String, base: Node?, writable: Bool, truncate: Bool) throws -> Int64? {
-        let pathLower = Node.parent(of: path) + "/" + String(path.split(separator: "/").last ?? "").lowercased()
+        let pathLower = Node.key(of: path)
         return try state.withLock { state in
             if let current = state.current[pathLower] {
                 var version = current
