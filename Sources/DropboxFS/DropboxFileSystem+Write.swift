@@ -91,6 +91,13 @@ extension DropboxFileSystem {
         try await writeBack.sync(handle: handle, pathLower: path)
     }
 
+    /// fsync of a folder: returns once every closed file at or below it is on Dropbox (its
+    /// entries there, as a disk's fsync of a folder makes its entries durable).
+    public func syncFolder(_ inode: UInt64) async throws {
+        guard let path = inodes.path(of: inode) else { return }
+        try await writeBack.sync(folder: path)
+    }
+
     /// copy_file_range of a whole file that Dropbox already holds into a file just created or
     /// truncated: Dropbox copies it (`copy_v2`), no byte travels. Anything else is
     /// `notSupported`, and the kernel copies through read and write instead.

@@ -45,6 +45,23 @@ struct WriteTests {
         }
     }
 
+    /// fsync of a folder returns once Dropbox has every closed file below it, in batches
+    /// (it answered at once before, the files still waiting in the queue): `cp -r` and an
+    /// fsync of the folder make a copy that is on Dropbox (doc/SEMANTICS.md).
+    @Test func anFsyncOfAFolderReturnsOnceDropboxHasEveryFileBelowIt() async throws {
+        try await MountFixture.with { m in
+            let source = try await Self.makeTree(m, "src", files: 300, folders: 3, maxSize: 8 << 10)
+            try await m.emulator.resetStats()
+            let copy = try await m.sh("cp -r '\(source)' \"$M/copied\" && python3 -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' \"$M/copied\"")
+            #expect(copy.status == 0, "\(copy.stderr)")
+            #expect(try await m.expectOnDropbox(source, at: "/copied") == 300)
+            let stats = try await m.routeStats()
+            let commits = ["files/upload", "files/upload_session/finish", "files/upload_session/finish_batch_v2"].reduce(0) { $0 + (stats[$1]?["requests"] ?? 0) }
+            // Batched, not one commit per file (how many batches leave during the copy depends on the machine's pace).
+            #expect(commits >= 1 && commits <= 10, "\(commits) commits for 300 files")
+        }
+    }
+
     @Test func editorPatternsAppendsTruncationAndRandomWrites() async throws {
         try await MountFixture.with(seeds: ["demo", "big=24M"]) { m in
             let local = m.root.appendingPathComponent("local").path

@@ -196,7 +196,11 @@ enum FuseOperations {
                 try await mount.fs.sync(UInt64(ino), handle: handle)
             }
         }
-        ops.fsyncdir = { req, _, _, _ in fuse_reply_err(req, 0) }
+        ops.fsyncdir = { req, ino, _, _ in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            mount.answerDone(request) { try await mount.fs.syncFolder(UInt64(ino)) }
+        }
         ops.copy_file_range = { req, _, inOffset, inInfo, _, outOffset, outInfo, length, _ in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)

@@ -432,11 +432,32 @@ public final class WriteBack: Sendable {
             guard let own = handle.flatMap({ openFiles.version(of: $0) }) else { return state.current[pathLower] }
             return Self.newestLocked(state, of: own)
         }
-        guard var version else { return }
+        guard let version else { return }
         try await seal(version)
         state.withLock { _ in version.urgent = true }
         signal.notify()
         await flush([version], hashing: false)  // while it uploads: until Dropbox has it, the disk must
+        try await awaitUpload(of: version)
+    }
+
+    /// fsync of a folder: returns once every closed file at or below it is on Dropbox (with
+    /// one batch for the small ones: they all go at once). Files still open for writing are
+    /// not waited for, as a disk's fsync of a folder does not sync its files' contents.
+    public func sync(folder pathLower: String) async throws {
+        let sealed = state.withLock { state in
+            let sealed = state.current.values.filter { ($0.phase == .queued || $0.phase == .uploading) && $0.isAt(orUnder: pathLower) }
+            for version in sealed { version.urgent = true }
+            return sealed
+        }
+        signal.notify()
+        await flush(sealed, hashing: false)
+        for version in sealed { try await awaitUpload(of: version) }
+    }
+
+    /// Waits until a sealed version (or the newer one that replaced it) is on Dropbox, and
+    /// throws the failure that keeps it from going.
+    private func awaitUpload(of sealed: LocalVersion) async throws {
+        var version = sealed
         while true {
             let seen = signal.generation
             let outcome: Result<Bool, FSError> = state.withLock { _ in
