@@ -16,6 +16,10 @@ public final class DropboxFileSystem: Sendable {
         public var umask: UInt32 = 0o022
         /// `-o ro`: refuse every change.
         public var readOnly = false
+        /// `-o noxattr`: no extended attributes at all (no `user.dropbox.*`). The kernel then
+        /// stops asking for them, and `ls -l` no longer costs a request per file for
+        /// `security.selinux`.
+        public var noExtendedAttributes = false
         public init() {}
     }
 

@@ -44,6 +44,7 @@ struct MountOptions {
             case "ro":
                 fuse.append("ro")
                 fs.readOnly = true
+            case "noxattr": fs.noExtendedAttributes = true
             case _ where Self.ignored.contains(key) || key.hasPrefix("x-systemd.") || key.hasPrefix("x-"): continue
             default: fuse.append(option)
             }

@@ -52,6 +52,20 @@ struct BrowseTests {
         }
     }
 
+    /// `-o noxattr`: no extended attributes at all (the kernel, told they are not
+    /// implemented, stops asking: `ls -l` no longer costs a request per file); the rest of
+    /// the mount is as usual.
+    @Test func noxattrTurnsExtendedAttributesOff() async throws {
+        try await MountFixture.with(options: ["noxattr"]) { m in
+            let get = try await m.sh("getfattr -n user.dropbox.content_hash \"$M/README.txt\"")
+            #expect(get.status != 0 && get.stderr.contains("Operation not supported"), "\(get)")
+            let list = try await m.sh("getfattr -d \"$M/README.txt\"")
+            #expect(!list.stdout.contains("user.dropbox"), "\(list)")
+            #expect(try await m.sh("ls -l \"$M/README.txt\" | cut -c1-10").stdout == "-rw-r--r--\n")
+            #expect(try await m.sh("cat \"$M/README.txt\" | head -c 7").stdout == "Welcome")
+        }
+    }
+
     @Test func copiesOutMatchTheServerByteForByte() async throws {
         try await MountFixture.with(seeds: ["files=1000,dirs=10,depth=1,size=3000,unicode,root=/tree", "big=1G"]) { m in
             let out = m.root.appendingPathComponent("out").path

@@ -38,6 +38,13 @@ public final class FuseMount: @unchecked Sendable {
     /// Creates the session and mounts it (fails if the mountpoint cannot be used).
     public func mount(at mountpoint: String, options: [String]) throws {
         var ops = FuseOperations.table()
+        if fs.options.noExtendedAttributes {
+            // Unimplemented (ENOSYS): the kernel remembers that and asks no more.
+            ops.getxattr = nil
+            ops.listxattr = nil
+            ops.setxattr = nil
+            ops.removexattr = nil
+        }
         let arguments = ["dropboxfs"] + (options.isEmpty ? [] : ["-o", options.joined(separator: ",")])
         var argv = arguments.map { strdup($0) }
         defer { argv.forEach { free($0) } }
