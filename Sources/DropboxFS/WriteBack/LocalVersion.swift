@@ -41,10 +41,13 @@ final class LocalVersion: @unchecked Sendable {
     /// folders' casing; the last component is what the user typed). A rename changes it
     /// under WriteBack's lock while uploads and logs read it outside: it has a lock of its own.
     var path: String {
-        get { pathBox.withLock { $0 } }
-        set { pathBox.withLock { $0 = newValue } }
+        get { pathBox.withLock { $0.path } }
+        set { pathBox.withLock { $0 = (newValue, Node.key(of: newValue)) } }
     }
-    private let pathBox: Mutex<String>
+    /// The path's key, kept with it: the scheduler and the view compare every version's key
+    /// on each pass, and folding it anew each time cost more than the rest of a create.
+    var pathLower: String { pathBox.withLock { $0.key } }
+    private let pathBox: Mutex<(path: String, key: String)>
     var modified: timespec
     /// The revision this version replaces (`WriteMode.update`); nil for a new file.
     var baseRev: String?
@@ -117,7 +120,7 @@ final class LocalVersion: @unchecked Sendable {
         self.id = id
         self.lineage = lineage ?? id
         self.file = file
-        self.pathBox = Mutex(path)
+        self.pathBox = Mutex((path, Node.key(of: path)))
         self.modified = modified
         self.baseRev = baseRev
         self.baseID = baseID
@@ -140,7 +143,6 @@ final class LocalVersion: @unchecked Sendable {
         return next
     }
 
-    var pathLower: String { Node.key(of: path) }
     var name: String { String(path[path.index(after: path.lastIndex(of: "/")!)...]) }
 
     /// Whether this version sits at `pathLower` or anywhere below it.

@@ -42,7 +42,11 @@ public final class Uploader: Sendable {
     public func run() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.writeBack.flushPeriodically() }
+            var lastPass = ContinuousClock.now - UploadSchedule.passInterval
             while !Task.isCancelled {
+                let sinceLastPass = ContinuousClock.now - lastPass
+                if sinceLastPass < UploadSchedule.passInterval { try? await Task.sleep(for: UploadSchedule.passInterval - sinceLastPass) }
+                lastPass = .now
                 let seen = writeBack.signal.generation
                 let free = running.withLock { (UploadSchedule.batchesAtOnce - $0.batches, UploadSchedule.largeAtOnce - $0.large) }
                 let (jobs, wake) = writeBack.takeEligible(freeBatches: free.0, freeLarge: free.1)

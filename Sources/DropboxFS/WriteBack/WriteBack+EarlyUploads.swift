@@ -27,7 +27,7 @@ extension WriteBack {
         guard limit > 0 else { return [] }
         return state.withLock { state in
             var chunks: [EarlyChunk] = []
-            for version in state.versions.values.sorted(by: { $0.id < $1.id }) where version.phase == .editing {
+            for version in state.versions.values.filter({ $0.phase == .editing }).sorted(by: { $0.id < $1.id }) {
                 while chunks.count < limit {
                     if version.sessionID == nil && version.earlySends > 0 { break }  // its session is starting
                     guard let offset = version.file.freezeNextChunk(chunkSize) else { break }
