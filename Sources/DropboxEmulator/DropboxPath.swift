@@ -16,7 +16,7 @@ struct DropboxPath: Hashable, Sendable {
     /// folding; this model differs from Swift's `lowercased()` (the full mapping) where the
     /// full mapping makes more than one character — U+0130 "İ" folds to a plain "i", not to
     /// "i" + U+0307 — so a client that folds with `lowercased()` is caught disagreeing
-    /// (doc/SEMANTICS.md, "Names").
+    /// (doc/SEMANTICS.md, "which names are the same").
     static func fold(_ text: String) -> String {
         if text.utf8.allSatisfy({ $0 < 0x80 }) { return text.lowercased() }
         var folded = String.UnicodeScalarView()

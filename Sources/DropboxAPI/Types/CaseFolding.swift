@@ -6,8 +6,8 @@
 /// Dropbox does not document its folding. This folds each character alone by its
 /// one-character (Unicode "simple") lowercase mapping; Swift's `lowercased()` applies the
 /// full mapping, which differs where a letter lowers to more than one character: U+0130
-/// "İ" folds to a plain "i" here, to "i" + U+0307 there. doc/SEMANTICS.md ("Names") says what
-/// happens where Dropbox folds a letter some other way.
+/// "İ" folds to a plain "i" here, to "i" + U+0307 there. doc/SEMANTICS.md ("which names
+/// are the same") says what happens where Dropbox folds a letter some other way.
 public enum CaseFolding {
     public static func fold(_ text: String) -> String {
         if text.utf8.allSatisfy({ $0 < 0x80 }) { return text.lowercased() }

@@ -223,7 +223,7 @@ public final class Uploader: Sendable {
 
     /// Versions now on Dropbox: one catch-up for all of them (a batch commits up to 1,000).
     /// Each is at its own path unless it went `asConflictedCopy` (told, not inferred from
-    /// `path_lower`: Dropbox may fold a name unlike the mount, doc/SEMANTICS.md "Names").
+    /// `path_lower`: Dropbox may fold a name unlike the mount, doc/SEMANTICS.md, "which names are the same").
     private func complete(_ done: [(LocalVersion, FileMetadata)], asConflictedCopy: Bool = false) async {
         guard !done.isEmpty else { return }
         // The files' nanoseconds, which Dropbox does not keep (rsync compares them).
