@@ -131,6 +131,10 @@ extension DropboxFileSystem {
             let entry = try await moveOnDropbox(source, to: toParent + "/" + newName)
             guard let moved = Node(entry) else { throw FSError.io("move_v2 returned a deleted entry") }
             await watcher.catchUp(after: [Self.deletion(of: source), entry])
+            // The store keeps what the change feed brings for a folder only once it has listed
+            // it: a moved folder is listed again at once. Unlisted, a file the kernel still held
+            // in it (one uploading into it, say) was "not found" once its upload was done.
+            if moved.isFolder { try await ensureListed(moved.pathLower) }
             try writeBack.move(from: source.pathLower, to: moved.pathLower, toName: moved.name,
                                rebase: moved.isFolder ? .none : .moved(from: remoteSource?.rev, to: moved.rev))
             if let target { inodes.detach(targetLower, folder: target.isFolder) }
