@@ -434,10 +434,7 @@ public final class WriteBack: Sendable {
         }
         guard let version else { return }
         try await seal(version)
-        state.withLock { _ in version.urgent = true }
-        signal.notify()
-        await flush([version], hashing: false)  // while it uploads: until Dropbox has it, the disk must
-        try await awaitUpload(of: version)
+        try await uploadNow([version])
     }
 
     /// fsync of a folder: returns once every closed file at or below it is on Dropbox (with
@@ -445,10 +442,16 @@ public final class WriteBack: Sendable {
     /// not waited for, as a disk's fsync of a folder does not sync its files' contents.
     public func sync(folder pathLower: String) async throws {
         let sealed = state.withLock { state in
-            let sealed = state.current.values.filter { ($0.phase == .queued || $0.phase == .uploading) && $0.isAt(orUnder: pathLower) }
-            for version in sealed { version.urgent = true }
-            return sealed
+            state.current.values.filter { ($0.phase == .queued || $0.phase == .uploading) && $0.isAt(orUnder: pathLower) }
         }
+        try await uploadNow(sealed)
+    }
+
+    /// Sealed versions go without waiting for quiet (small ones together), their bytes are
+    /// flushed to the disk while they go (until Dropbox has them, the disk must), and this
+    /// returns once Dropbox has them all.
+    private func uploadNow(_ sealed: [LocalVersion]) async throws {
+        state.withLock { _ in for version in sealed { version.urgent = true } }
         signal.notify()
         await flush(sealed, hashing: false)
         for version in sealed { try await awaitUpload(of: version) }
