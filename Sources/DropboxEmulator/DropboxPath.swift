@@ -16,7 +16,8 @@ struct DropboxPath: Hashable, Sendable {
     /// folding; this model differs from Swift's `lowercased()` (the full mapping) where the
     /// full mapping makes more than one character — U+0130 "İ" folds to a plain "i", not to
     /// "i" + U+0307 — so a client that folds with `lowercased()` is caught disagreeing
-    /// (doc/SEMANTICS.md, "which names are the same").
+    /// (doc/SEMANTICS.md, "which names are the same"). Written apart from the client's
+    /// `CaseFolding` on purpose: it models the server, and a test compares the two.
     static func fold(_ text: String) -> String {
         if text.utf8.allSatisfy({ $0 < 0x80 }) { return text.lowercased() }
         var folded = String.UnicodeScalarView()
@@ -72,7 +73,8 @@ struct DropboxPath: Hashable, Sendable {
     ]
 
     func hasDisallowedName(refusing extra: Set<String>) -> Bool {
-        DropboxPath.disallowedNames.contains(Self.fold(name)) || extra.contains(Self.fold(name))
+        let folded = Self.fold(name)
+        return DropboxPath.disallowedNames.contains(folded) || extra.contains(folded)
     }
 }
 

@@ -216,9 +216,6 @@ public final class DropboxFileSystem: Sendable {
 
     // MARK: Content
 
-    /// An open file: its node as of `open` (reads serve that revision) and its stream state.
-    /// A handle on a file with a local version (or opened for writing) is served by the
-    /// write-back instead (`local`).
     /// Opens a file. Writers (and readers of a file with a local version) are served from
     /// the write-back; other readers from Dropbox through the block cache, where `keepCache`
     /// tells the kernel its cached pages are still good (the content hash is the one it saw

@@ -7,7 +7,8 @@ import Synchronization
 ///
 /// Lock order: `WriteBack.state`, then this table's lock. WriteBack moves handles from one
 /// version to another under its own lock (a new version and the handles on it appear
-/// together); code holding this table's lock takes no other lock and calls nothing.
+/// together); code holding this table's lock takes no other lock but a version's path lock
+/// (`move`'s test reads versions' keys), which comes after it in that order.
 final class OpenFiles: Sendable {
     struct Entry: Sendable {
         let inode: UInt64
