@@ -1,4 +1,5 @@
-/// `files/create_folder_v2`, `files/delete_v2`, `files/move_v2` and `files/copy_v2`.
+/// `files/create_folder_v2`, `files/delete_v2`, `files/delete_batch` (and its check),
+/// `files/move_v2` and `files/copy_v2`.
 extension Emulator {
     func createFolder(_ call: RouteCall) throws -> JSON {
         let args = try call.args()
@@ -21,11 +22,53 @@ extension Emulator {
         do {
             let entry = try namespace.delete(try namespace.resolve(argument), parentRev: parentRev)
             return .object([("metadata", entry.metadata())])
-        } catch NamespaceFailure.lookup(let lookup) {
-            throw APIFailure.route(.tagged("path_lookup", [("path_lookup", lookup.json)]))
-        } catch NamespaceFailure.write(let write) {
-            throw APIFailure.route(.tagged("path_write", [("path_write", write.json)]))
+        } catch let failure as NamespaceFailure {
+            throw APIFailure.route(Self.deleteErrorJSON(failure))
         }
+    }
+
+    /// `DeleteError` of a namespace failure.
+    private static func deleteErrorJSON(_ failure: NamespaceFailure) -> JSON {
+        switch failure {
+        case .lookup(let lookup): return .tagged("path_lookup", [("path_lookup", lookup.json)])
+        case .write(let write): return .tagged("path_write", [("path_write", write.json)])
+        case .folderIntoItself: return .tagged("other")
+        }
+    }
+
+    /// `files/delete_batch`: up to 1,000 deletes, each succeeding or failing on its own. Done
+    /// at once; answered as a job for `delete_batch/check`, as Dropbox does.
+    func deleteBatch(_ call: RouteCall) throws -> JSON {
+        let args = try call.args()
+        let items = try args.list("entries")
+        try args.finish()
+        guard items.count <= Self.maximumBatchEntries else { throw args.failure("'entries': at most 1000 entries") }
+        let requests = try items.map { item -> (PathArgument, String?) in
+            let entry = try Args(item, route: call.route, context: "request body: 'entries'")
+            let path = try PathArgument.parse(try entry.string("path"), field: "path", allowRoot: false)
+            let parentRev = try entry.optionalString("parent_rev")
+            try entry.finish()
+            return (path, parentRev)
+        }
+        let results = requests.map { path, parentRev -> JSON in
+            do {
+                let entry = try namespace.delete(try namespace.resolve(path), parentRev: parentRev)
+                return .tagged("success", [("metadata", entry.metadata())])
+            } catch let failure as NamespaceFailure {
+                return .tagged("failure", [("failure", Self.deleteErrorJSON(failure))])
+            } catch {
+                return .tagged("failure", [("failure", .tagged("other"))])
+            }
+        }
+        return .tagged("async_job_id", [("async_job_id", .string(batchJobs.store(results)))])
+    }
+
+    func checkDeleteBatch(_ call: RouteCall) throws -> JSON {
+        let args = try call.args()
+        let job = try args.string("async_job_id")
+        try args.finish()
+        guard let results = batchJobs.results(job) else { throw APIFailure.route(.tagged("invalid_async_job_id")) }
+        return .tagged("complete", [("entries", .array(results))])
     }
 
     func relocate(_ call: RouteCall, copy: Bool) throws -> JSON {

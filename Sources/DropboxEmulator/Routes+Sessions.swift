@@ -181,7 +181,7 @@ extension Emulator {
     }
 }
 
-/// Results of `finish_batch` (v1) jobs, kept in memory for `finish_batch/check`.
+/// Results of `finish_batch` (v1) and `delete_batch` jobs, kept in memory for their checks.
 final class BatchJobs: Sendable {
     private let jobs = Mutex<[String: [JSON]]>([:])
 

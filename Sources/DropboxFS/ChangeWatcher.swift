@@ -38,6 +38,13 @@ public final class ChangeWatcher: Sendable {
         current(foreign, everything)
     }
 
+    /// Tells the kernel of entries it was told were gone and that show again (a delete
+    /// answered here that Dropbox then refused: the file had changed elsewhere).
+    func announce(_ changes: [StoreChange]) {
+        let current = listener.withLock { $0 }
+        current(changes, false)
+    }
+
     /// Records a change the mount just made on Dropbox (call after the call returned, before
     /// catching up): the catch-up applies it to the store without telling the kernel.
     public func expectOwn(_ pathLower: String, _ expectation: OwnChanges.Expectation) {

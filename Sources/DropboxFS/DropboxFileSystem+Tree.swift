@@ -1,11 +1,15 @@
 import DropboxAPI
 import Foundation
 
-/// Tree operations that need no file content: mkdir, rmdir, unlink, rename. Each is one
-/// Dropbox call (`create_folder_v2`, `delete_v2`, `move_v2`); then the store catches up with
-/// the account's changes before the kernel is answered, so the next lookup sees the result
-/// and changes are applied in Dropbox's order (applying our result directly could be undone
-/// by an older change the watcher had not applied yet).
+/// Tree operations that need no file content: mkdir, rmdir, unlink, rename.
+///
+/// unlink and rmdir are answered here: the delete is queued durably and hidden from the view
+/// at once (`PendingDeletes`), and goes to Dropbox in the background, batched (`DeleteSender`).
+/// mkdir and rename are one Dropbox call each (`create_folder_v2`, `move_v2`), after any
+/// pending delete where they act; then the store catches up with the account's changes
+/// before the kernel is answered, so the next lookup sees the result and changes are applied
+/// in Dropbox's order (applying our result directly could be undone by an older change the
+/// watcher had not applied yet).
 ///
 /// Files with local versions not yet uploaded take part: a delete drops them, a rename takes
 /// them along (a file that exists only here is renamed here alone). Both run `holding` the
@@ -17,6 +21,7 @@ extension DropboxFileSystem {
         try Self.checkName(name)
         if try childIgnoringCase(of: parentPath, named: name) != nil { throw FSError.exists }
         let path = parentPath + "/" + name, pathLower = Node.child(parentPath, name)
+        try await deleteSender.send(touching: [pathLower])  // rmdir x; mkdir x
         let (node, madeHere) = try await store.makingFolder(pathLower) {
             let (created, madeHere) = try await watcher.changingOwn([(pathLower, .subtree)]) {
                 try await client.settle(check: { try await self.client.metadataIfExists(path).flatMap(\.folderMetadata).map { ($0, true) } }) {
@@ -50,8 +55,8 @@ extension DropboxFileSystem {
         }
     }
 
-    /// unlink (a file) or rmdir (an empty folder). Dropbox deletes folders recursively, so
-    /// emptiness is checked first, with Dropbox itself (`list_folder`, one entry).
+    /// unlink (a file) or rmdir (an empty folder), answered once the delete is queued: the
+    /// name is gone from the view at once, and from Dropbox when `DeleteSender` sends it.
     public func remove(parent: UInt64, name: String, folder: Bool) async throws {
         if options.readOnly { throw FSError.readOnly }
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
@@ -66,13 +71,12 @@ extension DropboxFileSystem {
         }
         try await writeBack.holding([node.pathLower]) {
             adoptRemoteHandles(at: node.pathLower)
+            // Queued before the local versions go: a crash in between uploads them again
+            // (the delete first), it never loses the unlink.
+            if let remote = try remoteNode(node.pathLower) { try deletes.add(remote) }
             try writeBack.discard(node.pathLower)
-            if let remote = try store.node(node.pathLower) {
-                if remote.isFolder { try await deleteEmptyFolder(remote) } else { try await delete(node.pathLower, unlessChangedSince: remote.rev) }
-            }
         }
         inodes.detach(node.pathLower, folder: node.isFolder)
-        await watcher.catchUp(after: [Self.deletion(of: node)])  // the name never shows again after a successful unlink
     }
 
     /// The change-feed entry of `node`'s deletion.
@@ -107,16 +111,18 @@ extension DropboxFileSystem {
         } else if source.name == newName && fromParent == toParent {
             return  // the same name: nothing to do
         }
+        // A move on Dropbox takes along what is below the source: deletes pending there go first.
+        if try remoteNode(source.pathLower) != nil { try await deleteSender.send(touching: [source.pathLower, targetLower]) }
         try await writeBack.holding([source.pathLower, targetLower]) {
             if target != nil { adoptRemoteHandles(at: targetLower) }
-            let remoteSource = try store.node(source.pathLower)
-            let remoteTarget = try store.node(targetLower).flatMap { $0.pathLower == source.pathLower ? nil : $0 }
+            let remoteSource = try remoteNode(source.pathLower)
+            let remoteTarget = try remoteNode(targetLower).flatMap { $0.pathLower == source.pathLower ? nil : $0 }
             if let remoteTarget {
                 if remoteTarget.isFolder { try await requireEmpty(remoteTarget) }
                 // A file only here replaces the target by uploading over it, later (a target
                 // changed on Dropbox meanwhile then keeps its name, the upload goes beside).
                 if remoteSource != nil || remoteTarget.isFolder {
-                    let deleted = try await delete(remoteTarget.pathLower, unlessChangedSince: remoteTarget.isFolder ? nil : remoteTarget.rev)
+                    let deleted = try await tree.delete(remoteTarget.pathLower, unlessChangedSince: remoteTarget.isFolder ? nil : remoteTarget.rev)
                     if !deleted { try await moveAside(remoteTarget) }
                 }
             }
@@ -147,47 +153,10 @@ extension DropboxFileSystem {
     /// the store learns only the end result, so readers of the mount never see the
     /// temporary name.
     private func moveOnDropbox(_ source: Node, to destination: String) async throws -> Metadata {
-        guard Node.key(of: destination) == source.pathLower else { return try await moveOnce(source, to: destination) }
-        let temporary = Self.hiddenName(beside: destination, for: "rename")
-        guard let step = Node(try await moveOnce(source, to: temporary)) else { throw FSError.io("move_v2 returned a deleted entry") }
-        return try await moveOnce(step, to: destination)
-    }
-
-    /// One move_v2; returns the moved entry.
-    private func moveOnce(_ source: Node, to destination: String) async throws -> Metadata {
-        let moved = try await watcher.changingOwn([(source.pathLower, .absent), (Node.key(of: destination), .subtree)]) {
-            try await client.settle(check: { () -> Metadata? in
-                // Done if the source is gone and the destination holds the same entry.
-                guard try await self.client.metadataIfExists(source.pathLower) == nil,
-                      let there = try await self.client.metadataIfExists(destination), there.id == source.id else { return nil }
-                return there
-            }) {
-                try await self.client.rpc(Routes.move, RelocationArgument(from: source.pathLower, to: destination)).metadata
-            }
-        }
-        if let lower = moved.pathLower, lower != Node.key(of: destination) { watcher.expectOwn(lower, .subtree) }
-        return moved
-    }
-
-    /// delete_v2, settled by looking when its outcome is unknown: gone means done. With
-    /// `rev`, Dropbox deletes only that revision: a file changed elsewhere since this mount
-    /// saw it is kept (false is returned), and comes back through the change feed (an unlink
-    /// or rename-over here never deletes an edit made elsewhere).
-    @discardableResult
-    func delete(_ pathLower: String, unlessChangedSince rev: String? = nil) async throws -> Bool {
-        do {
-            _ = try await watcher.changingOwn([(pathLower, .absent)]) {
-                try await client.settle(check: { try await self.client.metadataIfExists(pathLower) == nil ? true : nil }) {
-                    _ = try await self.client.rpc(Routes.delete, DeleteArgument(path: pathLower, parentRev: rev))
-                    return true
-                }
-            }
-            return true
-        } catch let error as CallError<DeleteError> {
-            guard case .route(.pathWrite(.conflict), _, _, _) = error, rev != nil else { throw error }
-            FuseLog.error("\(pathLower) changed on Dropbox since this mount saw it; that version is kept")
-            return false
-        }
+        guard Node.key(of: destination) == source.pathLower else { return try await tree.moveOnce(source, to: destination) }
+        let temporary = TreeCalls.hiddenName(beside: destination, for: "rename")
+        guard let step = Node(try await tree.moveOnce(source, to: temporary)) else { throw FSError.io("move_v2 returned a deleted entry") }
+        return try await tree.moveOnce(step, to: destination)
     }
 
     /// A rename's target changed on Dropbox since this mount saw it: that version moves aside
@@ -211,41 +180,12 @@ extension DropboxFileSystem {
         return folder.pathLower
     }
 
-    /// ENOTEMPTY unless the folder is empty: from the store when it holds the folder's
-    /// listing, else from Dropbox.
+    /// ENOTEMPTY unless the folder shows no entries (listed first, if it was not). Another
+    /// client may have put a file there that the store has not heard of: its delete then
+    /// finds it, and keeps the folder (`DeleteSender`).
     private func requireEmpty(_ folder: Node) async throws {
-        if try store.isListed(folder.pathLower) {
-            if try !store.children(folder.pathLower).isEmpty { throw FSError.notEmpty }
-            return
-        }
-        if try await !isEmptyOnDropbox(folder.pathLower) { throw FSError.notEmpty }
-    }
-
-    private func isEmptyOnDropbox(_ folderLower: String) async throws -> Bool {
-        try await client.rpc(Routes.listFolder, ListFolderArgument(path: folderLower, limit: 1)).entries.isEmpty
-    }
-
-    /// rmdir on Dropbox, whose folder delete is recursive and unconditional: a file another
-    /// client put in the folder after it was last seen empty would go with it. So the folder
-    /// first moves to a hidden name that nobody else addresses, is seen empty there, and only
-    /// then is deleted; if something arrived, it moves back and rmdir says ENOTEMPTY.
-    private func deleteEmptyFolder(_ folder: Node) async throws {
-        let hidden = Self.hiddenName(beside: folder.pathLower, for: "rmdir")
-        guard let moved = Node(try await moveOnce(folder, to: hidden)) else { throw FSError.io("move_v2 returned a deleted entry") }
-        if try await isEmptyOnDropbox(moved.pathLower) {
-            try await delete(moved.pathLower)
-            return
-        }
-        FuseLog.error("\(folder.pathLower) got entries on Dropbox while it was being removed; kept")
-        _ = try await moveOnce(moved, to: Node.parent(of: folder.pathLower) + "/" + folder.name)
-        await watcher.catchUp(after: [])
-        throw FSError.notEmpty
-    }
-
-    /// A fresh name in the same folder for a step the user never sees (a case-only rename's
-    /// middle, a folder checked before its delete).
-    private static func hiddenName(beside path: String, for purpose: String) -> String {
-        Node.parent(of: path) + "/.dropboxfs-\(purpose)-" + UUID().uuidString.prefix(8).lowercased()
+        try await ensureListed(folder.pathLower)
+        if try !visibleChildren(folder.pathLower).isEmpty { throw FSError.notEmpty }
     }
 
     /// Names Dropbox cannot hold are refused before any request (files of these names

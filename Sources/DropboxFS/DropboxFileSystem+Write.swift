@@ -66,7 +66,7 @@ extension DropboxFileSystem {
                 try writeBack.truncate(handle: handle, to: size)
             } else {
                 guard attached else { throw FSError.notFound }
-                let remote = try store.node(current.pathLower)
+                let remote = try remoteNode(current.pathLower)
                 try await writeBack.truncate(path: Node.parent(of: current.pathLower) + "/" + current.name,
                                              base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size,
                                              through: openFiles.open(inode: inode, node: current))
@@ -95,6 +95,7 @@ extension DropboxFileSystem {
     /// entries there, as a disk's fsync of a folder makes its entries durable).
     public func syncFolder(_ inode: UInt64) async throws {
         guard let path = inodes.path(of: inode) else { return }
+        try await deleteSender.send(touching: [path])
         try await writeBack.sync(folder: path)
     }
 
@@ -107,13 +108,14 @@ extension DropboxFileSystem {
               !source.local, inOffset == 0, outOffset == 0, source.node.rev != nil,
               length >= source.node.size, source.node.size < Int64(UInt32.max),
               let targetVersion = target.version, targetVersion.file.size == 0,
-              try store.node(source.node.pathLower)?.rev == source.node.rev else {
+              try remoteNode(source.node.pathLower)?.rev == source.node.rev else {
             throw FSError.notSupported
         }
         let targetPath = targetVersion.path
+        try await deleteSender.send(touching: [targetVersion.pathLower])
         return try await writeBack.holding([targetVersion.pathLower]) {
             // Dropbox's copy cannot replace: an older file at the target goes first.
-            if let old = try store.node(targetVersion.pathLower), !old.isFolder { try await delete(old.pathLower) }
+            if let old = try remoteNode(targetVersion.pathLower), !old.isFolder { try await tree.delete(old.pathLower) }
             let copied = try await client.settle(check: { () -> Metadata? in
                 guard let there = try await self.client.metadataIfExists(targetPath)?.fileMetadata,
                       there.contentHash == source.node.contentHash else { return nil }

@@ -32,6 +32,10 @@ public final class DropboxFileSystem: Sendable {
     /// Local versions of written files, and their way to Dropbox.
     public let writeBack: WriteBack
     public let uploader: Uploader
+    /// unlinks and rmdirs answered here, and their way to Dropbox.
+    public let deletes: PendingDeletes
+    let deleteSender: DeleteSender
+    let tree: TreeCalls
     public let options: Options
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
     /// Every open file handle (one table: the write-back moves handles between versions in it).
@@ -54,7 +58,11 @@ public final class DropboxFileSystem: Sendable {
         self.writeBack = try WriteBack(queue: queue, stagingDirectory: stagingDirectory, reader: reader, openFiles: openFiles)
         let pages = KernelPages(), inodes = inodes
         self.pages = pages
-        self.uploader = Uploader(writeBack: writeBack, client: client, watcher: watcher, store: store) { pathLower, lineage, contentHash in
+        let tree = TreeCalls(client: client, watcher: watcher)
+        self.tree = tree
+        self.deletes = try PendingDeletes(queue: queue)
+        self.deleteSender = DeleteSender(pending: deletes, calls: tree, store: store)
+        self.uploader = Uploader(writeBack: writeBack, client: client, watcher: watcher, store: store, deletes: deleteSender) { pathLower, lineage, contentHash in
             if let inode = inodes.existing(pathLower) { pages.uploaded(inode, lineage: lineage, contentHash: contentHash) }
         }
         self.options = options
@@ -99,7 +107,13 @@ public final class DropboxFileSystem: Sendable {
 
     func node(at pathLower: String) throws -> Node? {
         if let local = writeBack.overlay(pathLower) { return local }
-        return try store.node(pathLower)
+        return try remoteNode(pathLower)
+    }
+
+    /// What Dropbox holds at a path as the mount shows it: the store's node, unless a delete
+    /// of it (or of a folder above) is pending.
+    func remoteNode(_ pathLower: String) throws -> Node? {
+        deletes.hides(pathLower) ? nil : try store.node(pathLower)
     }
 
     /// A child by its exact name, local versions first. Names are case-sensitive in the
@@ -113,7 +127,7 @@ public final class DropboxFileSystem: Sendable {
     /// The entry Dropbox would take `name` for (it folds case): what a new name collides with.
     func childIgnoringCase(of folderLower: String, named name: String) throws -> Node? {
         if let local = writeBack.overlay(Node.child(folderLower, name)) { return local }
-        return try store.child(of: folderLower, named: name)
+        return try store.child(of: folderLower, named: name).flatMap { deletes.hides($0.pathLower) ? nil : $0 }
     }
 
     /// A lookup answered from the store alone, when the parent folder is listed there; nil
@@ -138,9 +152,17 @@ public final class DropboxFileSystem: Sendable {
         let folder = try node(inode)
         guard folder.isFolder else { throw FSError.notDirectory }
         try await ensureListed(folder.pathLower)
-        let local = writeBack.overlayChildren(folder.pathLower)
-        if local.isEmpty { return try store.children(folder.pathLower) }
-        var byPath = Dictionary(try store.children(folder.pathLower).map { ($0.pathLower, $0) }) { first, _ in first }
+        return try visibleChildren(folder.pathLower)
+    }
+
+    /// A listed folder's children as the mount shows them: Dropbox's, less pending deletes,
+    /// with local versions over them.
+    func visibleChildren(_ folderLower: String) throws -> [Node] {
+        var remote = try store.children(folderLower)
+        if !deletes.hidesNothing { remote.removeAll { deletes.hides($0.pathLower) } }
+        let local = writeBack.overlayChildren(folderLower)
+        if local.isEmpty { return remote }
+        var byPath = Dictionary(remote.map { ($0.pathLower, $0) }) { first, _ in first }
         for node in local { byPath[node.pathLower] = node }
         return byPath.values.sorted { $0.pathLower < $1.pathLower }
     }
@@ -229,7 +251,7 @@ public final class DropboxFileSystem: Sendable {
         do {
             // The Dropbox file a new local version starts from: writers only (a reader is
             // served locally only if a local version exists already).
-            let base = writable ? try store.node(file.pathLower).flatMap { $0.isFolder ? nil : $0 } : nil
+            let base = writable ? try remoteNode(file.pathLower).flatMap { $0.isFolder ? nil : $0 } : nil
             lineage = try writeBack.attach(handle: handle, path: Node.parent(of: file.pathLower) + "/" + file.name,
                                          base: base, writable: writable, truncate: truncate)
         } catch {

@@ -180,6 +180,7 @@ struct StatusReporter: Sendable {
                 return item
             },
             "uploaded_files": prepared.fs.writeBack.uploadedFiles,
+            "deletes_queued": prepared.fs.deletes.count,
             "set_aside": prepared.fs.writeBack.setAside,
         ]
         guard let path = file, let data = try? JSONSerialization.data(withJSONObject: report, options: [.sortedKeys]) else { return }

@@ -141,6 +141,32 @@ struct ClientSessionTests {
         }
     }
 
+    /// delete_batch through its job: one result per entry, in order; an entry whose
+    /// `parent_rev` is not the file's revision any more leaves the file.
+    @Test func deleteBatchAnswersEachEntry() async throws {
+        try await withClient { client, _ in
+            let file = NSTemporaryDirectory() + "delete-batch-\(UUID().uuidString)"
+            defer { unlink(file) }
+            var revs: [String] = []
+            for i in 0..<3 {
+                try Data("file \(i)".utf8).write(to: URL(fileURLWithPath: file))
+                revs.append(try await client.uploadFile(file, to: CommitInfo(path: "/batch/f\(i).txt")).rev)
+            }
+            let results = try await client.deleteBatch([
+                DeleteArgument(path: "/batch/f0.txt", parentRev: revs[0]),
+                DeleteArgument(path: "/batch/F1.TXT"),
+                DeleteArgument(path: "/batch/f2.txt", parentRev: revs[0]),
+                DeleteArgument(path: "/batch/none.txt"),
+            ])
+            #expect(results.count == 4)
+            if case .success(let gone) = results[0] { #expect(gone.pathLower == "/batch/f0.txt") } else { Issue.record("\(results[0])") }
+            if case .success = results[1] {} else { Issue.record("\(results[1])") }
+            if case .failure(.pathWrite(.conflict)) = results[2] {} else { Issue.record("\(results[2])") }
+            if case .failure(.pathLookup(.notFound)) = results[3] {} else { Issue.record("\(results[3])") }
+            #expect(try await client.listAll("/batch").map(\.name) == ["f2.txt"])
+        }
+    }
+
     @Test func finishBatchV1AndCheck() async throws {
         try await withClient { client, _ in
             var entries: [UploadSessionFinishArgument] = []

@@ -127,7 +127,10 @@ final class CoreKernel: SystemCalls, Sendable {
 
     func fsync(_ fd: Int32) -> Sys.Outcome<Int32> {
         withDescriptor(fd) { descriptor in
-            guard let handle = descriptor.handle else { return 0 }  // fsyncdir
+            guard let handle = descriptor.handle else {
+                try await self.fs.syncFolder(descriptor.inode)  // fsyncdir
+                return 0
+            }
             try await self.fs.sync(descriptor.inode, handle: handle)
             return 0
         }

@@ -1,9 +1,11 @@
-"""files/create_folder_v2, files/delete_v2, files/move_v2, files/copy_v2."""
+"""files/create_folder_v2, files/delete_v2, files/delete_batch (and its check), files/move_v2, files/copy_v2."""
+
+import time
 
 import pytest
 
 from dropbox import exceptions as dbx_exc
-from dropbox.files import DeletedMetadata, FileMetadata, FolderMetadata
+from dropbox.files import DeleteArg, DeletedMetadata, FileMetadata, FolderMetadata, WriteMode
 
 from dbxemu import payload
 
@@ -88,6 +90,38 @@ def test_recreate_after_delete_gets_new_file(dbx, base):
     second = dbx.files_upload(b"two", base + "/phoenix.txt")
     assert second.rev != first.rev
     assert dbx.files_download(base + "/phoenix.txt")[1].content == b"two"
+
+
+# --------------------------------------------------------------------------- delete_batch
+
+
+def test_delete_batch_each_entry_succeeds_or_fails_on_its_own(dbx, base):
+    kept = dbx.files_upload(b"a", base + "/batch/a.txt")
+    old = dbx.files_upload(b"b", base + "/batch/b.txt")
+    dbx.files_upload(b"b, changed", base + "/batch/b.txt", mode=WriteMode.overwrite)
+    launch = dbx.files_delete_batch([
+        DeleteArg(base + "/batch/A.txt", parent_rev=kept.rev),
+        DeleteArg(base + "/batch/b.txt", parent_rev=old.rev),  # changed since: kept
+        DeleteArg(base + "/batch/none.txt"),
+    ])
+    assert launch.is_async_job_id()
+    status = dbx.files_delete_batch_check(launch.get_async_job_id())
+    while status.is_in_progress():
+        time.sleep(0.05)
+        status = dbx.files_delete_batch_check(launch.get_async_job_id())
+    assert status.is_complete()
+    first, second, third = status.get_complete().entries
+    assert first.is_success() and first.get_success().metadata.path_lower == kept.path_lower
+    assert second.is_failure() and second.get_failure().is_path_write() and second.get_failure().get_path_write().is_conflict()
+    assert third.is_failure() and third.get_failure().is_path_lookup() and third.get_failure().get_path_lookup().is_not_found()
+    assert_gone(dbx, base + "/batch/a.txt")
+    assert dbx.files_get_metadata(base + "/batch/b.txt").size == 10
+
+
+def test_delete_batch_check_of_an_unknown_job(dbx):
+    with pytest.raises(dbx_exc.ApiError) as ei:
+        dbx.files_delete_batch_check("dbjid:no-such-job")
+    assert ei.value.error.is_invalid_async_job_id()
 
 
 # --------------------------------------------------------------------------- move_v2

@@ -44,5 +44,9 @@ public enum Routes {
     public static let createFolder = Route<CreateFolderArgument, FolderResult, PathWriteError>("files/create_folder_v2", retry: .notProcessed)
     public static let delete = Route<DeleteArgument, MetadataResult, DeleteError>("files/delete_v2", retry: .notProcessed)
     public static let move = Route<RelocationArgument, MetadataResult, RelocationError>("files/move_v2", retry: .notProcessed)
+    /// Sent again after an unknown outcome: each entry carries its `parent_rev` (or is known to
+    /// be gone), so a delete already done answers `not_found`, never deletes something newer.
+    public static let deleteBatch = Route<DeleteBatchArgument, DeleteBatchLaunch, NoRouteError>("files/delete_batch")
+    public static let deleteBatchCheck = Route<AsyncJobArgument, DeleteBatchJobStatus, NoRouteError>("files/delete_batch/check")
     public static let copy = Route<RelocationArgument, MetadataResult, RelocationError>("files/copy_v2", retry: .notProcessed)
 }

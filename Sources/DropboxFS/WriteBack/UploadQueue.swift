@@ -51,8 +51,8 @@ public struct QueuedUpload: Sendable, Equatable {
 ///
 /// Lock: `lock` guards the connection; no method does network I/O.
 public final class UploadQueue: @unchecked Sendable {
-    private let lock = NSLock()
-    private let db: SQLiteDatabase
+    let lock = NSLock()
+    let db: SQLiteDatabase
 
     public init(path: String) throws {
         db = try SQLiteDatabase(path: path)
@@ -75,6 +75,7 @@ public final class UploadQueue: @unchecked Sendable {
         if !columns.contains("boot_id") { try db.execute("ALTER TABLE uploads ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''") }
         if !columns.contains("flushed") { try db.execute("ALTER TABLE uploads ADD COLUMN flushed INTEGER NOT NULL DEFAULT 0") }
         if !columns.contains("content_hash") { try db.execute("ALTER TABLE uploads ADD COLUMN content_hash TEXT") }
+        try createDeletesTable()
     }
 
     /// This boot of the machine (Linux's random boot id; empty where there is none, which
@@ -134,7 +135,7 @@ public final class UploadQueue: @unchecked Sendable {
     }
 
     /// Runs a change; a full disk is ENOSPC for whoever is closing a file.
-    private func durable(_ body: () throws -> Void) throws {
+    func durable(_ body: () throws -> Void) throws {
         try lock.withLock {
             do { try body() } catch let failure as SQLiteDatabase.Failure where failure.code == 13 /* SQLITE_FULL */ {
                 throw FSError.noSpace

@@ -19,15 +19,18 @@ public final class Uploader: Sendable {
     let client: DropboxClient
     let watcher: ChangeWatcher
     let store: MetadataStore
+    /// Deletes pending where a file is committed go first (unlink, then a new file of that name).
+    let deletes: DeleteSender
     let tuning: UploadTuning
     /// Hears (path, lineage, content hash) when the newest local version of a path is on
     /// Dropbox, before the change is seen (the kernel's pages of it may then stay).
     let uploaded: @Sendable (String, Int64, String) -> Void
     private let running = Mutex<(batches: Int, large: Int, early: Int)>((0, 0, 0))
 
-    public init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore,
-                uploaded: @escaping @Sendable (String, Int64, String) -> Void = { _, _, _ in }) {
+    init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore, deletes: DeleteSender,
+         uploaded: @escaping @Sendable (String, Int64, String) -> Void = { _, _, _ in }) {
         self.writeBack = writeBack
+        self.deletes = deletes
         self.uploaded = uploaded
         self.client = client
         self.watcher = watcher
@@ -38,10 +41,11 @@ public final class Uploader: Sendable {
         self.tuning = tuning
     }
 
-    /// Uploads until cancelled.
+    /// Uploads (and sends deletes) until cancelled.
     public func run() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.writeBack.flushPeriodically() }
+            group.addTask { await self.deletes.run() }
             var lastPass = ContinuousClock.now - UploadSchedule.passInterval
             while !Task.isCancelled {
                 let sinceLastPass = ContinuousClock.now - lastPass
@@ -92,9 +96,14 @@ public final class Uploader: Sendable {
     /// `WriteBack.pending` (the status file).
     public func drain() async -> Bool {
         await writeBack.sealAllForDrain()
+        var deletesSent = true
+        do { try await deletes.sendAll() } catch {
+            FuseLog.error("deletes left for the next mount: \(deletes.pending.count) (\(error))")
+            deletesSent = false
+        }
         while true {
             let seen = writeBack.signal.generation
-            if writeBack.pending.isEmpty { return true }
+            if writeBack.pending.isEmpty { return deletesSent }
             if writeBack.allFailedSinceDrain { return false }
             await writeBack.signal.wait(after: seen, timeout: .seconds(1))  // uploads notify; the timeout is a safety net
         }
@@ -110,6 +119,10 @@ public final class Uploader: Sendable {
     /// of what was just written).
     private func upload(_ job: [LocalVersion]) async {
         if Self.isLarge(job) { return await uploadLarge(job[0]) }  // expects its commit itself
+        do { try await deletes.send(touching: job.map(\.pathLower)) } catch {
+            for version in job { await failed(version, error) }
+            return
+        }
         await watcher.changingOwn(job.map { ($0.pathLower, .commit) }) { await send(job) }
     }
 
@@ -169,6 +182,7 @@ public final class Uploader: Sendable {
                 sending.cancel()
             }
             guard let commit = await writeBack.beginCommit(version) else { return }
+            try await deletes.send(touching: [version.pathLower])
             let file = try await watcher.changingOwn([(version.pathLower, .commit)]) {
                 try await client.finishSession(session, size: size, hash: hash, commit: commit)
             }

@@ -259,6 +259,12 @@ public struct DifferentialRunner<Tested: SystemCalls> {
               isClosedFile(from), case .success(let bytes) = local.contents(lf) else {
             return ("skipped", "skipped")
         }
+        // A removal here of the name taken goes first (fsync of its folder), as our own
+        // pending upload does: the name is free here, but not on Dropbox until then.
+        if case .success(let fd) = tested.open(PathText.parent(tt), O_RDONLY) {
+            _ = tested.fsync(fd)
+            _ = tested.close(fd)
+        }
         let client = self.client, remote = (remoteRoot + "/" + Step.paths[from], remoteRoot + "/" + Step.paths[to])
         try blocking { _ = try await client.rpc(Routes.move, RelocationArgument(from: remote.0, to: remote.1)) }
         _ = local.rename(lf, lt)
@@ -283,8 +289,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         return (stale.map { "never showed the remote change: \($0)" } ?? "seen", "seen")
     }
 
-    /// Waits until every file under the tested folder is on Dropbox (fsync of each, found by
-    /// walking the tree: renames put files at paths no operation names).
+    /// Waits until Dropbox has every file under the tested folder (fsync of each, found by
+    /// walking the tree: renames put files at paths no operation names), and every removal
+    /// (fsync of the folder, as on a disk).
     private func settle() {
         func walk(_ path: String) {
             for name in (try? tested.list(path).get()) ?? [] {
@@ -296,6 +303,10 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             }
         }
         walk(testedRoot)
+        if case .success(let fd) = tested.open(testedRoot, O_RDONLY) {
+            _ = tested.fsync(fd)
+            _ = tested.close(fd)
+        }
     }
 
     /// Every entry below a root: name, type, size, and a hash of each file's bytes.

@@ -1,0 +1,222 @@
+import DropboxAPI
+import Foundation
+import Synchronization
+
+/// Sends the pending deletes (`PendingDeletes`) to Dropbox: in the background once unlinks
+/// stop coming for a moment, and at once when something must reach Dropbox after them.
+///
+/// One round sends every delete pending when it starts:
+/// - a removed folder tree (`rm -r`) goes whole: the folder moves to a hidden name, its
+///   listing there must hold nothing but what was removed here (each file at the revision
+///   removed), and it is deleted in one call. Three requests, however many files it held.
+///   Anything else there (a file added or changed elsewhere) and it moves back, and its
+///   deletes go one by one below;
+/// - other files go through `delete_batch` (1,000 a call), each with its revision: a file
+///   changed elsewhere since is kept, and shows again;
+/// - folders whose tree could not go whole are deleted deepest first, each only if empty.
+///
+/// Rounds run one at a time, in order.
+final class DeleteSender: Sendable {
+    let pending: PendingDeletes
+    let calls: TreeCalls
+    let store: MetadataStore
+    private let lastRound = Mutex<Task<Void, any Error>?>(nil)
+
+    init(pending: PendingDeletes, calls: TreeCalls, store: MetadataStore) {
+        self.pending = pending
+        self.calls = calls
+        self.store = store
+    }
+
+    /// How long deletes wait for the next one before they go (`rm -r` removes a folder's
+    /// files, then the folder: sent together, the files cost no request of their own).
+    static let quiet: Duration = .milliseconds(200)
+    static let retry = RetryPolicy(baseDelay: 0.5, maxDelay: 30)
+
+    /// Sends deletes until cancelled; failures wait and try again (the deletes stay queued).
+    func run() async {
+        var failures = 0
+        while !Task.isCancelled {
+            let seen = pending.signal.generation
+            let count = pending.count
+            if count == 0 { await pending.signal.wait(after: seen); continue }
+            let (lastAdded, urgent) = pending.lastAddedAndUrgency
+            let waited = ContinuousClock.now - lastAdded
+            if !urgent && waited < Self.quiet && count < DropboxClient.deleteBatchLimit {
+                await pending.signal.wait(after: seen, timeout: Self.quiet - waited)
+                continue
+            }
+            do {
+                try await sendAll()
+                failures = 0
+            } catch {
+                if Task.isCancelled { return }
+                failures += 1
+                FuseLog.error("deletes not sent to Dropbox yet (\(error)); they stay queued and are tried again")
+                await pending.signal.wait(after: pending.signal.generation, timeout: Self.retry.wait(attempt: failures))
+            }
+        }
+    }
+
+    /// Sends the deletes at, above or below `paths` (and every other pending one with them)
+    /// before something else reaches Dropbox there.
+    func send(touching paths: [String]) async throws {
+        while pending.touches(paths) { try await sendAll() }
+    }
+
+    /// One round after those already running.
+    func sendAll() async throws {
+        let round: Task<Void, any Error> = lastRound.withLock { last in
+            let previous = last
+            let round = Task {
+                _ = try? await previous?.value
+                try await self.sendRound()
+            }
+            last = round
+            return round
+        }
+        try await round.value
+    }
+
+    private struct Outcome {
+        var done: [QueuedDelete] = []
+        /// Refused because Dropbox holds something else there now: that shows again.
+        var kept: [QueuedDelete] = []
+        var failures: [String] = []
+    }
+
+    private func sendRound() async throws {
+        let records = pending.all
+        guard !records.isEmpty else { return }
+        var outcome = Outcome()
+        var asideNames: [String] = []
+        defer { for name in asideNames { pending.setAside(name, false) } }
+
+        let (trees, loose) = Self.trees(of: records)
+        var folders: [QueuedDelete] = []
+        var files = loose.filter { !$0.isFolder }
+        for (top, inside) in trees {
+            let hidden = TreeCalls.hiddenName(beside: top.pathLower, for: "rmdir", tag: String(top.id))
+            asideNames.append(Node.key(of: hidden))
+            pending.setAside(Node.key(of: hidden), true)
+            if try await deleteWhole(top, inside, via: hidden) {
+                outcome.done += inside
+            } else {
+                files += inside.filter { !$0.isFolder }
+                folders += inside.filter(\.isFolder)
+            }
+        }
+        try await deleteFiles(files, into: &outcome)
+        if !folders.isEmpty {
+            try await calls.watcher.catchUp()  // folders moved back are in the store again
+            try await deleteFolders(folders, into: &outcome, asideNames: &asideNames)
+        }
+
+        await calls.watcher.catchUp(after: outcome.done.map { .deleted(DeletedMetadata(name: $0.name, pathLower: $0.pathLower, pathDisplay: nil)) })
+        try pending.finished(outcome.done + outcome.kept)
+        let shownAgain = outcome.kept.compactMap { record in (try? store.node(record.pathLower)).flatMap { $0 } }
+        if !shownAgain.isEmpty {
+            calls.watcher.announce(shownAgain.map { StoreChange(pathLower: $0.pathLower, name: $0.name, old: nil, new: $0) })
+        }
+        if !outcome.failures.isEmpty {
+            throw FSError.io("\(outcome.failures.count) deletes not done: \(outcome.failures.prefix(3).joined(separator: "; "))")
+        }
+    }
+
+    /// Removed folders not inside another removed folder, each with every delete at or
+    /// below it; and the deletes in no removed folder.
+    static func trees(of records: [QueuedDelete]) -> (trees: [(QueuedDelete, [QueuedDelete])], loose: [QueuedDelete]) {
+        let folders = Dictionary(records.filter(\.isFolder).map { ($0.pathLower, $0) }) { first, _ in first }
+        var inside: [String: [QueuedDelete]] = [:]
+        var loose: [QueuedDelete] = []
+        for record in records {
+            // The top-most removed folder at or above it.
+            var top: String?
+            var path = Substring(record.pathLower)
+            while !path.isEmpty {
+                if folders[String(path)] != nil { top = String(path) }
+                guard let slash = path.lastIndex(of: "/") else { break }
+                path = path[..<slash]
+            }
+            if let top { inside[top, default: []].append(record) } else { loose.append(record) }
+        }
+        let trees = inside.keys.sorted().map { (folders[$0]!, inside[$0]!) }
+        return (trees, loose)
+    }
+
+    /// A removed folder tree in one delete (see the type's comment). True when it is gone
+    /// from Dropbox (or was already); false when it stays and its deletes go one by one.
+    private func deleteWhole(_ top: QueuedDelete, _ inside: [QueuedDelete], via hidden: String) async throws -> Bool {
+        var aside: Node?
+        if let folder = try store.node(top.pathLower) {
+            // Something else holds the name now (replaced elsewhere): the folder is gone.
+            guard folder.isFolder else { return true }
+            do {
+                aside = Node(try await calls.moveOnce(folder, to: hidden))
+            } catch let error as CallError<RelocationError> {
+                guard case .route(.fromLookup(.notFound), _, _, _) = error else { throw error }
+            }
+        }
+        // Not found at its name: an earlier round may have set it aside before it stopped.
+        if aside == nil { aside = try await calls.client.metadataIfExists(hidden).flatMap(Node.init) }
+        guard let aside else { return true }
+
+        let removedFiles = Dictionary(inside.filter { !$0.isFolder }.map { ($0.pathLower, $0.rev) }) { first, _ in first }
+        let removedFolders = Set(inside.filter(\.isFolder).map(\.pathLower))
+        let entries = try await calls.client.listAll(aside.pathLower, recursive: true)
+        let onlyRemoved = entries.allSatisfy { entry in
+            guard let lower = entry.pathLower, lower != aside.pathLower else { return true }
+            let original = top.pathLower + lower.dropFirst(aside.pathLower.count)
+            switch entry {
+            case .file(let file): return removedFiles[original] == file.rev
+            case .folder: return removedFolders.contains(original)
+            case .deleted: return true
+            }
+        }
+        if onlyRemoved {
+            try await calls.delete(aside.pathLower)
+            return true
+        }
+        FuseLog.error("\(top.pathLower) changed on Dropbox while it was being removed; what changed is kept")
+        let original = Node.parent(of: top.pathLower) + "/" + top.name
+        try await calls.moveBack(aside, to: original)
+        return false
+    }
+
+    private func deleteFiles(_ files: [QueuedDelete], into outcome: inout Outcome) async throws {
+        guard !files.isEmpty else { return }
+        let results = try await calls.watcher.changingOwn(files.map { ($0.pathLower, .absent) }) {
+            try await calls.client.deleteBatch(files.map { DeleteArgument(path: $0.pathLower, parentRev: $0.rev) })
+        }
+        for (record, result) in zip(files, results) {
+            switch result {
+            case .success, .failure(.pathLookup(.notFound)):
+                outcome.done.append(record)
+            case .failure(.pathWrite(.conflict)), .failure(.pathLookup(.notFile)), .failure(.pathLookup(.notFolder)):
+                FuseLog.error("\(record.pathLower) changed on Dropbox since this mount saw it; that version is kept")
+                outcome.kept.append(record)
+            case .failure(let error):
+                outcome.failures.append("\(record.pathLower): \(error)")
+            }
+        }
+    }
+
+    /// Folders whose tree did not go whole, deepest first, each deleted only if empty.
+    private func deleteFolders(_ folders: [QueuedDelete], into outcome: inout Outcome, asideNames: inout [String]) async throws {
+        let deepestFirst = folders.sorted { $0.pathLower.utf8.count > $1.pathLower.utf8.count }
+        for record in deepestFirst {
+            guard let folder = try store.node(record.pathLower), folder.isFolder else {
+                outcome.done.append(record)  // gone, or something else holds the name now
+                continue
+            }
+            let hidden = TreeCalls.hiddenName(beside: record.pathLower, for: "rmdir", tag: "\(record.id)-one")
+            asideNames.append(Node.key(of: hidden))
+            pending.setAside(Node.key(of: hidden), true)
+            if try await calls.deleteEmptyFolder(folder, via: hidden) {
+                outcome.done.append(record)
+            } else {
+                outcome.kept.append(record)
+            }
+        }
+    }
+}

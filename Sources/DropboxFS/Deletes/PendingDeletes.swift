@@ -1,0 +1,115 @@
+import Foundation
+import Synchronization
+
+/// unlink and rmdir answered here, waiting to be done on Dropbox (`DeleteSender` sends them,
+/// batched). Each is in the durable queue before the call returns. Until Dropbox has done it,
+/// its path (a folder's with everything below) is hidden from the mount's view, while the
+/// store goes on holding what Dropbox holds: a delete Dropbox refuses (the file changed
+/// elsewhere since) shows the file again, as it would be after a failed delete.
+///
+/// Order: whatever else reaches Dropbox at a path with a delete pending (an upload, a mkdir,
+/// a move) first has the deletes sent (`DeleteSender.send(touching:)`). Deletes of distinct
+/// paths commute among themselves.
+public final class PendingDeletes: Sendable {
+    let queue: UploadQueue
+    let signal = ChangeSignal()
+    private let state: Mutex<State>
+
+    private struct State {
+        var nextID: Int64
+        var byPath: [String: QueuedDelete] = [:]
+        /// Hidden names folders take on Dropbox while their delete is checked: hidden too.
+        var aside: Set<String> = []
+        var lastAdded = ContinuousClock.now
+        /// Something waits for the deletes (an unmount, an fsync of a folder).
+        var urgent = false
+    }
+
+    /// Takes up the deletes a previous mount left.
+    init(queue: UploadQueue) throws {
+        self.queue = queue
+        let records = try queue.allDeletes()
+        var state = State(nextID: (records.map(\.id).max() ?? 0) + 1)
+        for record in records where state.byPath[record.pathLower] == nil { state.byPath[record.pathLower] = record }
+        self.state = Mutex(state)
+    }
+
+    /// No delete pending, no folder being deleted: `hides` is false for every path.
+    var hidesNothing: Bool { state.withLock { $0.byPath.isEmpty && $0.aside.isEmpty } }
+
+    /// Whether a path, or a folder above it, has a delete pending (or is a folder being deleted).
+    public func hides(_ pathLower: String) -> Bool {
+        state.withLock { state in
+            if state.byPath.isEmpty && state.aside.isEmpty { return false }
+            var path = Substring(pathLower)
+            while !path.isEmpty {
+                let key = String(path)
+                if state.byPath[key] != nil || state.aside.contains(key) { return true }
+                guard let slash = path.lastIndex(of: "/") else { return false }
+                path = path[..<slash]
+            }
+            return false
+        }
+    }
+
+    /// Records the delete of `node` (as Dropbox has it) durably; returns once it would
+    /// survive a crash of the daemon.
+    func add(_ node: Node) throws {
+        try state.withLock { state in
+            if state.byPath[node.pathLower] != nil { return }
+            let record = QueuedDelete(id: state.nextID, pathLower: node.pathLower, name: node.name,
+                                      rev: node.isFolder ? nil : node.rev, isFolder: node.isFolder)
+            try queue.saveDelete(record)
+            state.nextID += 1
+            state.byPath[node.pathLower] = record
+            state.lastAdded = .now
+        }
+        signal.notify()
+    }
+
+    /// Whether a delete is pending at, above or below any of `paths`.
+    func touches(_ paths: [String]) -> Bool {
+        state.withLock { state in
+            if state.byPath.isEmpty { return false }
+            return state.byPath.keys.contains { pending in
+                paths.contains { path in Self.isAt(orUnder: pending, path) || Self.isAt(orUnder: path, pending) }
+            }
+        }
+    }
+
+    static func isAt(orUnder folder: String, _ path: String) -> Bool {
+        folder.isEmpty || path == folder || (path.hasPrefix(folder) && path.utf8.dropFirst(folder.utf8.count).first == UInt8(ascii: "/"))
+    }
+
+    /// Every pending delete, oldest first.
+    var all: [QueuedDelete] { state.withLock { $0.byPath.values.sorted { $0.id < $1.id } } }
+
+    public var count: Int { state.withLock { $0.byPath.count } }
+
+    /// When the newest delete was added, and whether something waits for them all.
+    var lastAddedAndUrgency: (ContinuousClock.Instant, Bool) { state.withLock { ($0.lastAdded, $0.urgent) } }
+
+    func setUrgent(_ urgent: Bool) {
+        state.withLock { $0.urgent = urgent }
+        signal.notify()
+    }
+
+    /// Deletes Dropbox has done, or refused for good: they leave the queue and the view.
+    func finished(_ records: [QueuedDelete]) throws {
+        guard !records.isEmpty else { return }
+        try queue.removeDeletes(records.map(\.id))
+        state.withLock { state in
+            for record in records where state.byPath[record.pathLower]?.id == record.id {
+                state.byPath.removeValue(forKey: record.pathLower)
+            }
+        }
+        signal.notify()
+    }
+
+    /// A folder's hidden name while its delete is checked there, hidden from the view.
+    func setAside(_ pathLower: String, _ hidden: Bool) {
+        state.withLock { state in
+            if hidden { state.aside.insert(pathLower) } else { state.aside.remove(pathLower) }
+        }
+    }
+}

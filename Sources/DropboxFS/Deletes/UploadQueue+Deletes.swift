@@ -1,0 +1,52 @@
+import Foundation
+import SQLiteStore
+
+/// An unlink or rmdir answered here and not yet done on Dropbox, as kept on disk.
+public struct QueuedDelete: Sendable, Equatable {
+    /// Its order among deletes (and the stable part of the hidden name a folder takes).
+    public var id: Int64
+    public var pathLower: String
+    /// The name as the mount showed it.
+    public var name: String
+    /// A file: the revision deleted (`parent_rev`: a file changed elsewhere since is kept).
+    /// nil for a folder.
+    public var rev: String?
+    public var isFolder: Bool
+}
+
+/// Deletes in the durable queue, beside the uploads: an unlink's record is written before
+/// it returns, so a `kill -9` of the daemon never brings a removed name back.
+extension UploadQueue {
+    func createDeletesTable() throws {
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS deletes (
+                id INTEGER PRIMARY KEY,
+                path_lower TEXT NOT NULL,
+                name TEXT NOT NULL,
+                rev TEXT,
+                is_folder INTEGER NOT NULL
+            );
+            """)
+    }
+
+    public func allDeletes() throws -> [QueuedDelete] {
+        try lock.withLock {
+            var result: [QueuedDelete] = []
+            try db.query("SELECT id, path_lower, name, rev, is_folder FROM deletes ORDER BY id") { row in
+                result.append(QueuedDelete(id: row.int(0), pathLower: row.text(1), name: row.text(2), rev: row.optionalText(3), isFolder: row.bool(4)))
+            }
+            return result
+        }
+    }
+
+    public func saveDelete(_ delete: QueuedDelete) throws {
+        try durable {
+            try db.run("INSERT OR REPLACE INTO deletes (id, path_lower, name, rev, is_folder) VALUES (?,?,?,?,?)",
+                       [.int(delete.id), .text(delete.pathLower), .text(delete.name), .optional(delete.rev), .int(delete.isFolder ? 1 : 0)])
+        }
+    }
+
+    public func removeDeletes(_ ids: [Int64]) throws {
+        try durable { try db.transaction { for id in ids { try db.run("DELETE FROM deletes WHERE id = ?", [.int(id)]) } } }
+    }
+}

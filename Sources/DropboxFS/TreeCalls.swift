@@ -1,0 +1,84 @@
+import DropboxAPI
+import Foundation
+
+/// The Dropbox calls that change the tree (move, delete, the careful delete of an empty
+/// folder), each settled by looking when its outcome is unknown, and each with its changes
+/// expected as the mount's own (`ChangeWatcher.changingOwn`). Shared by the namespace
+/// operations that wait for Dropbox (rename) and by the deletes sent in the background.
+struct TreeCalls: Sendable {
+    let client: DropboxClient
+    let watcher: ChangeWatcher
+
+    /// One move_v2; returns the moved entry.
+    func moveOnce(_ source: Node, to destination: String) async throws -> Metadata {
+        let moved = try await watcher.changingOwn([(source.pathLower, .absent), (Node.key(of: destination), .subtree)]) {
+            try await client.settle(check: { () -> Metadata? in
+                // Done if the source is gone and the destination holds the same entry.
+                guard try await self.client.metadataIfExists(source.pathLower) == nil,
+                      let there = try await self.client.metadataIfExists(destination), there.id == source.id else { return nil }
+                return there
+            }) {
+                try await self.client.rpc(Routes.move, RelocationArgument(from: source.pathLower, to: destination)).metadata
+            }
+        }
+        if let lower = moved.pathLower, lower != Node.key(of: destination) { watcher.expectOwn(lower, .subtree) }
+        return moved
+    }
+
+    /// delete_v2, settled by looking when its outcome is unknown: gone means done. With
+    /// `rev`, Dropbox deletes only that revision: a file changed elsewhere since this mount
+    /// saw it is kept (false is returned), and comes back through the change feed (an unlink
+    /// or rename-over here never deletes an edit made elsewhere).
+    @discardableResult
+    func delete(_ pathLower: String, unlessChangedSince rev: String? = nil) async throws -> Bool {
+        do {
+            _ = try await watcher.changingOwn([(pathLower, .absent)]) {
+                try await client.settle(check: { try await self.client.metadataIfExists(pathLower) == nil ? true : nil }) {
+                    _ = try await self.client.rpc(Routes.delete, DeleteArgument(path: pathLower, parentRev: rev))
+                    return true
+                }
+            }
+            return true
+        } catch let error as CallError<DeleteError> {
+            guard case .route(.pathWrite(.conflict), _, _, _) = error, rev != nil else { throw error }
+            FuseLog.error("\(pathLower) changed on Dropbox since this mount saw it; that version is kept")
+            return false
+        }
+    }
+
+    func isEmptyOnDropbox(_ folderLower: String) async throws -> Bool {
+        try await client.rpc(Routes.listFolder, ListFolderArgument(path: folderLower, limit: 1)).entries.isEmpty
+    }
+
+    /// rmdir on Dropbox, whose folder delete is recursive and unconditional: a file another
+    /// client put in the folder after it was last seen empty would go with it. So the folder
+    /// first moves to a hidden name that nobody else addresses (`hidden`), is seen empty
+    /// there, and only then is deleted; if something arrived, it moves back (beside, should
+    /// its name have been taken meanwhile) and false is returned.
+    func deleteEmptyFolder(_ folder: Node, via hidden: String) async throws -> Bool {
+        guard let moved = Node(try await moveOnce(folder, to: hidden)) else { throw FSError.io("move_v2 returned a deleted entry") }
+        if try await isEmptyOnDropbox(moved.pathLower) {
+            try await delete(moved.pathLower)
+            return true
+        }
+        FuseLog.error("\(folder.pathLower) got entries on Dropbox while it was being removed; kept")
+        try await moveBack(moved, to: Node.parent(of: folder.pathLower) + "/" + folder.name)
+        return false
+    }
+
+    /// A folder set aside for its delete goes back to its name: with Dropbox's numbering
+    /// ("name (1)") if another client made one of that name meanwhile.
+    func moveBack(_ aside: Node, to path: String) async throws {
+        _ = try await watcher.changingOwn([(aside.pathLower, .absent)]) {
+            try await client.settle(check: { try await self.client.metadataIfExists(aside.pathLower) == nil ? () : nil }) {
+                _ = try await self.client.rpc(Routes.move, RelocationArgument(from: aside.pathLower, to: path, autorename: true))
+            }
+        }
+    }
+
+    /// A fresh name in the same folder for a step the user never sees (a case-only rename's
+    /// middle, a folder checked before its delete).
+    static func hiddenName(beside path: String, for purpose: String, tag: String = String(UUID().uuidString.prefix(8)).lowercased()) -> String {
+        Node.parent(of: path) + "/.dropboxfs-\(purpose)-" + tag
+    }
+}

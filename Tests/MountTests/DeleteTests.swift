@@ -1,0 +1,107 @@
+import DropboxAPI
+import Foundation
+import Testing
+import TestSupport
+
+/// unlink and rmdir answered from local state and sent to Dropbox in the background:
+/// batched (counted in the emulator's stats), durable across a kill -9 of the daemon,
+/// ordered with what comes after them at the same name, and never deleting what another
+/// client changed or added meanwhile.
+@Suite("mount: removals answered here, sent batched", .serialized, .timeLimit(.minutes(3)))
+struct DeleteTests {
+    /// Another client's tree of `files` files in `folders` folders at `path`, once the mount shows it.
+    private static func seedTree(_ m: MountFixture, at path: String, files: Int, folders: Int) async throws {
+        let source = try await WriteTests.makeTree(m, "src" + path.replacingOccurrences(of: "/", with: "-"), files: files, folders: folders, maxSize: 2 << 10)
+        _ = try await m.client.uploadTree(source, to: path)
+        try await eventually("the mount to show the tree") {
+            try await m.sh("find \"$M\(path)\" -type f | wc -l").stdout == "\(files)\n"
+        }
+    }
+
+    private static func requests(_ stats: [String: [String: Int]], _ routes: [String]) -> Int {
+        routes.reduce(0) { $0 + (stats[$1]?["requests"] ?? 0) }
+    }
+
+    /// `rm -r` of 300 files in 3 folders, and `rm` of 100 files in a folder that stays: the
+    /// names are gone at once, and Dropbox does the removals in a handful of requests (the
+    /// tree in one delete, the loose files in one batch), not one delete per file.
+    @Test func removalsReachDropboxInAFewRequestsNotOneAFile() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            try await Self.seedTree(m, at: "/tree", files: 300, folders: 3)
+            try await Self.seedTree(m, at: "/kept", files: 100, folders: 1)
+            try await m.emulator.resetStats()
+            let removed = try await m.sh("rm -r \"$M/tree\" && rm \"$M\"/kept/dir00/* && ls \"$M\" && ls \"$M/kept/dir00\"")
+            #expect(removed.status == 0, "\(removed.stderr)")
+            #expect(removed.stdout == "kept\n")
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            #expect(try await m.client.metadataIfExists("/tree") == nil)
+            #expect(try await m.client.listAll("/kept", recursive: true).map(\.pathLower) == ["/kept", "/kept/dir00"])
+            let stats = try await m.routeStats()
+            // One move aside, one delete of the tree; one batch (and its check) for the 100.
+            #expect(Self.requests(stats, ["files/delete_v2"]) == 1, "\(stats)")
+            #expect(Self.requests(stats, ["files/move_v2"]) == 1, "\(stats)")
+            #expect(Self.requests(stats, ["files/delete_batch"]) == 1, "\(stats)")
+            let all = stats.values.reduce(0) { $0 + ($1["requests"] ?? 0) }
+            #expect(all < 30, "\(all) requests for 400 removals: \(stats)")
+        }
+    }
+
+    /// A completed unlink and `rm -r` survive a kill -9 of the daemon before Dropbox heard of
+    /// them (its delete calls are refused meanwhile): the next mount never shows the names,
+    /// and sends the removals.
+    @Test func removalsSurviveAKillOfTheDaemon() async throws {
+        try await MountFixture.with { m in
+            try await m.emulator.setFaults(["403:p=1,routes=files/delete_batch+files/delete_v2+files/move_v2"])
+            let removed = try await m.sh("rm \"$M/README.txt\" && rm -r \"$M/Documents\" && ls \"$M\"")
+            #expect(removed.status == 0, "\(removed.stderr)")
+            #expect(!removed.stdout.contains("README.txt") && !removed.stdout.contains("Documents"), "\(removed.stdout)")
+            try await m.killDaemon()
+            #expect(try await m.client.metadataIfExists("/README.txt") != nil)  // not sent: the calls were refused
+            try await m.emulator.setFaults([])
+            try await m.mount()
+            let listed = try await m.sh("ls \"$M\"; test -e \"$M/README.txt\" || echo gone")
+            #expect(!listed.stdout.contains("README.txt") && !listed.stdout.contains("Documents") && listed.stdout.contains("gone"), "\(listed.stdout)")
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            #expect(try await m.client.metadataIfExists("/README.txt") == nil)
+            #expect(try await m.client.metadataIfExists("/Documents") == nil)
+        }
+    }
+
+    /// `rm -r` of a tree while another client adds a file in one of its folders before the
+    /// removal reaches Dropbox: that file stays, with its folder; everything removed here goes.
+    @Test func anRmROfATreeKeepsWhatAnotherClientAddedMeanwhile() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            try await Self.seedTree(m, at: "/tree", files: 30, folders: 3)
+            try await m.emulator.setFaults(["403:p=1,routes=files/delete_batch+files/delete_v2+files/move_v2"])
+            #expect(try await m.sh("rm -r \"$M/tree\" && test ! -e \"$M/tree\"").status == 0)
+            try await m.uploadElsewhere("theirs\n", to: "/tree/dir01/theirs.txt", mode: .add)
+            try await m.emulator.setFaults([])
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            let left = try await m.client.listAll("/tree", recursive: true).compactMap(\.fileMetadata).map(\.pathLower)
+            #expect(left == ["/tree/dir01/theirs.txt"])
+            try await eventually("the kept file to show in the mount") {
+                try await m.sh("find \"$M/tree\" -type f").stdout == m.mountpoint + "/tree/dir01/theirs.txt\n"
+            }
+            #expect(try await m.sh("cat \"$M/tree/dir01/theirs.txt\"").stdout == "theirs\n")
+        }
+    }
+
+    /// A name removed here and made again before the removal was sent: Dropbox ends with the
+    /// new file or folder, not a conflicted copy and not the old one.
+    @Test func whatIsMadeAgainAtARemovedNameReachesDropboxAfterTheRemoval() async throws {
+        try await MountFixture.with { m in
+            let script = """
+                set -e
+                rm "$M/README.txt"; echo new > "$M/README.txt"
+                rm -r "$M/Documents"; mkdir "$M/Documents"; echo x > "$M/Documents/notes.md"
+                """
+            let result = try await m.sh(script)
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            let readme = try await m.client.metadataIfExists("/README.txt")?.fileMetadata
+            #expect(readme?.size == 4)
+            #expect(try await m.client.listAll("/Documents", recursive: true).compactMap(\.fileMetadata).map(\.pathLower) == ["/documents/notes.md"])
+            #expect(try await m.client.listAll("").map(\.name).filter { $0.contains("conflicted") }.isEmpty)
+        }
+    }
+}
