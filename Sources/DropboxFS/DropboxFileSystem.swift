@@ -281,11 +281,15 @@ public final class DropboxFileSystem: Sendable {
         return pages.openedLocal(inode, lineage: lineage, truncate: truncate, onlyLocal: onlyLocal)
     }
 
-    /// A read that can be answered straight from a cached block's file (see `Reader.cachedSpan`).
-    public func cachedSpan(handle: UInt64, offset: Int64, size: Int) -> (file: String, offset: Int64, length: Int)? {
+    /// A read that can be answered straight from a file: a cached block's (see
+    /// `Reader.cachedSpan`), or a local version's staging file, which `holder` keeps (hold
+    /// it until the span is read).
+    public func cachedSpan(handle: UInt64, offset: Int64, size: Int) -> (file: String, offset: Int64, length: Int, holder: AnyObject?)? {
         guard let file = following(handle) else { return nil }
-        if file.local { return writeBack.localSpan(handle: handle, offset: offset, size: size) }
-        return reader.cachedSpan(file.node, offset: offset, size: size, stream: file.stream)
+        if file.local {
+            return writeBack.localSpan(handle: handle, offset: offset, size: size).map { ($0.file, $0.offset, $0.length, $0.holder) }
+        }
+        return reader.cachedSpan(file.node, offset: offset, size: size, stream: file.stream).map { ($0.file, $0.offset, $0.length, nil) }
     }
 
     /// What a read is answered with: a span of a cached block's file (spliced by the kernel)

@@ -101,7 +101,10 @@ final class CoreKernel: SystemCalls, Sendable {
     /// One read as the adapter answers it: a span of a cached block's file (which the kernel
     /// would splice), or bytes.
     private func read(_ handle: UInt64, at offset: Int64, size: Int) async throws -> [UInt8] {
-        if let span = fs.cachedSpan(handle: handle, offset: offset, size: size), let bytes = Self.bytes(of: span) { return bytes }
+        if let span = fs.cachedSpan(handle: handle, offset: offset, size: size),
+           let bytes = withExtendedLifetime(span.holder, { Self.bytes(of: (span.file, span.offset, span.length)) }) {
+            return bytes
+        }
         switch try await fs.answerRead(handle: handle, offset: offset, size: size) {
         case .span(let file, let spanOffset, let length):
             if let bytes = Self.bytes(of: (file, spanOffset, length)) { return bytes }

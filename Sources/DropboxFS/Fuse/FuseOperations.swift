@@ -156,7 +156,7 @@ enum FuseOperations {
             let handle = fi!.pointee.fh
             // Cached: the kernel splices the bytes from the block file, on this thread.
             if let span = mount.fs.cachedSpan(handle: handle, offset: Int64(offset), size: size),
-               request.replySpliced(from: span.file, offset: span.offset, length: span.length) {
+               withExtendedLifetime(span.holder, { request.replySpliced(from: span.file, offset: span.offset, length: span.length) }) {
                 return
             }
             mount.answerLater(request) {

@@ -24,6 +24,9 @@ public final class StagedFile: Sendable {
     private let fd: Int32
     private let base: Base?
     private let state: Mutex<State>
+    /// Where the file goes once removed and no longer read (`remove`); nil: deleted at once.
+    private let pool: StagingPool?
+    private let removed = Atomic<Bool>(false)
 
     private struct State {
         var size: Int64
@@ -44,9 +47,11 @@ public final class StagedFile: Sendable {
         var earlyBroken = false
     }
 
-    /// A new staging file at `path`: empty, or standing for `base` (nothing fetched yet).
-    public init(path: String, base: Base?, truncate: Bool) throws {
+    /// A new staging file at `path` (from `pool` when it has one): empty, or standing for
+    /// `base` (nothing fetched yet).
+    init(path: String, base: Base?, truncate: Bool, pool: StagingPool? = nil) throws {
         let size = truncate ? 0 : base?.node.size ?? 0
+        pool?.take(to: path)
         fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StagedFile.error("create", path) }
         guard ftruncate(fd, off_t(size)) == 0 else {
@@ -57,24 +62,26 @@ public final class StagedFile: Sendable {
         }
         self.path = path
         self.base = base
+        self.pool = pool
         state = Mutex(State(size: size, baseLength: size, localBlocks: [], changed: truncate, offersEarlyChunks: size == 0))
     }
 
     /// Reopens a staging file a crashed or stopped mount left sealed in the upload queue.
-    public init(sealedAt path: String) throws {
+    init(sealedAt path: String, pool: StagingPool? = nil) throws {
         fd = open(path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw StagedFile.error("open", path) }
         var info = stat()
         fstat(fd, &info)
         self.path = path
         base = nil
+        self.pool = pool
         state = Mutex(State(size: Int64(info.st_size), baseLength: 0, localBlocks: [], sealed: true))
     }
 
     /// A copy of a sealed file's bytes (complete: sealing filled them), to go on writing while
     /// the sealed one uploads.
     public func copy(to newPath: String) throws -> StagedFile {
-        let copy = try StagedFile(path: newPath, base: nil, truncate: true)
+        let copy = try StagedFile(path: newPath, base: nil, truncate: true, pool: pool)
         let size = self.size
         guard send(to: copy.fd, from: 0, length: size) else { throw StagedFile.error("copy to", newPath) }
         guard ftruncate(copy.fd, off_t(size)) == 0 else { throw StagedFile.error("size", newPath) }
@@ -82,7 +89,11 @@ public final class StagedFile: Sendable {
         return copy
     }
 
-    deinit { close(fd) }
+    deinit {
+        // Removed, and now nobody reads it (a descriptor of an unlinked file did until now).
+        if removed.load(ordering: .acquiring), let pool { pool.keep(path, fd: fd) }
+        close(fd)
+    }
 
     public var size: Int64 { state.withLock { $0.size } }
     public var isSealed: Bool { state.withLock { $0.sealed } }
@@ -223,7 +234,11 @@ public final class StagedFile: Sendable {
         }
     }
 
-    public func remove() { unlink(path) }
+    /// The version is done: its file is deleted, or, with a pool, goes there once the last
+    /// reader lets go of it (until then it keeps its bytes for them).
+    public func remove() {
+        if pool == nil { unlink(path) } else { removed.store(true, ordering: .releasing) }
+    }
 
     // MARK: Upload before close
 

@@ -29,6 +29,8 @@ import Synchronization
 public final class WriteBack: Sendable {
     let queue: UploadQueue
     let stagingDirectory: String
+    /// Done staging files, reused (see `StagingPool`).
+    let pool: StagingPool
     let reader: Reader
     let signal = ChangeSignal()
     let state: Mutex<State>
@@ -62,6 +64,7 @@ public final class WriteBack: Sendable {
         self.queue = queue
         self.openFiles = openFiles
         self.stagingDirectory = stagingDirectory
+        self.pool = StagingPool(directory: stagingDirectory)
         self.reader = reader
         try FileManager.default.createDirectory(atPath: stagingDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         state = Mutex(State(nextID: queue.maxID + 1))
@@ -83,7 +86,7 @@ public final class WriteBack: Sendable {
                     setAsideLocked(&state, record, because: "after a reboot: its bytes no longer match the content hash they had on disk")
                     continue
                 }
-                guard let file = try? StagedFile(sealedAt: record.staging), file.size == record.size else {
+                guard let file = try? StagedFile(sealedAt: record.staging, pool: pool), file.size == record.size else {
                     FuseLog.error("queued upload of \(record.path) lost its staging file; dropped")
                     try? queue.remove([record.id])
                     continue
@@ -160,7 +163,8 @@ public final class WriteBack: Sendable {
             guard writable else { return nil }
             let id = state.nextID
             state.nextID += 1
-            let file = try StagedFile(path: stagingPath(id), base: base.map { StagedFile.Base(node: $0, reader: reader) }, truncate: truncate || base == nil)
+            let file = try StagedFile(path: stagingPath(id), base: base.map { StagedFile.Base(node: $0, reader: reader) }, truncate: truncate || base == nil,
+                                      pool: pool)
             let modified = truncate || base == nil ? LocalVersion.now() : timespec(tv_sec: Int(base!.modified), tv_nsec: Int(base!.modifiedNanos))
             let version = LocalVersion(id: id, file: file, path: path, modified: modified, baseRev: base?.rev, baseID: base?.id ?? "")
             // Based on a commit of ours: a descriptor still on a revision that commit was made
@@ -178,7 +182,7 @@ public final class WriteBack: Sendable {
     private func newEmptyVersionLocked(_ state: inout State, after previous: LocalVersion) throws -> LocalVersion {
         let id = state.nextID
         state.nextID += 1
-        let file = try StagedFile(path: stagingPath(id), base: nil, truncate: true)
+        let file = try StagedFile(path: stagingPath(id), base: nil, truncate: true, pool: pool)
         let version = previous.successor(id: id, file: file, modified: LocalVersion.now())
         if !version.detached {
             state.versions[id] = version
@@ -480,12 +484,14 @@ public final class WriteBack: Sendable {
 
     // MARK: Reads of local versions
 
-    /// For a read a handle serves locally: the staging file's span when every byte is local.
-    public func localSpan(handle: UInt64, offset: Int64, size: Int) -> (file: String, offset: Int64, length: Int)? {
+    /// For a read a handle serves locally: the staging file's span when every byte is local,
+    /// with the staging file itself, to be kept while the span is read: once released, a
+    /// done staging file is emptied for reuse (`StagingPool`).
+    public func localSpan(handle: UInt64, offset: Int64, size: Int) -> (file: String, offset: Int64, length: Int, holder: StagedFile)? {
         guard let version = readable(handle) else { return nil }
         let length = max(0, min(Int64(size), version.file.size - offset))
         guard length > 0, version.file.isLocal(at: offset, size: Int(length)) else { return nil }
-        return (version.file.path, offset, Int(length))
+        return (version.file.path, offset, Int(length), version.file)
     }
 
     public func read(handle: UInt64, offset: Int64, size: Int) async throws -> [UInt8] {

@@ -1,0 +1,44 @@
+import Foundation
+import Synchronization
+
+/// Staging files whose versions are done, kept empty for the next version instead of being
+/// deleted. ext4 keeps a deleted inode from reuse for a while and, allocating a new one,
+/// reads past every inode deleted recently: with uploads finishing behind a stream of
+/// creates (each removing its staging file), every create got slower. Measured with
+/// `perf`, 5,000 empty creates spent 38 % of the daemon's CPU in ext4's `open`, 31 % of it
+/// in `recently_deleted`. A rename of an existing file allocates nothing.
+///
+/// Files in the pool are named `free-N` in the staging directory; a mount that stops
+/// leaves them, and the next one removes them with every other file no queued upload names.
+final class StagingPool: Sendable {
+    let directory: String
+    private let state = Mutex<(free: [String], next: Int)>(([], 0))
+    /// Kept at most: beyond, a done staging file is deleted as before.
+    static let limit = 4096
+
+    init(directory: String) { self.directory = directory }
+
+    /// Gives `path` an empty file from the pool, if one is free (the caller opens it with
+    /// O_CREAT either way).
+    func take(to path: String) {
+        while let free = state.withLock({ $0.free.popLast() }) {
+            if rename(free, path) == 0 { return }
+            unlink(free)
+        }
+    }
+
+    /// A done staging file, still open as `fd` (nobody reads it any more), joins the pool
+    /// emptied; deleted when the pool is full. A file no longer at `path` (set aside to
+    /// `recovered/`: the same inode) is left alone.
+    func keep(_ path: String, fd: Int32) {
+        let name: String? = state.withLock { state in
+            guard state.free.count < Self.limit else { return nil }
+            state.next += 1
+            return directory + "/free-\(state.next)"
+        }
+        guard let name else { return _ = unlink(path) }
+        guard rename(path, name) == 0 else { return }
+        guard ftruncate(fd, 0) == 0 else { return _ = unlink(name) }
+        state.withLock { $0.free.append(name) }
+    }
+}
