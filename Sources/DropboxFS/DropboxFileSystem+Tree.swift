@@ -73,10 +73,34 @@ extension DropboxFileSystem {
             adoptRemoteHandles(at: node.pathLower)
             // Queued before the local versions go: a crash in between uploads them again
             // (the delete first), it never loses the unlink.
-            if let remote = try remoteNode(node.pathLower) { try deletes.add(remote) }
+            if let remote = try remoteNode(node.pathLower) {
+                do { try deletes.add(remote) } catch FSError.noSpace { try await removeNow(remote) }
+            }
             try writeBack.discard(node.pathLower)
         }
         inodes.detach(node.pathLower, folder: node.isFolder)
+    }
+
+    /// A removal the full cache disk cannot queue is made on Dropbox at once, which needs no
+    /// local space: `rm` is how a user frees space, and must work on a full disk. The store
+    /// may not be able to record it either: the name stays hidden (in memory) until it has.
+    private func removeNow(_ remote: Node) async throws {
+        // Removals queued below go first. Their round may end in failure only because the
+        // store cannot record it: Dropbox has them then, which the empty check below sees.
+        try? await deleteSender.send(touching: [remote.pathLower])
+        if remote.isFolder {
+            // The hidden name stays hidden: the store may not learn that it went either.
+            let hidden = TreeCalls.hiddenName(beside: remote.pathLower, for: "rmdir")
+            deletes.setAside(Node.key(of: hidden), true)
+            if try await !tree.deleteEmptyFolder(remote, via: hidden) {
+                await watcher.catchUp(after: [])
+                throw FSError.notEmpty
+            }
+        } else {
+            try await tree.delete(remote.pathLower, unlessChangedSince: remote.rev)
+        }
+        await watcher.catchUp(after: [Self.deletion(of: remote)])
+        try deletes.add(remote, durable: false)
     }
 
     /// The change-feed entry of `node`'s deletion.

@@ -67,6 +67,26 @@ struct DeleteTests {
         }
     }
 
+    /// On a full cache disk the removal cannot be queued (SQLite has no room): `rm` of a file
+    /// on Dropbox still works, made there at once, since `rm` is how a user frees space.
+    /// (It failed with ENOSPC; the flaky run of `aFullCacheDiskOrAFullAccountIsENOSPCAndLosesNothing`
+    /// under load found it, when its full file had reached Dropbox before its `rm`.)
+    @Test func aRemovalWorksOnAFullCacheDisk() async throws {
+        try await MountFixture.with(mount: false) { m in
+            let mounted = try await m.mountWithCacheOnSmallDisk(size: "8m")
+            #expect(mounted.status == 0, "\(mounted.stderr)")
+            #expect(try await m.sh("cat \"$M/README.txt\" > /dev/null && ls -R \"$M\" > /dev/null").status == 0)
+            let full = try await m.sh("head -c 12M /dev/zero > \"$M/fill.bin\"")
+            #expect(full.stderr.contains("No space left on device"), "\(full.stderr)")
+            let removed = try await m.sh("rm \"$M/README.txt\" && rm -r \"$M/Documents\" && ls \"$M\"")
+            #expect(removed.status == 0, "\(removed.stderr)")
+            #expect(!removed.stdout.contains("README.txt") && !removed.stdout.contains("Documents"))
+            #expect(try await m.client.metadataIfExists("/README.txt") == nil)
+            #expect(try await m.client.metadataIfExists("/Documents") == nil)
+            #expect(try await m.sh("rm \"$M/fill.bin\"").status == 0)
+        }
+    }
+
     /// `rm -r` of a tree while another client adds a file in one of its folders before the
     /// removal reaches Dropbox: that file stays, with its folder; everything removed here goes.
     @Test func anRmROfATreeKeepsWhatAnotherClientAddedMeanwhile() async throws {

@@ -112,7 +112,11 @@ final class DeleteSender: Sendable {
             try await deleteFolders(folders, into: &outcome, asideNames: &asideNames)
         }
 
-        await calls.watcher.catchUp(after: outcome.done.map { .deleted(DeletedMetadata(name: $0.name, pathLower: $0.pathLower, pathDisplay: nil)) })
+        // The names stay hidden until the store has learnt they are gone (a full cache disk
+        // may keep it from writing): the round then fails, and is tried again.
+        do { try await calls.watcher.catchUp() } catch {
+            _ = try store.apply(outcome.done.map { .deleted(DeletedMetadata(name: $0.name, pathLower: $0.pathLower, pathDisplay: nil)) })
+        }
         try pending.finished(outcome.done + outcome.kept)
         let shownAgain = outcome.kept.compactMap { record in (try? store.node(record.pathLower)).flatMap { $0 } }
         if !shownAgain.isEmpty {

@@ -53,13 +53,15 @@ public final class PendingDeletes: Sendable {
     }
 
     /// Records the delete of `node` (as Dropbox has it) durably; returns once it would
-    /// survive a crash of the daemon.
-    func add(_ node: Node) throws {
+    /// survive a crash of the daemon. `durable: false` for a delete Dropbox has made already,
+    /// which a full disk kept the store from learning: it hides the name until a round of
+    /// `DeleteSender` finds it done and the store has caught up.
+    func add(_ node: Node, durable: Bool = true) throws {
         try state.withLock { state in
             if state.byPath[node.pathLower] != nil { return }
             let record = QueuedDelete(id: state.nextID, pathLower: node.pathLower, name: node.name,
                                       rev: node.isFolder ? nil : node.rev, isFolder: node.isFolder)
-            try queue.saveDelete(record)
+            if durable { try queue.saveDelete(record) }
             state.nextID += 1
             state.byPath[node.pathLower] = record
             state.lastAdded = .now
