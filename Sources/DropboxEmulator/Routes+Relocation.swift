@@ -1,5 +1,5 @@
-/// `files/create_folder_v2`, `files/delete_v2`, `files/delete_batch` (and its check),
-/// `files/move_v2` and `files/copy_v2`.
+/// `files/create_folder_v2`, `files/delete_v2`, `files/delete_batch`, `files/move_v2` and
+/// `files/copy_v2`.
 extension Emulator {
     func createFolder(_ call: RouteCall) throws -> JSON {
         let args = try call.args()
@@ -37,7 +37,7 @@ extension Emulator {
     }
 
     /// `files/delete_batch`: up to 1,000 deletes, each succeeding or failing on its own. Done
-    /// at once; answered as a job for `delete_batch/check`, as Dropbox does.
+    /// at once; answered as a job for `delete_batch/check` (`checkBatchJob`), as Dropbox does.
     func deleteBatch(_ call: RouteCall) throws -> JSON {
         let args = try call.args()
         let items = try args.list("entries")
@@ -61,14 +61,6 @@ extension Emulator {
             }
         }
         return .tagged("async_job_id", [("async_job_id", .string(batchJobs.store(results)))])
-    }
-
-    func checkDeleteBatch(_ call: RouteCall) throws -> JSON {
-        let args = try call.args()
-        let job = try args.string("async_job_id")
-        try args.finish()
-        guard let results = batchJobs.results(job) else { throw APIFailure.route(.tagged("invalid_async_job_id")) }
-        return .tagged("complete", [("entries", .array(results))])
     }
 
     func relocate(_ call: RouteCall, copy: Bool) throws -> JSON {

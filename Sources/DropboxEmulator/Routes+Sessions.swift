@@ -113,7 +113,9 @@ extension Emulator {
         return .tagged("async_job_id", [("async_job_id", .string(job))])
     }
 
-    func checkFinishBatch(_ call: RouteCall) throws -> JSON {
+    /// `finish_batch/check` and `delete_batch/check`: the results of a job (every job is done
+    /// by the time it is answered).
+    func checkBatchJob(_ call: RouteCall) throws -> JSON {
         let args = try call.args()
         let job = try args.string("async_job_id")
         try args.finish()

@@ -69,7 +69,7 @@ enum Routes {
         "files/create_folder_v2": RouteSpec(style: .rpc { try $0.emulator.createFolder($0) }),
         "files/delete_v2": RouteSpec(style: .rpc { try $0.emulator.delete($0) }),
         "files/delete_batch": RouteSpec(style: .rpc { try $0.emulator.deleteBatch($0) }),
-        "files/delete_batch/check": RouteSpec(style: .rpc { try $0.emulator.checkDeleteBatch($0) }),
+        "files/delete_batch/check": RouteSpec(style: .rpc { try $0.emulator.checkBatchJob($0) }),
         "files/move_v2": RouteSpec(style: .rpc { try $0.emulator.relocate($0, copy: false) }),
         "files/copy_v2": RouteSpec(style: .rpc { try $0.emulator.relocate($0, copy: true) }),
         "files/download": RouteSpec(style: .download { try $0.emulator.download($0) }),
@@ -79,7 +79,7 @@ enum Routes {
         "files/upload_session/finish": RouteSpec(style: .upload { try await $0.emulator.finishSession($0) }),
         "files/upload_session/finish_batch_v2": RouteSpec(style: .rpc { try $0.emulator.finishBatch($0, async: false) }),
         "files/upload_session/finish_batch": RouteSpec(style: .rpc { try $0.emulator.finishBatch($0, async: true) }),
-        "files/upload_session/finish_batch/check": RouteSpec(style: .rpc { try $0.emulator.checkFinishBatch($0) }),
+        "files/upload_session/finish_batch/check": RouteSpec(style: .rpc { try $0.emulator.checkBatchJob($0) }),
     ]
 }
 

@@ -99,13 +99,8 @@ extension DropboxFileSystem {
         } else {
             try await tree.delete(remote.pathLower, unlessChangedSince: remote.rev)
         }
-        await watcher.catchUp(after: [Self.deletion(of: remote)])
+        await watcher.catchUp(after: [Node.deletion(name: remote.name, pathLower: remote.pathLower)])
         try deletes.add(remote, durable: false)
-    }
-
-    /// The change-feed entry of `node`'s deletion.
-    private static func deletion(of node: Node) -> Metadata {
-        .deleted(DeletedMetadata(name: node.name, pathLower: node.pathLower, pathDisplay: nil))
     }
 
     /// rename, POSIX style: an existing target is replaced (a file by a file, an empty folder
@@ -160,7 +155,7 @@ extension DropboxFileSystem {
             }
             let entry = try await moveOnDropbox(source, to: toParent + "/" + newName)
             guard let moved = Node(entry) else { throw FSError.io("move_v2 returned a deleted entry") }
-            await watcher.catchUp(after: [Self.deletion(of: source), entry])
+            await watcher.catchUp(after: [Node.deletion(name: source.name, pathLower: source.pathLower), entry])
             // The store keeps what the change feed brings for a folder only once it has listed
             // it: a moved folder is listed again at once. Unlisted, a file the kernel still held
             // in it (one uploading into it, say) was "not found" once its upload was done.

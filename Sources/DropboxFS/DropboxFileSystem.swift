@@ -158,8 +158,7 @@ public final class DropboxFileSystem: Sendable {
     /// A listed folder's children as the mount shows them: Dropbox's, less pending deletes,
     /// with local versions over them.
     func visibleChildren(_ folderLower: String) throws -> [Node] {
-        var remote = try store.children(folderLower)
-        if !deletes.hidesNothing { remote.removeAll { deletes.hides($0.pathLower) } }
+        let remote = deletes.visible(try store.children(folderLower))
         let local = writeBack.overlayChildren(folderLower)
         if local.isEmpty { return remote }
         var byPath = Dictionary(remote.map { ($0.pathLower, $0) }) { first, _ in first }

@@ -25,6 +25,22 @@ public struct Node: Sendable, Equatable {
         return String(pathLower[..<slash])
     }
 
+    /// Whether a key is `folder`'s or lies anywhere below it (every key lies below the root, "").
+    static func isAt(_ pathLower: String, orUnder folder: String) -> Bool {
+        pathLower == folder || pathLower.hasPrefix(folder + "/")
+    }
+
+    /// A key and the keys of the folders above it, nearest first, without the root.
+    static func selfAndAncestors(_ pathLower: String) -> some Sequence<Substring> {
+        sequence(first: Substring(pathLower)) { path in path.lastIndex(of: "/").map { path[..<$0] } }.prefix { !$0.isEmpty }
+    }
+
+    /// The change-feed entry of a deletion, for the store to apply when it cannot hear it
+    /// from the feed (see `ChangeWatcher.catchUp(after:)`).
+    static func deletion(name: String, pathLower: String) -> Metadata {
+        .deleted(DeletedMetadata(name: name, pathLower: pathLower, pathDisplay: nil))
+    }
+
     /// A child's key: the parent's key and the name folded as Dropbox folds it.
     static func child(_ parentLower: String, _ name: String) -> String { parentLower + "/" + CaseFolding.fold(name) }
 

@@ -260,20 +260,7 @@ public struct FullAccount: Decodable, Sendable {
 }
 
 /// `finish_batch` (v1): either done at once or an async job to poll.
-public enum UploadSessionFinishBatchLaunch: Decodable, Sendable {
-    case complete([UploadSessionFinishBatchResultEntry])
-    case asyncJobID(String)
-    case other(String)
-
-    public init(from decoder: any Decoder) throws {
-        let union = try UnionReader(from: decoder)
-        switch union.tag {
-        case "complete": self = .complete(try union.field("entries", [UploadSessionFinishBatchResultEntry].self))
-        case "async_job_id": self = .asyncJobID(try union.nested(String.self))
-        case let tag: self = .other(tag)
-        }
-    }
-}
+public typealias UploadSessionFinishBatchLaunch = BatchJobLaunch<UploadSessionFinishBatchResultEntry>
 
 public struct AsyncJobArgument: Encodable, Sendable {
     public var asyncJobId: String
@@ -281,17 +268,4 @@ public struct AsyncJobArgument: Encodable, Sendable {
 }
 
 /// `finish_batch/check`: still running, or the entries.
-public enum UploadSessionFinishBatchJobStatus: Decodable, Sendable {
-    case inProgress
-    case complete([UploadSessionFinishBatchResultEntry])
-    case other(String)
-
-    public init(from decoder: any Decoder) throws {
-        let union = try UnionReader(from: decoder)
-        switch union.tag {
-        case "in_progress": self = .inProgress
-        case "complete": self = .complete(try union.field("entries", [UploadSessionFinishBatchResultEntry].self))
-        case let tag: self = .other(tag)
-        }
-    }
-}
+public typealias UploadSessionFinishBatchJobStatus = BatchJobStatus<UploadSessionFinishBatchResultEntry>

@@ -115,7 +115,7 @@ final class DeleteSender: Sendable {
         // The names stay hidden until the store has learnt they are gone (a full cache disk
         // may keep it from writing): the round then fails, and is tried again.
         do { try await calls.watcher.catchUp() } catch {
-            _ = try store.apply(outcome.done.map { .deleted(DeletedMetadata(name: $0.name, pathLower: $0.pathLower, pathDisplay: nil)) })
+            _ = try store.apply(outcome.done.map { Node.deletion(name: $0.name, pathLower: $0.pathLower) })
         }
         try pending.finished(outcome.done + outcome.kept)
         let shownAgain = outcome.kept.compactMap { record in (try? store.node(record.pathLower)).flatMap { $0 } }
@@ -134,14 +134,8 @@ final class DeleteSender: Sendable {
         var inside: [String: [QueuedDelete]] = [:]
         var loose: [QueuedDelete] = []
         for record in records {
-            // The top-most removed folder at or above it.
-            var top: String?
-            var path = Substring(record.pathLower)
-            while !path.isEmpty {
-                if folders[String(path)] != nil { top = String(path) }
-                guard let slash = path.lastIndex(of: "/") else { break }
-                path = path[..<slash]
-            }
+            // The top-most removed folder at or above it (ancestors come nearest first).
+            let top = Node.selfAndAncestors(record.pathLower).map(String.init).last { folders[$0] != nil }
             if let top { inside[top, default: []].append(record) } else { loose.append(record) }
         }
         let trees = inside.keys.sorted().map { (folders[$0]!, inside[$0]!) }

@@ -34,21 +34,24 @@ public final class PendingDeletes: Sendable {
         self.state = Mutex(state)
     }
 
-    /// No delete pending, no folder being deleted: `hides` is false for every path.
-    var hidesNothing: Bool { state.withLock { $0.byPath.isEmpty && $0.aside.isEmpty } }
-
     /// Whether a path, or a folder above it, has a delete pending (or is a folder being deleted).
     public func hides(_ pathLower: String) -> Bool {
+        state.withLock { Self.hides(pathLower, $0) }
+    }
+
+    /// `nodes` less those `hides` hides (one look at the state for a whole listing).
+    func visible(_ nodes: [Node]) -> [Node] {
         state.withLock { state in
-            if state.byPath.isEmpty && state.aside.isEmpty { return false }
-            var path = Substring(pathLower)
-            while !path.isEmpty {
-                let key = String(path)
-                if state.byPath[key] != nil || state.aside.contains(key) { return true }
-                guard let slash = path.lastIndex(of: "/") else { return false }
-                path = path[..<slash]
-            }
-            return false
+            if state.byPath.isEmpty && state.aside.isEmpty { return nodes }
+            return nodes.filter { !Self.hides($0.pathLower, state) }
+        }
+    }
+
+    private static func hides(_ pathLower: String, _ state: State) -> Bool {
+        if state.byPath.isEmpty && state.aside.isEmpty { return false }
+        return Node.selfAndAncestors(pathLower).contains { key in
+            let key = String(key)
+            return state.byPath[key] != nil || state.aside.contains(key)
         }
     }
 
@@ -69,18 +72,17 @@ public final class PendingDeletes: Sendable {
         signal.notify()
     }
 
-    /// Whether a delete is pending at, above or below any of `paths`.
+    /// Whether a delete is pending at, above or below any of `paths`. Asked before every
+    /// upload batch (up to 1,000 paths) with up to thousands pending: each side walks its own
+    /// ancestors, instead of every pair being compared.
     func touches(_ paths: [String]) -> Bool {
         state.withLock { state in
             if state.byPath.isEmpty { return false }
-            return state.byPath.keys.contains { pending in
-                paths.contains { path in Self.isAt(orUnder: pending, path) || Self.isAt(orUnder: path, pending) }
-            }
+            let asked = Set(paths)
+            if asked.contains("") { return true }  // everything is below the root
+            let atOrBelow = paths.contains { path in Node.selfAndAncestors(path).contains { state.byPath[String($0)] != nil } }
+            return atOrBelow || state.byPath.keys.contains { pending in Node.selfAndAncestors(pending).contains { asked.contains(String($0)) } }
         }
-    }
-
-    static func isAt(orUnder folder: String, _ path: String) -> Bool {
-        folder.isEmpty || path == folder || (path.hasPrefix(folder) && path.utf8.dropFirst(folder.utf8.count).first == UInt8(ascii: "/"))
     }
 
     /// Every pending delete, oldest first.

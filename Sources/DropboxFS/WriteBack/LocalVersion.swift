@@ -146,10 +146,7 @@ final class LocalVersion: @unchecked Sendable {
     var name: String { String(path[path.index(after: path.lastIndex(of: "/")!)...]) }
 
     /// Whether this version sits at `pathLower` or anywhere below it.
-    func isAt(orUnder prefix: String) -> Bool {
-        let lower = pathLower
-        return lower == prefix || lower.hasPrefix(prefix + "/")
-    }
+    func isAt(orUnder prefix: String) -> Bool { Node.isAt(pathLower, orUnder: prefix) }
 
     /// The revision a version made from this one replaces.
     var revisionForNext: String? { committedRev ?? baseRev }

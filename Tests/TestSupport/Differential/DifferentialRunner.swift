@@ -221,10 +221,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
               !open.contains(where: { (try? local.fstat($0.local).get())?.inode == status.inode }) else {
             return false
         }
-        if case .success(let fd) = tested.open(t, O_RDONLY) {
-            _ = tested.fsync(fd)
-            _ = tested.close(fd)
-        }
+        syncTested(t)
         return true
     }
 
@@ -261,10 +258,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         }
         // A removal here of the name taken goes first (fsync of its folder), as our own
         // pending upload does: the name is free here, but not on Dropbox until then.
-        if case .success(let fd) = tested.open(PathText.parent(tt), O_RDONLY) {
-            _ = tested.fsync(fd)
-            _ = tested.close(fd)
-        }
+        syncTested(PathText.parent(tt))
         let client = self.client, remote = (remoteRoot + "/" + Step.paths[from], remoteRoot + "/" + Step.paths[to])
         try blocking { _ = try await client.rpc(Routes.move, RelocationArgument(from: remote.0, to: remote.1)) }
         _ = local.rename(lf, lt)
@@ -297,16 +291,18 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             for name in (try? tested.list(path).get()) ?? [] {
                 let child = path + "/" + name
                 if (try? tested.stat(child).get())?.isDirectory == true { walk(child); continue }
-                guard case .success(let fd) = tested.open(child, O_RDONLY) else { continue }
-                _ = tested.fsync(fd)
-                _ = tested.close(fd)
+                syncTested(child)
             }
         }
         walk(testedRoot)
-        if case .success(let fd) = tested.open(testedRoot, O_RDONLY) {
-            _ = tested.fsync(fd)
-            _ = tested.close(fd)
-        }
+        syncTested(testedRoot)
+    }
+
+    /// fsync of a file or folder on the tested side (a folder: its removals), if it opens.
+    private func syncTested(_ path: String) {
+        guard case .success(let fd) = tested.open(path, O_RDONLY) else { return }
+        _ = tested.fsync(fd)
+        _ = tested.close(fd)
     }
 
     /// Every entry below a root: name, type, size, and a hash of each file's bytes.
