@@ -49,11 +49,26 @@ final class RequestBody {
         return bytes
     }
 
-    /// Streams the rest of the body into `fd` at `offset`, feeding `hashers`; returns the count.
-    func write(to fd: Int32, at offset: Int64, hashers: [ContentHasher]) async throws -> Int64 {
+    /// Streams `first` (a chunk already read) and the rest of the body into the file at `path`
+    /// from `offset`, feeding `hashers`; returns the count. The file is opened (made if
+    /// missing) at the first byte: an empty body touches no file, so an empty upload leaves
+    /// no inode to delete on the disk the tests share with the mount's cache.
+    func write(toFile path: String, at offset: Int64, hashers: [ContentHasher], first: ByteBuffer? = nil,
+               truncate: Bool = false) async throws -> Int64 {
+        var fd: Int32 = -1
+        defer { if fd >= 0 { close(fd) } }
         var position = offset
-        while let chunk = try await next() {
-            position += try Self.write(chunk, to: fd, at: position, hashers: hashers)
+        var chunk = first
+        if chunk == nil { chunk = try await next() }
+        while let current = chunk {
+            if current.readableBytes > 0 {
+                if fd < 0 {
+                    fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0o600)
+                    guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                }
+                position += try Self.write(current, to: fd, at: position, hashers: hashers)
+            }
+            chunk = try await next()
         }
         return position - offset
     }

@@ -156,11 +156,7 @@ extension Emulator {
         if let running = grant.runningHash { hashers.append(running) }
         var count: Int64 = 0
         do {
-            let fd = open(grant.file.path, O_WRONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            defer { Foundation.close(fd) }
-            if let firstChunk { count += try RequestBody.write(firstChunk, to: fd, at: grant.offset, hashers: hashers) }
-            count += try await call.body.write(to: fd, at: grant.offset + count, hashers: hashers)
+            count = try await call.body.write(toFile: grant.file.path, at: grant.offset, hashers: hashers, first: firstChunk)
         } catch {
             namespace.endAppendFailed(grant)
             throw error

@@ -108,12 +108,9 @@ extension Emulator {
         }
     }
 
-    /// Streams the request body into `file` at `offset`.
+    /// Streams the request body into `file` at `offset` (no file is made for an empty body).
     static func receive(_ body: RequestBody, into file: URL, at offset: Int64, hashers: [ContentHasher], truncate: Bool) async throws -> Int64 {
-        let fd = open(file.path, O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0o600)
-        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-        defer { close(fd) }
-        return try await body.write(to: fd, at: offset, hashers: hashers)
+        try await body.write(toFile: file.path, at: offset, hashers: hashers, truncate: truncate)
     }
 }
 
