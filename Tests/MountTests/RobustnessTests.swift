@@ -21,6 +21,38 @@ struct RobustnessTests {
         }
     }
 
+    /// libfuse's workers serve request after request on the session's one /dev/fuse
+    /// descriptor. The loop's settings once went to libfuse's 3.2 entry point, which read
+    /// them as its old struct (clone_fd on, no idle worker kept): nearly every request then
+    /// started a thread that opened /dev/fuse again, and it exited once idle.
+    @Test func requestsAreServedByLastingWorkersOnOneDescriptor() async throws {
+        try await MountFixture.with { m in
+            let daemon = try #require(m.daemonPIDs().first)
+            // Four processes keep the mount busy while the script samples the daemon's
+            // /dev/fuse descriptors; it prints the most seen at once and the sample count.
+            let sampled = try await m.sh("""
+                finished=$(mktemp -u)
+                (
+                    for p in 1 2 3 4; do (for i in $(seq 1 300); do stat "$M/README.txt"; ls "$M"; done >/dev/null) & done
+                    wait; touch "$finished"
+                ) &
+                most=0; samples=0
+                while [ ! -e "$finished" ]; do
+                    n=$(ls -l /proc/\(daemon)/fd | grep -c /dev/fuse)
+                    [ "$n" -gt "$most" ] && most=$n
+                    samples=$((samples + 1))
+                done
+                rm -f "$finished"
+                echo "$most $samples"
+                """)
+            let figures = sampled.stdout.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+            #expect(figures.count == 2, "\(sampled.stdout) \(sampled.stderr)")
+            let most = figures.first ?? 0, samples = figures.last ?? 0
+            #expect(samples > 10)
+            #expect(most == 1, "the daemon held \(most) /dev/fuse descriptors at once")
+        }
+    }
+
     @Test func blockCacheStaysUnderItsLimit() async throws {
         try await MountFixture.with(seeds: ["big=48M"], options: ["cache_size=8M"]) { m in
             let sum = try await m.sh("sha256sum \"$M/big.bin\" | cut -c1-64")

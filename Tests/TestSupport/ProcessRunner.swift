@@ -45,7 +45,7 @@ public enum ProcessRunner {
         let exited = AsyncStream<Void> { continuation in
             process.terminationHandler = { _ in continuation.yield(); continuation.finish() }
         }
-        try process.run()
+        try await spawnWithNoSignalsBlocked(process)
         let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
         async let stdout = readAll(out.fileHandleForReading)
@@ -59,6 +59,26 @@ public enum ProcessRunner {
     /// Runs a shell command line (for pipelines such as `ls -lR | wc -l`).
     public static func shell(_ command: String, environment: [String: String] = [:], timeout: Double = 120) async throws -> Result {
         try await run("/bin/sh", ["-c", command], environment: environment, timeout: timeout)
+    }
+
+    /// Starts `process` from a thread that blocks no signal, since a child inherits the mask
+    /// of the thread that spawns it: Dispatch's worker threads block SIGCHLD and SIGTERM, so a
+    /// shell started from one hung in `wait` (it never learnt its children ended) and
+    /// ignored the watchdog's SIGTERM.
+    private static func spawnWithNoSignalsBlocked(_ process: Process) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            Thread {
+                var none = sigset_t()
+                sigemptyset(&none)
+                pthread_sigmask(SIG_SETMASK, &none, nil)
+                do {
+                    try process.run()
+                    continuation.resume()
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }.start()
+        }
     }
 
     private static func readAll(_ handle: FileHandle) async -> Data {
