@@ -1,5 +1,5 @@
-/// `files/create_folder_v2`, `files/delete_v2`, `files/delete_batch`, `files/move_v2` and
-/// `files/copy_v2`.
+/// `files/create_folder_v2`, `files/create_folder_batch`, `files/delete_v2`,
+/// `files/delete_batch`, `files/move_v2` and `files/copy_v2`.
 extension Emulator {
     func createFolder(_ call: RouteCall) throws -> JSON {
         let args = try call.args()
@@ -12,6 +12,36 @@ extension Emulator {
         }
         return .object([("metadata", folder.metadata(tagged: false))])
     }
+
+    /// `files/create_folder_batch`: up to 10,000 folders, each made or failing on its own.
+    /// Answered `complete` at once, or as a job for `create_folder_batch/check` with
+    /// `force_async`.
+    func createFolderBatch(_ call: RouteCall) throws -> JSON {
+        let args = try call.args()
+        let rawPaths = try args.list("paths")
+        let autorename = try args.bool("autorename")
+        let forceAsync = try args.bool("force_async")
+        try args.finish()
+        guard rawPaths.count <= Self.maximumFolderBatchEntries else { throw args.failure("'paths': at most 10000 paths") }
+        let paths = try rawPaths.map { raw -> PathArgument in
+            guard let text = raw.stringValue else { throw args.failure("'paths': expected strings") }
+            return try PathArgument.parse(text, field: "paths", allowRoot: false, allowID: false)
+        }
+        let results = paths.map { path -> JSON in
+            do {
+                let folder = try namespace.createFolder(try namespace.resolve(path), autorename: autorename)
+                return .tagged("success", [("metadata", folder.metadata(tagged: false))])
+            } catch let failure as NamespaceFailure {
+                return .tagged("failure", [("failure", .tagged("path", [("path", RouteErrors.writeJSON(failure))]))])
+            } catch {
+                return .tagged("failure", [("failure", .tagged("other"))])
+            }
+        }
+        if forceAsync { return .tagged("async_job_id", [("async_job_id", .string(batchJobs.store(results)))]) }
+        return .tagged("complete", [("entries", .array(results))])
+    }
+
+    static let maximumFolderBatchEntries = 10_000
 
     func delete(_ call: RouteCall) throws -> JSON {
         let args = try call.args()

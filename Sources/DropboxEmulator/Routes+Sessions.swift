@@ -113,7 +113,7 @@ extension Emulator {
         return .tagged("async_job_id", [("async_job_id", .string(job))])
     }
 
-    /// `finish_batch/check` and `delete_batch/check`: the results of a job (every job is done
+    /// `finish_batch/check`, `delete_batch/check` and `create_folder_batch/check`: the results of a job (every job is done
     /// by the time it is answered).
     func checkBatchJob(_ call: RouteCall) throws -> JSON {
         let args = try call.args()

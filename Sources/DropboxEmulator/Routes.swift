@@ -68,6 +68,8 @@ enum Routes {
         "files/list_folder/longpoll": RouteSpec(style: .rpc { try await $0.emulator.longpoll($0) }, needsAuth: false),
         "files/create_folder_v2": RouteSpec(style: .rpc { try $0.emulator.createFolder($0) }),
         "files/delete_v2": RouteSpec(style: .rpc { try $0.emulator.delete($0) }),
+        "files/create_folder_batch": RouteSpec(style: .rpc { try $0.emulator.createFolderBatch($0) }),
+        "files/create_folder_batch/check": RouteSpec(style: .rpc { try $0.emulator.checkBatchJob($0) }),
         "files/delete_batch": RouteSpec(style: .rpc { try $0.emulator.deleteBatch($0) }),
         "files/delete_batch/check": RouteSpec(style: .rpc { try $0.emulator.checkBatchJob($0) }),
         "files/move_v2": RouteSpec(style: .rpc { try $0.emulator.relocate($0, copy: false) }),

@@ -118,6 +118,36 @@ def test_delete_batch_each_entry_succeeds_or_fails_on_its_own(dbx, base):
     assert dbx.files_get_metadata(base + "/batch/b.txt").size == 10
 
 
+def test_create_folder_batch_makes_each_folder_or_says_why_not(dbx, base):
+    dbx.files_upload(b"a file", base + "/made/taken")
+    result = dbx.files_create_folder_batch([
+        base + "/made/new",
+        base + "/made/deep/er/still",  # parents made too
+        base + "/made/taken",  # a file there
+        base + "/made/new",  # made by the first entry
+    ])
+    assert result.is_complete()
+    first, deep, taken, again = result.get_complete().entries
+    assert first.is_success() and first.get_success().metadata.path_lower == (base + "/made/new").lower()
+    assert isinstance(first.get_success().metadata, FolderMetadata)
+    assert deep.is_success()
+    assert isinstance(dbx.files_get_metadata(base + "/made/deep/er"), FolderMetadata)
+    assert taken.is_failure() and taken.get_failure().is_path() and taken.get_failure().get_path().is_conflict()
+    assert taken.get_failure().get_path().get_conflict().is_file()
+    assert again.is_failure() and again.get_failure().get_path().get_conflict().is_folder()
+
+
+def test_create_folder_batch_as_a_job(dbx, base):
+    launch = dbx.files_create_folder_batch([base + "/job/one", base + "/job/two"], force_async=True)
+    assert launch.is_async_job_id()
+    status = dbx.files_create_folder_batch_check(launch.get_async_job_id())
+    while status.is_in_progress():
+        time.sleep(0.05)
+        status = dbx.files_create_folder_batch_check(launch.get_async_job_id())
+    assert status.is_complete()
+    assert [entry.get_success().metadata.name for entry in status.get_complete().entries] == ["one", "two"]
+
+
 def test_delete_batch_check_of_an_unknown_job(dbx):
     with pytest.raises(dbx_exc.ApiError) as ei:
         dbx.files_delete_batch_check("dbjid:no-such-job")

@@ -48,5 +48,10 @@ public enum Routes {
     /// be gone), so a delete already done answers `not_found`, never deletes something newer.
     public static let deleteBatch = Route<DeleteBatchArgument, DeleteBatchLaunch, NoRouteError>("files/delete_batch")
     public static let deleteBatchCheck = Route<AsyncJobArgument, DeleteBatchJobStatus, NoRouteError>("files/delete_batch/check")
+    /// Sent again after an unknown outcome: a folder made by the first try answers
+    /// `conflict/folder`, which the caller takes as made.
+    public static let createFolderBatch = Route<CreateFolderBatchArgument, CreateFolderBatchLaunch, NoRouteError>("files/create_folder_batch")
+    public static let createFolderBatchCheck = Route<AsyncJobArgument, CreateFolderBatchJobStatus, NoRouteError>(
+        "files/create_folder_batch/check")
     public static let copy = Route<RelocationArgument, MetadataResult, RelocationError>("files/copy_v2", retry: .notProcessed)
 }

@@ -20,7 +20,7 @@ final class DeleteSender: Sendable {
     let pending: PendingDeletes
     let calls: TreeCalls
     let store: MetadataStore
-    private let lastRound = Mutex<Task<Void, any Error>?>(nil)
+    private let rounds = QueuedRounds()
 
     init(pending: PendingDeletes, calls: TreeCalls, store: MetadataStore) {
         self.pending = pending
@@ -31,31 +31,10 @@ final class DeleteSender: Sendable {
     /// How long deletes wait for the next one before they go (`rm -r` removes a folder's
     /// files, then the folder: sent together, the files cost no request of their own).
     static let quiet: Duration = .milliseconds(200)
-    static let retry = RetryPolicy(baseDelay: 0.5, maxDelay: 30)
 
     /// Sends deletes until cancelled; failures wait and try again (the deletes stay queued).
     func run() async {
-        var failures = 0
-        while !Task.isCancelled {
-            let seen = pending.signal.generation
-            let count = pending.count
-            if count == 0 { await pending.signal.wait(after: seen); continue }
-            let (lastAdded, urgent) = pending.lastAddedAndUrgency
-            let waited = ContinuousClock.now - lastAdded
-            if !urgent && waited < Self.quiet && count < DropboxClient.deleteBatchLimit {
-                await pending.signal.wait(after: seen, timeout: Self.quiet - waited)
-                continue
-            }
-            do {
-                try await sendAll()
-                failures = 0
-            } catch {
-                if Task.isCancelled { return }
-                failures += 1
-                FuseLog.error("deletes not sent to Dropbox yet (\(error)); they stay queued and are tried again")
-                await pending.signal.wait(after: pending.signal.generation, timeout: Self.retry.wait(attempt: failures))
-            }
-        }
+        await rounds.run(pending, quiet: Self.quiet, batch: DropboxClient.deleteBatchLimit, what: "deletes") { try await self.sendRound() }
     }
 
     /// Sends the deletes at, above or below `paths` (and every other pending one with them)
@@ -65,18 +44,7 @@ final class DeleteSender: Sendable {
     }
 
     /// One round after those already running.
-    func sendAll() async throws {
-        let round: Task<Void, any Error> = lastRound.withLock { last in
-            let previous = last
-            let round = Task {
-                _ = try? await previous?.value
-                try await self.sendRound()
-            }
-            last = round
-            return round
-        }
-        try await round.value
-    }
+    func sendAll() async throws { try await rounds.sendAll { try await self.sendRound() } }
 
     private struct Outcome {
         var done: [QueuedDelete] = []

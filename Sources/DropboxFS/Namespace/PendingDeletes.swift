@@ -10,7 +10,7 @@ import Synchronization
 /// Order: whatever else reaches Dropbox at a path with a delete pending (an upload, a mkdir,
 /// a move) first has the deletes sent (`DeleteSender.send(touching:)`). Deletes of distinct
 /// paths commute among themselves.
-public final class PendingDeletes: Sendable {
+public final class PendingDeletes: RoundQueue {
     let queue: UploadQueue
     let signal = ChangeSignal()
     private let state: Mutex<State>
@@ -21,8 +21,6 @@ public final class PendingDeletes: Sendable {
         /// Hidden names folders take on Dropbox while their delete is checked: hidden too.
         var aside: Set<String> = []
         var lastAdded = ContinuousClock.now
-        /// Something waits for the deletes (an unmount, an fsync of a folder).
-        var urgent = false
     }
 
     /// Takes up the deletes a previous mount left.
@@ -72,31 +70,16 @@ public final class PendingDeletes: Sendable {
         signal.notify()
     }
 
-    /// Whether a delete is pending at, above or below any of `paths`. Asked before every
-    /// upload batch (up to 1,000 paths) with up to thousands pending: each side walks its own
-    /// ancestors, instead of every pair being compared.
-    func touches(_ paths: [String]) -> Bool {
-        state.withLock { state in
-            if state.byPath.isEmpty { return false }
-            let asked = Set(paths)
-            if asked.contains("") { return true }  // everything is below the root
-            let atOrBelow = paths.contains { path in Node.selfAndAncestors(path).contains { state.byPath[String($0)] != nil } }
-            return atOrBelow || state.byPath.keys.contains { pending in Node.selfAndAncestors(pending).contains { asked.contains(String($0)) } }
-        }
-    }
+    /// Whether a delete is pending at, above or below any of `paths`.
+    func touches(_ paths: [String]) -> Bool { state.withLock { Node.anyTouches(paths, pending: $0.byPath) } }
 
     /// Every pending delete, oldest first.
     var all: [QueuedDelete] { state.withLock { $0.byPath.values.sorted { $0.id < $1.id } } }
 
     public var count: Int { state.withLock { $0.byPath.count } }
 
-    /// When the newest delete was added, and whether something waits for them all.
-    var lastAddedAndUrgency: (ContinuousClock.Instant, Bool) { state.withLock { ($0.lastAdded, $0.urgent) } }
-
-    func setUrgent(_ urgent: Bool) {
-        state.withLock { $0.urgent = urgent }
-        signal.notify()
-    }
+    /// When the newest delete was added.
+    var lastAdded: ContinuousClock.Instant { state.withLock { $0.lastAdded } }
 
     /// Deletes Dropbox has done, or refused for good: they leave the queue and the view.
     func finished(_ records: [QueuedDelete]) throws {

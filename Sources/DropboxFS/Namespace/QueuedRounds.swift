@@ -1,0 +1,76 @@
+import DropboxAPI
+import Foundation
+import Synchronization
+
+/// What a queue of namespace changes answered here (removals, new folders) tells the loop
+/// that sends it: how much is pending, and when the last one came.
+protocol RoundQueue: Sendable {
+    var signal: ChangeSignal { get }
+    var count: Int { get }
+    var lastAdded: ContinuousClock.Instant { get }
+}
+
+/// Sends a queue's changes to Dropbox in rounds, one at a time and in order: in the
+/// background once changes stop coming for `quiet` (or `batch` are pending), and at once
+/// when something waits for them (`sendAll`: an unmount, an fsync of a folder). A round takes everything pending when it
+/// starts, so changes queued together cost a request or a few, not one each.
+///
+/// `round` sends what is pending; it throws if some of it must be tried again.
+final class QueuedRounds: Sendable {
+    private let lastRound = Mutex<Task<Void, any Error>?>(nil)
+
+    static let retry = RetryPolicy(baseDelay: 0.5, maxDelay: 30)
+
+    /// Sends rounds until cancelled; a failed round waits and is tried again (its changes
+    /// stay queued). `what` names the changes in the log.
+    func run(_ queue: some RoundQueue, quiet: Duration, batch: Int, what: String,
+             round: @escaping @Sendable () async throws -> Void) async {
+        var failures = 0
+        while !Task.isCancelled {
+            let seen = queue.signal.generation
+            let count = queue.count
+            if count == 0 { await queue.signal.wait(after: seen); continue }
+            let waited = ContinuousClock.now - queue.lastAdded
+            if waited < quiet && count < batch {
+                await queue.signal.wait(after: seen, timeout: quiet - waited)
+                continue
+            }
+            do {
+                try await sendAll(round)
+                failures = 0
+            } catch {
+                if Task.isCancelled { return }
+                failures += 1
+                FuseLog.error("\(what) not sent to Dropbox yet (\(error)); they stay queued and are tried again")
+                await queue.signal.wait(after: queue.signal.generation, timeout: Self.retry.wait(attempt: failures))
+            }
+        }
+    }
+
+    /// One round, after those already running.
+    func sendAll(_ round: @escaping @Sendable () async throws -> Void) async throws {
+        let next: Task<Void, any Error> = lastRound.withLock { last in
+            let previous = last
+            let next = Task {
+                _ = try? await previous?.value
+                try await round()
+            }
+            last = next
+            return next
+        }
+        try await next.value
+    }
+}
+
+extension Node {
+    /// Whether any of `pending` (keys of queued changes) lies at, above or below any of
+    /// `paths`. Asked before every upload batch (up to 1,000 paths) with up to thousands
+    /// pending: each side walks its own ancestors, instead of every pair being compared.
+    static func anyTouches(_ paths: [String], pending: [String: some Any]) -> Bool {
+        if pending.isEmpty { return false }
+        let asked = Set(paths)
+        if asked.contains("") { return true }  // everything is below the root
+        let atOrBelow = paths.contains { path in selfAndAncestors(path).contains { pending[String($0)] != nil } }
+        return atOrBelow || pending.keys.contains { key in selfAndAncestors(key).contains { asked.contains(String($0)) } }
+    }
+}
