@@ -3,56 +3,29 @@ import Foundation
 
 /// Tree operations that need no file content: mkdir, rmdir, unlink, rename.
 ///
-/// unlink and rmdir are answered here: the delete is queued durably and hidden from the view
-/// at once (`PendingDeletes`), and goes to Dropbox in the background, batched (`DeleteSender`).
-/// mkdir and rename are one Dropbox call each (`create_folder_v2`, `move_v2`), after any
-/// pending delete where they act; then the store catches up with the account's changes
-/// before the kernel is answered, so the next lookup sees the result and changes are applied
-/// in Dropbox's order (applying our result directly could be undone by an older change the
-/// watcher had not applied yet).
+/// mkdir, unlink and rmdir are answered here: the change is queued durably and shows in the
+/// view at once (`PendingFolders`, `PendingDeletes`), and goes to Dropbox in the background,
+/// batched (`FolderSender`, `DeleteSender`). A rename of what Dropbox holds is one call
+/// (`move_v2`), after the new folders and removals pending where it acts; then the store
+/// catches up with the account's changes before the kernel is answered, so the next lookup
+/// sees the result and changes are applied in Dropbox's order (applying our result directly
+/// could be undone by an older change the watcher had not applied yet).
 ///
 /// Files with local versions not yet uploaded take part: a delete drops them, a rename takes
 /// them along (a file that exists only here is renamed here alone). Both run `holding` the
 /// paths, so no upload starts there meanwhile and none under way is overtaken.
 extension DropboxFileSystem {
+    /// mkdir, answered once the folder is queued: it shows at once, and reaches Dropbox when
+    /// `FolderSender` sends it (after any removal pending at its name).
     public func makeDirectory(parent: UInt64, name: String) async throws -> (UInt64, Node) {
         if options.readOnly { throw FSError.readOnly }
         let parentPath = try await listedFolder(parent)
         try Self.checkName(name)
         if try childIgnoringCase(of: parentPath, named: name) != nil { throw FSError.exists }
-        let path = parentPath + "/" + name, pathLower = Node.child(parentPath, name)
-        try await deleteSender.send(touching: [pathLower])  // rmdir x; mkdir x
-        let (node, madeHere) = try await store.makingFolder(pathLower) {
-            let (created, madeHere) = try await watcher.changingOwn([(pathLower, .subtree)]) {
-                try await client.settle(check: { try await self.client.metadataIfExists(path).flatMap(\.folderMetadata).map { ($0, true) } }) {
-                    try await createFolder(path, name: name)
-                }
-            }
-            guard let node = Node(.folder(created)) else { throw FSError.io("create_folder_v2 returned no folder") }
-            // Expected under our lower-casing already; Dropbox's may differ (non-ASCII letters).
-            if node.pathLower != pathLower { watcher.expectOwn(node.pathLower, .subtree) }
-            await watcher.catchUp(after: [.folder(created)])
-            return (node, madeHere)
-        }
-        // Made here: known to be empty. Found made: listed when first needed.
-        try store.insert(node, listedEmpty: madeHere)
-        return (inodes.inode(for: node.pathLower), node)
-    }
-
-    /// create_folder_v2; true with the folder if this call made it. A folder of exactly this
-    /// name that another client made since the store last heard from Dropbox (an upload into
-    /// it makes it too) is taken as made by this mkdir, which ran at the same moment: the
-    /// name is there at once for what comes next, as it is after a mkdir that succeeds. (The
-    /// kernel keeps the negative entry of a mkdir answered EEXIST, so `tar x` creating files
-    /// in it right after got ENOENT until the change feed told the kernel otherwise.)
-    private func createFolder(_ path: String, name: String) async throws -> (FolderMetadata, Bool) {
-        do {
-            return (try await client.rpc(Routes.createFolder, CreateFolderArgument(path: path)).metadata, true)
-        } catch let error as CallError<PathWriteError> {
-            guard case .route(.path(.conflict(.folder)), _, _, _) = error,
-                  let there = try await client.metadataIfExists(path)?.folderMetadata, there.name == name else { throw error }
-            return (there, false)
-        }
+        let pathLower = Node.child(parentPath, name)
+        try folders.add(path: parentPath + "/" + name)
+        guard let node = folders.node(pathLower) else { throw FSError.io("mkdir \(pathLower): not queued") }
+        return (inodes.inode(for: pathLower), node)
     }
 
     /// unlink (a file) or rmdir (an empty folder), answered once the delete is queued: the
@@ -68,6 +41,11 @@ extension DropboxFileSystem {
             try await requireEmpty(node)  // a quick refusal; `deleteEmptyFolder` makes sure
         } else if node.isFolder {
             throw FSError.isDirectory
+        }
+        // A new folder not sent yet is taken back (no request); one being sent is removed
+        // from Dropbox once it is there.
+        if folder, folders.isPending(node.pathLower), try !folders.takeBack(node.pathLower) {
+            try await folderSender.send(touching: [node.pathLower])
         }
         try await writeBack.holding([node.pathLower]) {
             adoptRemoteHandles(at: node.pathLower)
@@ -130,8 +108,13 @@ extension DropboxFileSystem {
         } else if source.name == newName && fromParent == toParent {
             return  // the same name: nothing to do
         }
-        // A move on Dropbox takes along what is below the source: deletes pending there go first.
-        if try remoteNode(source.pathLower) != nil { try await deleteSender.send(touching: [source.pathLower, targetLower]) }
+        // A move on Dropbox takes along what is below the source, and needs it there: new
+        // folders at either end are made first, removals pending there are sent first. A
+        // file only here is renamed here alone.
+        if try remoteNode(source.pathLower) != nil || folders.isPending(source.pathLower) || folders.isPending(targetLower) {
+            try await folderSender.send(touching: [source.pathLower, targetLower])
+            try await deleteSender.send(touching: [source.pathLower, targetLower])
+        }
         try await writeBack.holding([source.pathLower, targetLower]) {
             if target != nil { adoptRemoteHandles(at: targetLower) }
             let remoteSource = try remoteNode(source.pathLower)
@@ -145,6 +128,8 @@ extension DropboxFileSystem {
                     if !deleted { try await moveAside(remoteTarget) }
                 }
             }
+            // A folder is on Dropbox by now (sent above), or could not be made there.
+            if remoteSource == nil && source.isFolder { throw FSError.io("rename: \(source.pathLower) is not on Dropbox") }
             guard remoteSource != nil else {
                 // The file exists only here: it is renamed here, and its upload goes to the
                 // new name, replacing what Dropbox holds there.

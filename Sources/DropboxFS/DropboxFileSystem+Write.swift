@@ -92,9 +92,11 @@ extension DropboxFileSystem {
     }
 
     /// fsync of a folder: returns once every closed file at or below it is on Dropbox (its
-    /// entries there, as a disk's fsync of a folder makes its entries durable).
+    /// entries there, as a disk's fsync of a folder makes its entries durable), and every
+    /// folder made or removed there.
     public func syncFolder(_ inode: UInt64) async throws {
         guard let path = inodes.path(of: inode) else { return }
+        try await folderSender.send(touching: [path])
         try await deleteSender.send(touching: [path])
         try await writeBack.sync(folder: path)
     }
@@ -112,6 +114,7 @@ extension DropboxFileSystem {
             throw FSError.notSupported
         }
         let targetPath = targetVersion.path
+        try await folderSender.send(touching: [targetVersion.pathLower])
         try await deleteSender.send(touching: [targetVersion.pathLower])
         return try await writeBack.holding([targetVersion.pathLower]) {
             // Dropbox's copy cannot replace: an older file at the target goes first.

@@ -35,6 +35,9 @@ public final class DropboxFileSystem: Sendable {
     /// unlinks and rmdirs answered here, and their way to Dropbox.
     public let deletes: PendingDeletes
     let deleteSender: DeleteSender
+    /// mkdirs answered here, and their way to Dropbox.
+    public let folders: PendingFolders
+    let folderSender: FolderSender
     let tree: TreeCalls
     public let options: Options
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
@@ -62,7 +65,10 @@ public final class DropboxFileSystem: Sendable {
         self.tree = tree
         self.deletes = try PendingDeletes(queue: queue)
         self.deleteSender = DeleteSender(pending: deletes, calls: tree, store: store)
-        self.uploader = Uploader(writeBack: writeBack, client: client, watcher: watcher, store: store, deletes: deleteSender) { pathLower, lineage, contentHash in
+        self.folders = try PendingFolders(queue: queue, store: store)
+        self.folderSender = FolderSender(pending: folders, deletes: deleteSender, calls: tree)
+        self.uploader = Uploader(writeBack: writeBack, client: client, watcher: watcher, store: store, deletes: deleteSender,
+                                 folders: folderSender) { pathLower, lineage, contentHash in
             if let inode = inodes.existing(pathLower) { pages.uploaded(inode, lineage: lineage, contentHash: contentHash) }
         }
         self.options = options
@@ -107,7 +113,7 @@ public final class DropboxFileSystem: Sendable {
 
     func node(at pathLower: String) throws -> Node? {
         if let local = writeBack.overlay(pathLower) { return local }
-        return try remoteNode(pathLower)
+        return try remoteNode(pathLower) ?? folders.node(pathLower)
     }
 
     /// What Dropbox holds at a path as the mount shows it: the store's node, unless a delete
@@ -126,8 +132,9 @@ public final class DropboxFileSystem: Sendable {
 
     /// The entry Dropbox would take `name` for (it folds case): what a new name collides with.
     func childIgnoringCase(of folderLower: String, named name: String) throws -> Node? {
-        if let local = writeBack.overlay(Node.child(folderLower, name)) { return local }
-        return try store.child(of: folderLower, named: name).flatMap { deletes.hides($0.pathLower) ? nil : $0 }
+        let key = Node.child(folderLower, name)
+        if let local = writeBack.overlay(key) { return local }
+        return try store.child(of: folderLower, named: name).flatMap { deletes.hides($0.pathLower) ? nil : $0 } ?? folders.node(key)
     }
 
     /// A lookup answered from the store alone, when the parent folder is listed there; nil
@@ -156,12 +163,14 @@ public final class DropboxFileSystem: Sendable {
     }
 
     /// A listed folder's children as the mount shows them: Dropbox's, less pending deletes,
-    /// with local versions over them.
+    /// with new folders beside them and local versions over them.
     func visibleChildren(_ folderLower: String) throws -> [Node] {
         let remote = deletes.visible(try store.children(folderLower))
+        let made = folders.children(of: folderLower)
         let local = writeBack.overlayChildren(folderLower)
-        if local.isEmpty { return remote }
+        if local.isEmpty && made.isEmpty { return remote }
         var byPath = Dictionary(remote.map { ($0.pathLower, $0) }) { first, _ in first }
+        for node in made where byPath[node.pathLower] == nil { byPath[node.pathLower] = node }
         for node in local { byPath[node.pathLower] = node }
         return byPath.values.sorted { $0.pathLower < $1.pathLower }
     }
@@ -170,6 +179,9 @@ public final class DropboxFileSystem: Sendable {
     /// callers for one folder share one listing.
     func ensureListed(_ folderLower: String) async throws {
         if try store.isListed(folderLower) { return }
+        // Made here, not on Dropbox yet: empty there. (Listed when made; a removal of the
+        // name before it, reaching the store, unlisted it.)
+        if folders.isPending(folderLower) { return try store.markListed(folderLower) }
         let task: Task<Void, any Error> = listings.withLock { running in
             if let existing = running[folderLower] { return existing }
             let task = Task { [client, store] in

@@ -15,10 +15,11 @@ public final class MetadataStore: @unchecked Sendable {
     /// entry's attributes. Emptied by every write.
     private var nodeCache: [String: Node?] = [:]
     private var listedCache: [String: Bool] = [:]
-    /// Folders this mount's mkdir is making (a count per path): such a folder is empty when
-    /// made, so when its entry comes through the change feed it counts as listed at once and
-    /// the children another client puts there right after are kept. Dropped as children of
-    /// a folder not yet listed, they were missing from it until they changed again.
+    /// Folders this mount's mkdir made and Dropbox may not have yet (a count per path): such
+    /// a folder is empty when made, so when its entry comes through the change feed it counts
+    /// as listed at once, and the children put there right after (uploads from here, another
+    /// client's files) are kept. Dropped as children of a folder not yet listed, they were
+    /// missing from it until they changed again.
     private var foldersBeingMade: [String: Int] = [:]
 
     public init(path: String) throws {
@@ -142,17 +143,36 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
-    /// Runs `body`, a mkdir of `pathLower`, with the folder counted as listed as soon as the
-    /// change feed brings it (see `foldersBeingMade`).
-    public func makingFolder<T>(_ pathLower: String, _ body: () async throws -> T) async rethrows -> T {
-        lock.withLock { foldersBeingMade[pathLower, default: 0] += 1 }
-        defer {
-            lock.withLock {
-                let left = foldersBeingMade[pathLower, default: 1] - 1
-                foldersBeingMade[pathLower] = left > 0 ? left : nil
+    /// A folder mkdir made here, not yet on Dropbox or being made there: it counts as listed
+    /// and empty now, and again when its entry comes through the change feed (a removal of
+    /// the name before it unlists it), so what lands in it meanwhile is kept.
+    public func beginMakingFolder(_ pathLower: String) throws {
+        try lock.withLock {
+            foldersBeingMade[pathLower, default: 0] += 1
+            forgetCachedLocked()
+            try markListedLocked(pathLower)
+        }
+    }
+
+    /// Counts a folder as listed with the children the store has (a folder made here).
+    public func markListed(_ folderLower: String) throws {
+        try lock.withLock {
+            forgetCachedLocked()
+            try markListedLocked(folderLower)
+        }
+    }
+
+    /// The folder is on Dropbox and the store has caught up (or it was taken back: then it
+    /// is no longer listed either).
+    public func endMakingFolder(_ pathLower: String, takenBack: Bool) throws {
+        try lock.withLock {
+            let left = foldersBeingMade[pathLower, default: 1] - 1
+            foldersBeingMade[pathLower] = left > 0 ? left : nil
+            if takenBack {
+                forgetCachedLocked()
+                try db.run("DELETE FROM listed WHERE path_lower = ?", [.text(pathLower)])
             }
         }
-        return try await body()
     }
 
     /// Records a node created or moved here by the mount itself. A folder made here is known

@@ -181,6 +181,7 @@ struct StatusReporter: Sendable {
             },
             "uploaded_files": prepared.fs.writeBack.uploadedFiles,
             "deletes_queued": prepared.fs.deletes.count,
+            "folders_queued": prepared.fs.folders.count,
             "set_aside": prepared.fs.writeBack.setAside,
         ]
         guard let path = file, let data = try? JSONSerialization.data(withJSONObject: report, options: [.sortedKeys]) else { return }

@@ -42,6 +42,7 @@ struct StatusCommand: AsyncParsableCommand {
                     if let failure = upload["failure"] as? String { line += ": \(failure)" }
                     print(line)
                 }
+                print("  new folders \(int("folders_queued")) not yet made on Dropbox")
                 print("  removals    \(int("deletes_queued")) not yet sent to Dropbox")
                 for line in report["set_aside"] as? [String] ?? [] { print("  set aside   \(line)") }
             }

@@ -76,6 +76,7 @@ public final class UploadQueue: @unchecked Sendable {
         if !columns.contains("flushed") { try db.execute("ALTER TABLE uploads ADD COLUMN flushed INTEGER NOT NULL DEFAULT 0") }
         if !columns.contains("content_hash") { try db.execute("ALTER TABLE uploads ADD COLUMN content_hash TEXT") }
         try createDeletesTable()
+        try createFoldersTable()
     }
 
     /// This boot of the machine (Linux's random boot id; empty where there is none, which

@@ -21,16 +21,18 @@ public final class Uploader: Sendable {
     let store: MetadataStore
     /// Deletes pending where a file is committed go first (unlink, then a new file of that name).
     let deletes: DeleteSender
+    let folders: FolderSender
     let tuning: UploadTuning
     /// Hears (path, lineage, content hash) when the newest local version of a path is on
     /// Dropbox, before the change is seen (the kernel's pages of it may then stay).
     let uploaded: @Sendable (String, Int64, String) -> Void
     private let running = Mutex<(batches: Int, large: Int, early: Int)>((0, 0, 0))
 
-    init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore, deletes: DeleteSender,
+    init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore, deletes: DeleteSender, folders: FolderSender,
          uploaded: @escaping @Sendable (String, Int64, String) -> Void = { _, _, _ in }) {
         self.writeBack = writeBack
         self.deletes = deletes
+        self.folders = folders
         self.uploaded = uploaded
         self.client = client
         self.watcher = watcher
@@ -41,11 +43,12 @@ public final class Uploader: Sendable {
         self.tuning = tuning
     }
 
-    /// Uploads (and sends deletes) until cancelled.
+    /// Uploads (and sends new folders and deletes) until cancelled.
     public func run() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.writeBack.flushPeriodically() }
             group.addTask { await self.deletes.run() }
+            group.addTask { await self.folders.run() }
             var lastPass = ContinuousClock.now - UploadSchedule.passInterval
             while !Task.isCancelled {
                 let sinceLastPass = ContinuousClock.now - lastPass
@@ -96,20 +99,32 @@ public final class Uploader: Sendable {
     /// `WriteBack.pending` (the status file).
     public func drain() async -> Bool {
         await writeBack.sealAllForDrain()
-        var deletesSent = true
+        var namespaceSent = true
+        do { try await folders.sendAll() } catch {
+            FuseLog.error("new folders left for the next mount: \(folders.pending.count) (\(error))")
+            namespaceSent = false
+        }
         do { try await deletes.sendAll() } catch {
             FuseLog.error("deletes left for the next mount: \(deletes.pending.count) (\(error))")
-            deletesSent = false
+            namespaceSent = false
         }
         while true {
             let seen = writeBack.signal.generation
-            if writeBack.pending.isEmpty { return deletesSent }
+            if writeBack.pending.isEmpty { return namespaceSent }
             if writeBack.allFailedSinceDrain { return false }
             await writeBack.signal.wait(after: seen, timeout: .seconds(1))  // uploads notify; the timeout is a safety net
         }
     }
 
     // MARK: One job
+
+    /// What must reach Dropbox before a commit at `paths`: the new folders above them (made
+    /// by mkdir, with the names as typed: an upload would make them in lower case), and the
+    /// removals at, above or below them.
+    private func sendNamespace(touching paths: [String]) async throws {
+        try await folders.send(touching: paths)
+        try await deletes.send(touching: paths)
+    }
 
     /// A job is one large file, or a batch of small ones.
     static func isLarge(_ job: [LocalVersion]) -> Bool { job.count == 1 && UploadSchedule.isLarge(size: job[0].file.size) }
@@ -119,7 +134,7 @@ public final class Uploader: Sendable {
     /// of what was just written).
     private func upload(_ job: [LocalVersion]) async {
         if Self.isLarge(job) { return await uploadLarge(job[0]) }  // expects its commit itself
-        do { try await deletes.send(touching: job.map(\.pathLower)) } catch {
+        do { try await sendNamespace(touching: job.map(\.pathLower)) } catch {
             for version in job { await failed(version, error) }
             return
         }
@@ -182,7 +197,7 @@ public final class Uploader: Sendable {
                 sending.cancel()
             }
             guard let commit = await writeBack.beginCommit(version) else { return }
-            try await deletes.send(touching: [version.pathLower])
+            try await sendNamespace(touching: [version.pathLower])
             let file = try await watcher.changingOwn([(version.pathLower, .commit)]) {
                 try await client.finishSession(session, size: size, hash: hash, commit: commit)
             }

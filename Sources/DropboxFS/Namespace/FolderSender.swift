@@ -1,0 +1,78 @@
+import DropboxAPI
+import Foundation
+
+/// Sends the pending new folders (`PendingFolders`) to Dropbox: in the background once
+/// mkdirs stop coming for a moment, and at once when something must find them there (a move,
+/// an fsync, an unmount). One round makes every folder pending when it starts through
+/// `create_folder_batch` (1,000 a call), after the removals pending at those names
+/// (`rmdir x; mkdir x`). A folder already there (another client's, or made by an upload into
+/// it) counts as made. Rounds run one at a time, in order.
+final class FolderSender: Sendable {
+    let pending: PendingFolders
+    let deletes: DeleteSender
+    let calls: TreeCalls
+    private let rounds = QueuedRounds()
+
+    init(pending: PendingFolders, deletes: DeleteSender, calls: TreeCalls) {
+        self.pending = pending
+        self.deletes = deletes
+        self.calls = calls
+    }
+
+    /// How long mkdirs wait for the next one before they go (`tar x`, `mkdir -p`, `cp -r`
+    /// make folders in bursts: sent together, they cost one request).
+    static let quiet: Duration = .milliseconds(200)
+
+    /// Sends new folders until cancelled; failures wait and try again (they stay queued).
+    func run() async {
+        await rounds.run(pending, quiet: Self.quiet, batch: DropboxClient.folderBatchLimit, what: "new folders") {
+            try await self.sendRound()
+        }
+    }
+
+    /// Makes the pending folders at, above or below `paths` (and every other with them).
+    func send(touching paths: [String]) async throws {
+        while pending.touches(paths) { try await sendAll() }
+    }
+
+    /// One round after those already running.
+    func sendAll() async throws { try await rounds.sendAll { try await self.sendRound() } }
+
+    private func sendRound() async throws {
+        let records = pending.startSending()
+        guard !records.isEmpty else { return }
+        defer { pending.stopSending(records) }  // those not finished wait for the next round
+        try await make(records)
+    }
+
+    private func make(_ records: [QueuedFolder]) async throws {
+        try await deletes.send(touching: records.map(\.pathLower))
+        let results = try await calls.watcher.changingOwn(records.map { ($0.pathLower, .subtree) }) {
+            try await calls.client.createFolderBatch(records.map(\.path))
+        }
+        var done: [QueuedFolder] = [], refused: [QueuedFolder] = [], made: [Metadata] = [], failures: [String] = []
+        for (record, result) in zip(records, results) {
+            switch result {
+            case .success(let folder):
+                done.append(record)
+                made.append(.folder(folder))
+            case .failure(.path(.conflict(.folder))):
+                done.append(record)
+            case .failure(.path(.tooManyWriteOperations)), .failure(.path(.insufficientSpace)), .failure(.other):
+                failures.append("\(record.path): \(result)")
+            case .failure(let error):
+                // What Dropbox will never make (a file holds the name, say): the folder
+                // leaves the view, and what was written into it fails to upload as it would
+                // have in a folder that could not be made.
+                FuseLog.error("mkdir \(record.path): Dropbox refused the folder (\(error)); it is gone from the mount")
+                refused.append(record)
+            }
+        }
+        // The store has the folders before they stop showing from here.
+        await calls.watcher.catchUp(after: made)
+        try pending.finished(made: done, refused: refused)
+        if !failures.isEmpty {
+            throw FSError.io("\(failures.count) folders not made: \(failures.prefix(3).joined(separator: "; "))")
+        }
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import Synchronization
+
+/// mkdir answered here, waiting to be made on Dropbox (`FolderSender` sends them through
+/// `create_folder_batch`). Each is in the durable queue before mkdir returns. Until Dropbox
+/// has it and the store has learnt so, the folder shows from here, empty but for what is made
+/// in it here: the store, which holds what Dropbox holds, does not have it yet.
+///
+/// An rmdir before the folder was sent takes it back: it costs no request. Whatever else
+/// reaches Dropbox in it or at it (an upload, a copy, a move, an fsync of it) sends it first:
+/// an upload would make it too, but with its name in lower case (the parent part of a local
+/// version's path is a key).
+///
+/// The store counts each as listed while it is pending (`MetadataStore.beginMakingFolder`).
+public final class PendingFolders: RoundQueue {
+    let queue: UploadQueue
+    let store: MetadataStore
+    let signal = ChangeSignal()
+    private let state: Mutex<State>
+
+    private struct State {
+        var nextID: Int64
+        var byPath: [String: QueuedFolder] = [:]
+        /// The new folders in each folder (keys by parent key): a listing asks for them.
+        var byParent: [String: Set<String>] = [:]
+        /// Folders a round is sending: an rmdir no longer takes them back.
+        var sending: Set<String> = []
+        var lastAdded = ContinuousClock.now
+
+        mutating func insert(_ record: QueuedFolder) {
+            byPath[record.pathLower] = record
+            byParent[Node.parent(of: record.pathLower), default: []].insert(record.pathLower)
+        }
+
+        mutating func remove(_ pathLower: String) {
+            byPath.removeValue(forKey: pathLower)
+            let parent = Node.parent(of: pathLower)
+            byParent[parent]?.remove(pathLower)
+            if byParent[parent]?.isEmpty == true { byParent.removeValue(forKey: parent) }
+            sending.remove(pathLower)
+        }
+    }
+
+    /// Takes up the folders a previous mount left.
+    init(queue: UploadQueue, store: MetadataStore) throws {
+        self.queue = queue
+        self.store = store
+        let records = try queue.allFolders()
+        var state = State(nextID: (records.map(\.id).max() ?? 0) + 1)
+        for record in records where state.byPath[record.pathLower] == nil {
+            state.insert(record)
+            try store.beginMakingFolder(record.pathLower)
+        }
+        self.state = Mutex(state)
+    }
+
+    /// The folder as the mount shows it while it is not on Dropbox.
+    func node(_ pathLower: String) -> Node? {
+        state.withLock { $0.byPath[pathLower].map(Self.node) }
+    }
+
+    /// The new folders directly in a folder.
+    func children(of folderLower: String) -> [Node] {
+        state.withLock { state in
+            guard let keys = state.byParent[folderLower] else { return [] }
+            return keys.compactMap { state.byPath[$0].map(Self.node) }
+        }
+    }
+
+    func isPending(_ pathLower: String) -> Bool { state.withLock { $0.byPath[pathLower] != nil } }
+
+    private static func node(_ record: QueuedFolder) -> Node {
+        Node(pathLower: record.pathLower, name: record.name, isFolder: true)
+    }
+
+    /// Records a new folder durably; returns once it would survive a crash of the daemon.
+    /// `path` is the parent's key and the name as typed.
+    func add(path: String) throws {
+        let pathLower = Node.key(of: path)
+        try state.withLock { state in
+            if state.byPath[pathLower] != nil { return }
+            // In a new folder: its path as typed too (Dropbox shows what it was sent).
+            let parent = state.byPath[Node.parent(of: pathLower)].map { $0.path + path[path.lastIndex(of: "/")!...] }
+            let record = QueuedFolder(id: state.nextID, pathLower: pathLower, path: parent ?? path)
+            try queue.saveFolder(record)
+            try store.beginMakingFolder(pathLower)
+            state.nextID += 1
+            state.insert(record)
+            state.lastAdded = .now
+        }
+        signal.notify()
+    }
+
+    /// rmdir of a folder not sent yet: it leaves the queue, no request made. False if a
+    /// round is sending it (the caller waits for that round, and removes it from Dropbox).
+    func takeBack(_ pathLower: String) throws -> Bool {
+        let record: QueuedFolder? = state.withLock { state in
+            guard let record = state.byPath[pathLower], !state.sending.contains(pathLower) else { return nil }
+            state.remove(pathLower)
+            return record
+        }
+        guard let record else { return false }
+        try store.endMakingFolder(pathLower, takenBack: true)
+        try queue.removeFolders([record.id])
+        signal.notify()
+        return true
+    }
+
+    /// Whether a new folder is pending at, above or below any of `paths`.
+    func touches(_ paths: [String]) -> Bool { state.withLock { Node.anyTouches(paths, pending: $0.byPath) } }
+
+    /// Every pending folder, oldest first, now marked as being sent.
+    func startSending() -> [QueuedFolder] {
+        state.withLock { state in
+            let records = state.byPath.values.sorted { $0.id < $1.id }
+            state.sending.formUnion(records.map(\.pathLower))
+            return records
+        }
+    }
+
+    /// A round that did not make `records` (they wait for the next).
+    func stopSending(_ records: [QueuedFolder]) {
+        state.withLock { state in for record in records { state.sending.remove(record.pathLower) } }
+    }
+
+    public var count: Int { state.withLock { $0.byPath.count } }
+    var lastAdded: ContinuousClock.Instant { state.withLock { $0.lastAdded } }
+
+    /// Folders Dropbox has made (the store has them now), or refused for good: they leave
+    /// the queue and the view.
+    func finished(made: [QueuedFolder], refused: [QueuedFolder]) throws {
+        let records = made + refused
+        guard !records.isEmpty else { return }
+        let refusedPaths = Set(refused.map(\.pathLower))
+        try queue.removeFolders(records.map(\.id))
+        let left: [String] = state.withLock { state in
+            let left = records.filter { state.byPath[$0.pathLower]?.id == $0.id }.map(\.pathLower)
+            for pathLower in left { state.remove(pathLower) }
+            return left
+        }
+        for pathLower in left { try? store.endMakingFolder(pathLower, takenBack: refusedPaths.contains(pathLower)) }
+        signal.notify()
+    }
+}
