@@ -25,7 +25,7 @@ final class FolderSender: Sendable {
 
     /// Sends new folders until cancelled; failures wait and try again (they stay queued).
     func run() async {
-        await rounds.run(pending, quiet: Self.quiet, batch: DropboxClient.folderBatchLimit, what: "new folders") {
+        await rounds.run(pending, quiet: Self.quiet, what: "new folders") {
             try await self.sendRound()
         }
     }

@@ -77,8 +77,8 @@ public final class PendingFolders: RoundQueue {
     /// `path` is the parent's key and the name as typed.
     func add(path: String) throws {
         let pathLower = Node.key(of: path)
-        try state.withLock { state in
-            if state.byPath[pathLower] != nil { return }
+        let first: Bool = try state.withLock { state in
+            if state.byPath[pathLower] != nil { return false }
             // In a new folder: its path as typed too (Dropbox shows what it was sent).
             let parent = state.byPath[Node.parent(of: pathLower)].map { $0.path + path[path.lastIndex(of: "/")!...] }
             let record = QueuedFolder(id: state.nextID, pathLower: pathLower, path: parent ?? path)
@@ -87,8 +87,9 @@ public final class PendingFolders: RoundQueue {
             state.nextID += 1
             state.insert(record)
             state.lastAdded = .now
+            return state.byPath.count == 1
         }
-        signal.notify()
+        if first { signal.notify() }  // later ones the sender finds when its quiet wait ends
     }
 
     /// rmdir of a folder not sent yet: it leaves the queue, no request made. False if a
