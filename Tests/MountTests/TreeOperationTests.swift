@@ -106,6 +106,7 @@ struct TreeOperationTests {
     @Test func aMkdirMeetingTheSameFolderMadeElsewhereLeavesItUsable() async throws {
         try await MountFixture.with { m in
             #expect(try await m.sh("mkdir \"$M/t\"").status == 0)
+            #expect(try await m.syncFolder("\"$M/t\"").status == 0)  // made: no round, no catch-up, from here on
             try await m.stallChangeFeed(trigger: "/t/first.txt")
             try await m.uploadElsewhere("from elsewhere\n", to: "/t/d/other.txt", mode: .add)
             let result = try await m.python("""

@@ -147,8 +147,12 @@ public final class FuseMount: @unchecked Sendable {
             let keepPages = pagesStay(inode, change)
             if !keepPages { fs.pages.forget(inode) }
             plan.append(.inode(inode, pages: !keepPages))
-            let wasFolder = change.old?.isFolder ?? false
-            if let new = change.new, new.isFolder == wasFolder, change.old != nil { continue }
+            // A folder made here and not yet sent, which another client has just made too,
+            // was shown already: the same folder to the user (a `tar x` creating files in it
+            // got ENOENT when its inode was detached).
+            let shownBefore = change.old ?? fs.folders.node(change.pathLower)
+            let wasFolder = shownBefore?.isFolder ?? false
+            if let new = change.new, new.isFolder == wasFolder, shownBefore != nil { continue }
             FuseLog.trace("detach \(inode) \(change.pathLower): \(Self.traced(change.old)) -> \(Self.traced(change.new))")
             fs.inodes.detach(change.pathLower, folder: wasFolder)
         }

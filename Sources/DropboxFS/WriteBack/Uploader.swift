@@ -54,7 +54,7 @@ public final class Uploader: Sendable {
                 let sinceLastPass = ContinuousClock.now - lastPass
                 if sinceLastPass < UploadSchedule.passInterval { try? await Task.sleep(for: UploadSchedule.passInterval - sinceLastPass) }
                 lastPass = .now
-                let seen = writeBack.signal.generation
+                let seen = writeBack.uploaderSignal.generation
                 let free = running.withLock { (UploadSchedule.batchesAtOnce - $0.batches, UploadSchedule.largeAtOnce - $0.large) }
                 let (jobs, wake) = writeBack.takeEligible(freeBatches: free.0, freeLarge: free.1)
                 for job in jobs {
@@ -63,7 +63,7 @@ public final class Uploader: Sendable {
                     group.addTask {
                         await self.upload(job)
                         self.occupy(kind, by: -1)
-                        self.writeBack.signal.notify()
+                        self.writeBack.changed()
                     }
                 }
                 let early = writeBack.takeEarlyChunks(limit: UploadSchedule.earlyChunksAtOnce - running.withLock { $0.early },
@@ -73,10 +73,10 @@ public final class Uploader: Sendable {
                     group.addTask {
                         await self.sendEarly(chunk)
                         self.occupy(.early, by: -1)
-                        self.writeBack.signal.notify()  // a slot is free for the next chunk
+                        self.writeBack.changed()  // a slot is free for the next chunk
                     }
                 }
-                if jobs.isEmpty && early.isEmpty { await writeBack.signal.wait(after: seen, timeout: wake) }
+                if jobs.isEmpty && early.isEmpty { await writeBack.uploaderSignal.wait(after: seen, timeout: wake) }
             }
         }
     }

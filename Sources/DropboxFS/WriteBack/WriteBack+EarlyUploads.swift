@@ -45,7 +45,7 @@ extension WriteBack {
             guard version.phase != .finished, version.file.keepsEarlyChunks else { return }
             setSessionLocked(version, session)
         }
-        signal.notify()
+        changed()
     }
 
     /// A chunk is on the server. It counts only for the session the version still has, and
@@ -56,14 +56,14 @@ extension WriteBack {
             guard version.phase != .finished, version.sessionID == session, version.file.keepsEarlyChunks else { return }
             addChunkLocked(version, offset, digests: digests)
         }
-        signal.notify()
+        changed()
     }
 
     /// An early send failed: the upload at seal sends whatever did not go.
     func earlyChunkFailed(_ version: LocalVersion) {
         version.file.stopEarlyChunks()
         state.withLock { _ in version.earlySends -= 1 }
-        signal.notify()
+        changed()
     }
 
     /// At seal: a session whose chunks no longer match the bytes is forgotten.

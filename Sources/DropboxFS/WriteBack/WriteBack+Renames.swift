@@ -17,7 +17,7 @@ extension WriteBack {
                     if state.held[path] == 0 { state.held.removeValue(forKey: path) }
                 }
             }
-            signal.notify()
+            changed()
         }
         while true {
             let seen = signal.generation
@@ -39,7 +39,7 @@ extension WriteBack {
         try state.withLock { state in
             try detachAllLocked(&state, at: pathLower)
         }
-        signal.notify()
+        changed()
     }
 
     /// Every version at a path leaves the queue and the view; those that descriptors hold
@@ -100,6 +100,6 @@ extension WriteBack {
                 if version.phase == .queued { try queue.save(version.record) }
             }
         }
-        signal.notify()
+        changed()
     }
 }

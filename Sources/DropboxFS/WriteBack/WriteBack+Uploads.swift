@@ -19,6 +19,7 @@ extension WriteBack {
                         || state.held.keys.contains { version.isAt(orUnder: $0) })
             }
             let decision = UploadSchedule.decide(candidates, draining: state.draining, freeBatches: freeBatches, freeLarge: freeLarge, now: now)
+            state.nextPass = decision.jobs.isEmpty ? decision.wake.map { now + $0 } : now
             let jobs = decision.jobs.map { ids in ids.map { state.versions[$0]! } }
             for version in jobs.joined() {
                 version.phase = .uploading
@@ -137,7 +138,7 @@ extension WriteBack {
             if onPath { catchUpHandlesLocked(&state, to: version) }
             state.uploaded += 1
         }
-        signal.notify()
+        changed()
     }
 
     /// An upload attempt failed: the version waits in the queue and is tried again when
@@ -154,7 +155,7 @@ extension WriteBack {
             version.retryAt = .now + UploadSchedule.retryDelay(after: mapped, attempts: version.attempts)
         }
         FuseLog.error("upload of \(version.path) failed (attempt \(version.attempts), will retry): \(version.failureText ?? "")")
-        signal.notify()
+        changed()
     }
 
     /// Dropbox refuses the version's name (`disallowed_name`, `malformed_path`: a rule the
@@ -170,7 +171,7 @@ extension WriteBack {
             setAsideLocked(&state, version.record, because: "because Dropbox refuses the name (\(error))")
             finishLocked(&state, version)
         }
-        signal.notify()
+        changed()
     }
 
     /// Unmounting: seals what is still open with changes, and stops waiting for quiet.
@@ -181,7 +182,7 @@ extension WriteBack {
             return state.versions.values.filter { $0.phase == .editing }
         }
         for version in open { try? await seal(version) }
-        signal.notify()
+        changed()
     }
 
     /// True when every pending upload has failed again since the drain began.

@@ -32,7 +32,11 @@ public final class WriteBack: Sendable {
     /// Done staging files, reused (see `StagingPool`).
     let pool: StagingPool
     let reader: Reader
+    /// Wakes whoever waits for a version to change phase (an upload done, a seal).
     let signal = ChangeSignal()
+    /// Wakes the uploader's loop: `changed()` unless the change cannot make an upload due
+    /// sooner than its next planned pass (`State.nextPass`).
+    let uploaderSignal = ChangeSignal()
     let state: Mutex<State>
     /// Every open handle, and the version serving each (changed under `state`).
     let openFiles: OpenFiles
@@ -47,6 +51,9 @@ public final class WriteBack: Sendable {
         var held: [String: Int] = [:]
         /// Set while unmounting: no upload waits for its quiet moment.
         var draining = false
+        /// When the uploader looks at the queue next (set by its pass, `takeEligible`): now
+        /// while it has jobs to start; nil when nothing queued waits for a time.
+        var nextPass: ContinuousClock.Instant?
         var drainStartedAttempts: [Int64: Int] = [:]
         /// Files uploaded since the mount began.
         var uploaded = 0
@@ -291,7 +298,7 @@ public final class WriteBack: Sendable {
     private func touch(_ version: LocalVersion, wrote offset: Int64, _ count: Int) {
         touch(version)
         let chunk = UploadSchedule.chunkSize
-        if (offset + Int64(count)) / chunk > offset / chunk && version.file.offersEarlyChunks { signal.notify() }
+        if (offset + Int64(count)) / chunk > offset / chunk && version.file.offersEarlyChunks { changed() }
     }
 
     private func truncateLocked(_ version: LocalVersion, to size: Int64) throws {
@@ -395,7 +402,18 @@ public final class WriteBack: Sendable {
             version.file.unseal()
             throw error
         }
+        // It is due after its quiet moment at the earliest: a pass planned before then finds
+        // it. (Woken by every close, the uploader looked at the whole queue for each file
+        // of a burst of creates.)
+        let due = ContinuousClock.now + UploadSchedule.quietPeriod
+        changed(wakesUploader: version.urgent || state.withLock { $0.nextPass.map { $0 > due } ?? true })
+    }
+
+    /// Something changed: wakes those waiting on `signal` and, unless told it cannot matter
+    /// to it, the uploader.
+    func changed(wakesUploader: Bool = true) {
         signal.notify()
+        if wakesUploader { uploaderSignal.notify() }
     }
 
     /// Descriptors on older versions of `version`'s file now use it: they are one file, and
@@ -456,7 +474,7 @@ public final class WriteBack: Sendable {
     /// returns once Dropbox has them all.
     private func uploadNow(_ sealed: [LocalVersion]) async throws {
         state.withLock { _ in for version in sealed { version.urgent = true } }
-        signal.notify()
+        changed()
         await flush(sealed, hashing: false)
         for version in sealed { try await awaitUpload(of: version) }
     }
@@ -467,13 +485,18 @@ public final class WriteBack: Sendable {
         var version = sealed
         while true {
             let seen = signal.generation
+            var madeUrgent = false
             let outcome: Result<Bool, FSError> = state.withLock { _ in
-                while let newer = version.replacedBy { version = newer; version.urgent = true }
+                while let newer = version.replacedBy {
+                    version = newer
+                    if !version.urgent { version.urgent = true; madeUrgent = true }
+                }
                 if version.phase == .finished { return version.setAside ? .failure(version.failure ?? .invalidName) : .success(true) }
                 if version.phase == .editing { return .success(true) }  // nothing sealed to wait for
                 if let failure = version.failure, version.phase == .queued { return .failure(failure) }
                 return .success(false)
             }
+            if madeUrgent { uploaderSignal.notify() }
             switch outcome {
             case .success(true): return
             case .success(false): await signal.wait(after: seen)
