@@ -175,18 +175,6 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
-    /// Records a node created or moved here by the mount itself. A folder made here is known
-    /// to be empty (`listedEmpty`); one moved here is listed when first needed.
-    public func insert(_ node: Node, listedEmpty: Bool) throws {
-        try lock.withLock {
-            forgetCachedLocked()
-            try db.transaction {
-                try upsertLocked(node)
-                if listedEmpty { try markListedLocked(node.pathLower) }
-            }
-        }
-    }
-
     /// Deletes a path and everything below it ("/a/" < key < "/a0": '0' follows '/').
     private func removeSubtreeLocked(_ pathLower: String) throws {
         let subtree: [SQLValue] = [.text(pathLower), .text(pathLower + "/"), .text(pathLower + "0")]

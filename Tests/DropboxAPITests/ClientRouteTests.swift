@@ -167,6 +167,22 @@ struct ClientSessionTests {
         }
     }
 
+    @Test func createFolderBatchAnswersEachPath() async throws {
+        try await withClient { client, _ in
+            let file = NSTemporaryDirectory() + "folder-batch-\(UUID().uuidString)"
+            defer { unlink(file) }
+            try Data("a file".utf8).write(to: URL(fileURLWithPath: file))
+            _ = try await client.uploadFile(file, to: CommitInfo(path: "/made/taken"))
+            let results = try await client.createFolderBatch(["/made/New", "/made/deep/Er", "/made/taken", "/made/new"])
+            #expect(results.count == 4)
+            if case .success(let folder) = results[0] { #expect(folder.name == "New") } else { Issue.record("\(results[0])") }
+            if case .success(let folder) = results[1] { #expect(folder.pathLower == "/made/deep/er") } else { Issue.record("\(results[1])") }
+            if case .failure(.path(.conflict(.file))) = results[2] {} else { Issue.record("\(results[2])") }
+            if case .failure(.path(.conflict(.folder))) = results[3] {} else { Issue.record("\(results[3])") }
+            #expect(try await client.listAll("/made").map(\.name).sorted() == ["New", "deep", "taken"])
+        }
+    }
+
     @Test func finishBatchV1AndCheck() async throws {
         try await withClient { client, _ in
             var entries: [UploadSessionFinishArgument] = []
