@@ -38,7 +38,7 @@ extension DropboxFileSystem {
         if folder {
             guard node.isFolder else { throw FSError.notDirectory }
             if writeBack.hasVersions(under: node.pathLower) { throw FSError.notEmpty }
-            try await requireEmpty(node)  // a quick refusal; `deleteEmptyFolder` makes sure
+            try await requireEmpty(node)  // a quick refusal; `DeleteSender` makes sure on Dropbox
         } else if node.isFolder {
             throw FSError.isDirectory
         }
@@ -112,8 +112,7 @@ extension DropboxFileSystem {
         // folders at either end are made first, removals pending there are sent first. A
         // file only here is renamed here alone.
         if try remoteNode(source.pathLower) != nil || folders.isPending(source.pathLower) || folders.isPending(targetLower) {
-            try await folderSender.send(touching: [source.pathLower, targetLower])
-            try await deleteSender.send(touching: [source.pathLower, targetLower])
+            try await folderSender.sendWithRemovals(touching: [source.pathLower, targetLower])
         }
         try await writeBack.holding([source.pathLower, targetLower]) {
             if target != nil { adoptRemoteHandles(at: targetLower) }
@@ -170,9 +169,7 @@ extension DropboxFileSystem {
     private func moveAside(_ target: Node) async throws {
         let parent = Node.parent(of: target.pathLower)
         let aside = parent + "/" + Uploader.conflictedName(target.name, on: Date())
-        try await client.settle(check: { try await self.client.metadataIfExists(target.pathLower) == nil ? () : nil }) {
-            _ = try await self.client.rpc(Routes.move, RelocationArgument(from: target.pathLower, to: aside, autorename: true))
-        }
+        try await tree.moveNumbered(target.pathLower, to: aside, sourceIsOwn: false)
         FuseLog.error("rename: \(target.pathLower) changed on Dropbox since this mount saw it; that version is kept as a conflicted copy")
     }
 

@@ -96,8 +96,7 @@ extension DropboxFileSystem {
     /// folder made or removed there.
     public func syncFolder(_ inode: UInt64) async throws {
         guard let path = inodes.path(of: inode) else { return }
-        try await folderSender.send(touching: [path])
-        try await deleteSender.send(touching: [path])
+        try await folderSender.sendWithRemovals(touching: [path])
         try await writeBack.sync(folder: path)
     }
 
@@ -114,8 +113,7 @@ extension DropboxFileSystem {
             throw FSError.notSupported
         }
         let targetPath = targetVersion.path
-        try await folderSender.send(touching: [targetVersion.pathLower])
-        try await deleteSender.send(touching: [targetVersion.pathLower])
+        try await folderSender.sendWithRemovals(touching: [targetVersion.pathLower])
         return try await writeBack.holding([targetVersion.pathLower]) {
             // Dropbox's copy cannot replace: an older file at the target goes first.
             if let old = try remoteNode(targetVersion.pathLower), !old.isFolder { try await tree.delete(old.pathLower) }

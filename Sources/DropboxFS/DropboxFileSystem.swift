@@ -67,8 +67,7 @@ public final class DropboxFileSystem: Sendable {
         self.deleteSender = DeleteSender(pending: deletes, calls: tree, store: store)
         self.folders = try PendingFolders(queue: queue, store: store)
         self.folderSender = FolderSender(pending: folders, deletes: deleteSender, calls: tree)
-        self.uploader = Uploader(writeBack: writeBack, client: client, watcher: watcher, store: store, deletes: deleteSender,
-                                 folders: folderSender) { pathLower, lineage, contentHash in
+        self.uploader = Uploader(writeBack: writeBack, client: client, watcher: watcher, store: store, folders: folderSender) { pathLower, lineage, contentHash in
             if let inode = inodes.existing(pathLower) { pages.uploaded(inode, lineage: lineage, contentHash: contentHash) }
         }
         self.options = options

@@ -62,18 +62,22 @@ struct TreeCalls: Sendable {
             return true
         }
         FuseLog.error("\(folder.pathLower) got entries on Dropbox while it was being removed; kept")
-        try await moveBack(moved, to: Node.parent(of: folder.pathLower) + "/" + folder.name)
+        try await moveNumbered(moved.pathLower, to: Node.parent(of: folder.pathLower) + "/" + folder.name, sourceIsOwn: true)
         return false
     }
 
-    /// A folder set aside for its delete goes back to its name: with Dropbox's numbering
-    /// ("name (1)") if another client made one of that name meanwhile.
-    func moveBack(_ aside: Node, to path: String) async throws {
-        _ = try await watcher.changingOwn([(aside.pathLower, .absent)]) {
-            try await client.settle(check: { try await self.client.metadataIfExists(aside.pathLower) == nil ? () : nil }) {
-                _ = try await self.client.rpc(Routes.move, RelocationArgument(from: aside.pathLower, to: path, autorename: true))
+    /// move_v2 that keeps both when the name is taken (Dropbox numbers the new one,
+    /// "name (1)"), settled by the source being gone. A folder set aside for its delete goes
+    /// back to its name this way (`sourceIsOwn`: its going is the mount's own change); so
+    /// does a rename's target another client changed (the kernel hears of that as of
+    /// another client's change).
+    func moveNumbered(_ pathLower: String, to path: String, sourceIsOwn: Bool) async throws {
+        let move = {
+            try await client.settle(check: { try await self.client.metadataIfExists(pathLower) == nil ? () : nil }) {
+                _ = try await self.client.rpc(Routes.move, RelocationArgument(from: pathLower, to: path, autorename: true))
             }
         }
+        if sourceIsOwn { try await watcher.changingOwn([(pathLower, .absent)]) { try await move() } } else { try await move() }
     }
 
     /// A fresh name in the same folder for a step the user never sees (a case-only rename's

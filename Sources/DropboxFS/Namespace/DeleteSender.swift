@@ -145,7 +145,7 @@ final class DeleteSender: Sendable {
         }
         FuseLog.error("\(top.pathLower) changed on Dropbox while it was being removed; what changed is kept")
         let original = Node.parent(of: top.pathLower) + "/" + top.name
-        try await calls.moveBack(aside, to: original)
+        try await calls.moveNumbered(aside.pathLower, to: original, sourceIsOwn: true)
         return false
     }
 

@@ -19,19 +19,19 @@ public final class Uploader: Sendable {
     let client: DropboxClient
     let watcher: ChangeWatcher
     let store: MetadataStore
-    /// Deletes pending where a file is committed go first (unlink, then a new file of that name).
-    let deletes: DeleteSender
+    /// New folders and removals pending where a file is committed go first (mkdir, or an
+    /// unlink, then a new file there); it sends the removals too (`deletes`).
     let folders: FolderSender
+    var deletes: DeleteSender { folders.deletes }
     let tuning: UploadTuning
     /// Hears (path, lineage, content hash) when the newest local version of a path is on
     /// Dropbox, before the change is seen (the kernel's pages of it may then stay).
     let uploaded: @Sendable (String, Int64, String) -> Void
     private let running = Mutex<(batches: Int, large: Int, early: Int)>((0, 0, 0))
 
-    init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore, deletes: DeleteSender, folders: FolderSender,
+    init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore, folders: FolderSender,
          uploaded: @escaping @Sendable (String, Int64, String) -> Void = { _, _, _ in }) {
         self.writeBack = writeBack
-        self.deletes = deletes
         self.folders = folders
         self.uploaded = uploaded
         self.client = client
@@ -118,14 +118,6 @@ public final class Uploader: Sendable {
 
     // MARK: One job
 
-    /// What must reach Dropbox before a commit at `paths`: the new folders above them (made
-    /// by mkdir, with the names as typed: an upload would make them in lower case), and the
-    /// removals at, above or below them.
-    private func sendNamespace(touching paths: [String]) async throws {
-        try await folders.send(touching: paths)
-        try await deletes.send(touching: paths)
-    }
-
     /// A job is one large file, or a batch of small ones.
     static func isLarge(_ job: [LocalVersion]) -> Bool { job.count == 1 && UploadSchedule.isLarge(size: job[0].file.size) }
 
@@ -134,7 +126,7 @@ public final class Uploader: Sendable {
     /// of what was just written).
     private func upload(_ job: [LocalVersion]) async {
         if Self.isLarge(job) { return await uploadLarge(job[0]) }  // expects its commit itself
-        do { try await sendNamespace(touching: job.map(\.pathLower)) } catch {
+        do { try await folders.sendWithRemovals(touching: job.map(\.pathLower)) } catch {
             for version in job { await failed(version, error) }
             return
         }
@@ -197,7 +189,7 @@ public final class Uploader: Sendable {
                 sending.cancel()
             }
             guard let commit = await writeBack.beginCommit(version) else { return }
-            try await sendNamespace(touching: [version.pathLower])
+            try await folders.sendWithRemovals(touching: [version.pathLower])
             let file = try await watcher.changingOwn([(version.pathLower, .commit)]) {
                 try await client.finishSession(session, size: size, hash: hash, commit: commit)
             }
