@@ -9,7 +9,8 @@ import Synchronization
 /// in `recently_deleted`. A rename of an existing file allocates nothing.
 ///
 /// Files in the pool are named `free-N` in the staging directory; a mount that stops
-/// leaves them, and the next one removes them with every other file no queued upload names.
+/// leaves them, and the next one takes them into its pool (`adopt`): deleting them at
+/// start-up would make the very deletions the pool avoids.
 final class StagingPool: Sendable {
     let directory: String
     private let state = Mutex<(free: [String], next: Int)>(([], 0))
@@ -24,6 +25,19 @@ final class StagingPool: Sendable {
         while let free = state.withLock({ $0.free.popLast() }) {
             if rename(free, path) == 0 { return }
             unlink(free)
+        }
+    }
+
+    /// A free file a previous mount left at `path` joins the pool, emptied; false if it is
+    /// not one, or the pool is full (the caller deletes it).
+    func adopt(_ path: String) -> Bool {
+        let name = path[path.index(after: path.lastIndex(of: "/") ?? path.startIndex)...]
+        guard name.hasPrefix("free-"), let number = Int(name.dropFirst("free-".count)), truncate(path, 0) == 0 else { return false }
+        return state.withLock { state in
+            guard state.free.count < Self.limit else { return false }
+            state.free.append(path)
+            state.next = max(state.next, number)
+            return true
         }
     }
 

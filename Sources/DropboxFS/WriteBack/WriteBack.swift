@@ -77,8 +77,8 @@ public final class WriteBack: Sendable {
         state = Mutex(State(nextID: queue.maxID + 1))
     }
 
-    /// Takes up the queue a previous mount left (after a crash, `--no-wait` or a failure) and
-    /// removes staging files nothing refers to.
+    /// Takes up the queue a previous mount left (after a crash, `--no-wait` or a failure),
+    /// takes its free staging files into the pool, and removes the files nothing refers to.
     public func recover() throws {
         let records = try queue.all()
         let changed = Set(records.filter(Self.changedSinceFlushed).map(\.id))
@@ -112,8 +112,9 @@ public final class WriteBack: Sendable {
                 state.current[version.pathLower] = version
             }
         }
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: stagingDirectory)) ?? [] where !kept.contains(stagingDirectory + "/" + name) {
-            unlink(stagingDirectory + "/" + name)
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: stagingDirectory)) ?? [] {
+            let path = stagingDirectory + "/" + name
+            if !kept.contains(path) && !pool.adopt(path) { unlink(path) }
         }
     }
 
@@ -384,9 +385,10 @@ public final class WriteBack: Sendable {
     func seal(_ version: LocalVersion) async throws {
         if state.withLock({ _ in version.detached || version.phase != .editing }) { return }
         guard try await version.file.seal() else { return }
+        let wakesUploader: Bool
         do {
-            try state.withLock { state in
-                guard version.phase == .editing, !version.detached else { return }
+            wakesUploader = try state.withLock { state in
+                guard version.phase == .editing, !version.detached else { return true }
                 dropBrokenEarlySessionLocked(version)
                 let replaced = state.versions.values.filter { $0.pathLower == version.pathLower && $0.phase == .queued && $0.id < version.id }
                 try queue.save(version.record, replacing: replaced.map(\.id))
@@ -397,16 +399,16 @@ public final class WriteBack: Sendable {
                     finishLocked(&state, old)
                 }
                 catchUpHandlesLocked(&state, to: version)
+                // It is due after its quiet moment at the earliest: a pass planned before then
+                // finds it. (Woken by every close, the uploader looked at the whole queue for
+                // each file of a burst of creates.)
+                return version.urgent || state.nextPass.map { $0 > version.settledAt + UploadSchedule.quietPeriod } ?? true
             }
         } catch {
             version.file.unseal()
             throw error
         }
-        // It is due after its quiet moment at the earliest: a pass planned before then finds
-        // it. (Woken by every close, the uploader looked at the whole queue for each file
-        // of a burst of creates.)
-        let due = ContinuousClock.now + UploadSchedule.quietPeriod
-        changed(wakesUploader: version.urgent || state.withLock { $0.nextPass.map { $0 > due } ?? true })
+        changed(wakesUploader: wakesUploader)
     }
 
     /// Something changed: wakes those waiting on `signal` and, unless told it cannot matter
