@@ -27,15 +27,8 @@ extension Emulator {
             guard let text = raw.stringValue else { throw args.failure("'paths': expected strings") }
             return try PathArgument.parse(text, field: "paths", allowRoot: false, allowID: false)
         }
-        let results = paths.map { path -> JSON in
-            do {
-                let folder = try namespace.createFolder(try namespace.resolve(path), autorename: autorename)
-                return .tagged("success", [("metadata", folder.metadata(tagged: false))])
-            } catch let failure as NamespaceFailure {
-                return .tagged("failure", [("failure", .tagged("path", [("path", RouteErrors.writeJSON(failure))]))])
-            } catch {
-                return .tagged("failure", [("failure", .tagged("other"))])
-            }
+        let results = Self.eachOnItsOwn(paths, failure: { .tagged("path", [("path", RouteErrors.writeJSON($0))]) }) { path in
+            try namespace.createFolder(try namespace.resolve(path), autorename: autorename).metadata(tagged: false)
         }
         if forceAsync { return .tagged("async_job_id", [("async_job_id", .string(batchJobs.store(results)))]) }
         return .tagged("complete", [("entries", .array(results))])
@@ -80,17 +73,26 @@ extension Emulator {
             try entry.finish()
             return (path, parentRev)
         }
-        let results = requests.map { path, parentRev -> JSON in
+        let results = Self.eachOnItsOwn(requests, failure: Self.deleteErrorJSON) { path, parentRev in
+            try namespace.delete(try namespace.resolve(path), parentRev: parentRev).metadata()
+        }
+        return .tagged("async_job_id", [("async_job_id", .string(batchJobs.store(results)))])
+    }
+
+    /// A batch route's result entries, one per item, each succeeding or failing on its own:
+    /// `success` with the metadata `each` returns, or `failure` with the error `failure`
+    /// makes of a namespace failure (`other` for anything else).
+    private static func eachOnItsOwn<Item>(_ items: [Item], failure: (NamespaceFailure) -> JSON,
+                                           _ each: (Item) throws -> JSON) -> [JSON] {
+        items.map { item in
             do {
-                let entry = try namespace.delete(try namespace.resolve(path), parentRev: parentRev)
-                return .tagged("success", [("metadata", entry.metadata())])
-            } catch let failure as NamespaceFailure {
-                return .tagged("failure", [("failure", Self.deleteErrorJSON(failure))])
+                return .tagged("success", [("metadata", try each(item))])
+            } catch let namespaceFailure as NamespaceFailure {
+                return .tagged("failure", [("failure", failure(namespaceFailure))])
             } catch {
                 return .tagged("failure", [("failure", .tagged("other"))])
             }
         }
-        return .tagged("async_job_id", [("async_job_id", .string(batchJobs.store(results)))])
     }
 
     func relocate(_ call: RouteCall, copy: Bool) throws -> JSON {

@@ -113,8 +113,8 @@ extension Emulator {
         return .tagged("async_job_id", [("async_job_id", .string(job))])
     }
 
-    /// `finish_batch/check`, `delete_batch/check` and `create_folder_batch/check`: the results of a job (every job is done
-    /// by the time it is answered).
+    /// `finish_batch/check`, `delete_batch/check` and `create_folder_batch/check`: the
+    /// results of a job (every job is done by the time it is answered).
     func checkBatchJob(_ call: RouteCall) throws -> JSON {
         let args = try call.args()
         let job = try args.string("async_job_id")
@@ -179,7 +179,8 @@ extension Emulator {
     }
 }
 
-/// Results of `finish_batch` (v1) and `delete_batch` jobs, kept in memory for their checks.
+/// Results of `finish_batch` (v1), `delete_batch` and `create_folder_batch` jobs, kept in
+/// memory for their checks.
 final class BatchJobs: Sendable {
     private let jobs = Mutex<[String: [JSON]]>([:])
 

@@ -57,7 +57,7 @@ extension Emulator {
 
         let staged = call.namespace.newStagingFile()
         let hasher = ContentHasher()
-        let count = try await Self.receive(call.body, into: staged, at: 0, hashers: [hasher], truncate: true)
+        let count = try await call.body.write(toFile: staged.path, at: 0, hashers: [hasher], truncate: true)
         defer { unlink(staged.path) }
         if count > Self.maximumRequestPayload { throw failed(.tagged("payload_too_large")) }
         let hash = hasher.finishHex()
@@ -106,11 +106,6 @@ extension Emulator {
         if let length = exchange.head.headers.first(name: "Content-Length").flatMap(Int64.init), length > maximumRequestPayload {
             throw APIFailure.route(error)
         }
-    }
-
-    /// Streams the request body into `file` at `offset` (no file is made for an empty body).
-    static func receive(_ body: RequestBody, into file: URL, at offset: Int64, hashers: [ContentHasher], truncate: Bool) async throws -> Int64 {
-        try await body.write(toFile: file.path, at: offset, hashers: hashers, truncate: truncate)
     }
 }
 

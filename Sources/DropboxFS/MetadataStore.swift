@@ -107,10 +107,12 @@ public final class MetadataStore: @unchecked Sendable {
 
     /// The folder's children as stored may be incomplete: it is listed again when needed.
     public func unlist(_ folderLower: String) throws {
-        try lock.withLock {
-            forgetCachedLocked()
-            try db.run("DELETE FROM listed WHERE path_lower = ?", [.text(folderLower)])
-        }
+        try lock.withLock { try unlistLocked(folderLower) }
+    }
+
+    private func unlistLocked(_ folderLower: String) throws {
+        forgetCachedLocked()
+        try db.run("DELETE FROM listed WHERE path_lower = ?", [.text(folderLower)])
     }
 
     /// Applies a page of changes from the cursor; returns what changed, for invalidation.
@@ -168,10 +170,7 @@ public final class MetadataStore: @unchecked Sendable {
         try lock.withLock {
             let left = foldersBeingMade[pathLower, default: 1] - 1
             foldersBeingMade[pathLower] = left > 0 ? left : nil
-            if takenBack {
-                forgetCachedLocked()
-                try db.run("DELETE FROM listed WHERE path_lower = ?", [.text(pathLower)])
-            }
+            if takenBack { try unlistLocked(pathLower) }
         }
     }
 

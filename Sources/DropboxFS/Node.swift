@@ -35,6 +35,17 @@ public struct Node: Sendable, Equatable {
         sequence(first: Substring(pathLower)) { path in path.lastIndex(of: "/").map { path[..<$0] } }.prefix { !$0.isEmpty }
     }
 
+    /// Whether any of `pending` (keys of queued changes) lies at, above or below any of
+    /// `paths`. Asked before every upload batch (up to 1,000 paths) with up to thousands
+    /// pending: each side walks its own ancestors, instead of every pair being compared.
+    static func anyTouches(_ paths: [String], pending: [String: some Any]) -> Bool {
+        if pending.isEmpty { return false }
+        let asked = Set(paths)
+        if asked.contains("") { return true }  // everything is below the root
+        let atOrBelow = paths.contains { path in selfAndAncestors(path).contains { pending[String($0)] != nil } }
+        return atOrBelow || pending.keys.contains { key in selfAndAncestors(key).contains { asked.contains(String($0)) } }
+    }
+
     /// The change-feed entry of a deletion, for the store to apply when it cannot hear it
     /// from the feed (see `ChangeWatcher.catchUp(after:)`).
     static func deletion(name: String, pathLower: String) -> Metadata {

@@ -18,10 +18,6 @@ struct DeleteTests {
         }
     }
 
-    private static func requests(_ stats: [String: [String: Int]], _ routes: [String]) -> Int {
-        routes.reduce(0) { $0 + (stats[$1]?["requests"] ?? 0) }
-    }
-
     /// `rm -r` of 300 files in 3 folders, and `rm` of 100 files in a folder that stays: the
     /// names are gone at once, and Dropbox does the removals in a handful of requests (the
     /// tree in one delete, the loose files in one batch), not one delete per file.
@@ -38,9 +34,9 @@ struct DeleteTests {
             #expect(try await m.client.listAll("/kept", recursive: true).map(\.pathLower) == ["/kept", "/kept/dir00"])
             let stats = try await m.routeStats()
             // One move aside, one delete of the tree; one batch (and its check) for the 100.
-            #expect(Self.requests(stats, ["files/delete_v2"]) == 1, "\(stats)")
-            #expect(Self.requests(stats, ["files/move_v2"]) == 1, "\(stats)")
-            #expect(Self.requests(stats, ["files/delete_batch"]) == 1, "\(stats)")
+            #expect(MountFixture.requests(stats, ["files/delete_v2"]) == 1, "\(stats)")
+            #expect(MountFixture.requests(stats, ["files/move_v2"]) == 1, "\(stats)")
+            #expect(MountFixture.requests(stats, ["files/delete_batch"]) == 1, "\(stats)")
             let all = stats.values.reduce(0) { $0 + ($1["requests"] ?? 0) }
             #expect(all < 30, "\(all) requests for 400 removals: \(stats)")
         }

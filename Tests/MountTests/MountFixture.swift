@@ -156,6 +156,11 @@ final class MountFixture: @unchecked Sendable {
 
     func routeStats() async throws -> [String: [String: Int]] { try await emulator.routeStats() }
 
+    /// The requests `routes` took together, in stats from `routeStats`.
+    static func requests(_ stats: [String: [String: Int]], _ routes: [String]) -> Int {
+        routes.reduce(0) { $0 + (stats[$1]?["requests"] ?? 0) }
+    }
+
     /// Another client uploads `contents` to `path` on Dropbox.
     func uploadElsewhere(_ contents: String, to path: String, mode: WriteMode = .overwrite) async throws {
         let file = root.appendingPathComponent("elsewhere-\(UUID().uuidString.prefix(8))").path

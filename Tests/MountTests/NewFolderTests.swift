@@ -8,10 +8,6 @@ import TestSupport
 /// kill -9 of the daemon, and made with the names as typed.
 @Suite("mount: new folders answered here, sent batched", .serialized, .timeLimit(.minutes(3)))
 struct NewFolderTests {
-    private static func requests(_ stats: [String: [String: Int]], _ routes: [String]) -> Int {
-        routes.reduce(0) { $0 + (stats[$1]?["requests"] ?? 0) }
-    }
-
     /// 60 folders (`mkdir -p` of 20 three-deep paths) and a file in some: Dropbox makes the
     /// folders in one `create_folder_batch`, none through `create_folder_v2`, with the
     /// casing typed (an upload into a folder would make it in lower case).
@@ -31,8 +27,8 @@ struct NewFolderTests {
             #expect(Set(folders.map(\.name)) == Set(["Tree", "Src", "Lib"] + (1...20).map { String(format: "Pkg%02d", $0) }))
             #expect(try await m.client.listAll("").map(\.name) == ["Tree"])
             let stats = try await m.routeStats()
-            #expect(Self.requests(stats, ["files/create_folder_v2"]) == 0, "\(stats)")
-            #expect(Self.requests(stats, ["files/create_folder_batch"]) == 1, "\(stats)")
+            #expect(MountFixture.requests(stats, ["files/create_folder_v2"]) == 0, "\(stats)")
+            #expect(MountFixture.requests(stats, ["files/create_folder_batch"]) == 1, "\(stats)")
         }
     }
 
@@ -46,7 +42,7 @@ struct NewFolderTests {
             #expect(made.stdout == "")
             #expect(try await m.syncFolder("\"$M\"").status == 0)
             let stats = try await m.routeStats()
-            #expect(Self.requests(stats, ["files/create_folder_v2", "files/create_folder_batch", "files/delete_v2", "files/delete_batch"]) == 0, "\(stats)")
+            #expect(MountFixture.requests(stats, ["files/create_folder_v2", "files/create_folder_batch", "files/delete_v2", "files/delete_batch"]) == 0, "\(stats)")
             #expect(try await m.client.listAll("").isEmpty)
         }
     }

@@ -68,16 +68,3 @@ final class QueuedRounds: Sendable {
         try await next.value
     }
 }
-
-extension Node {
-    /// Whether any of `pending` (keys of queued changes) lies at, above or below any of
-    /// `paths`. Asked before every upload batch (up to 1,000 paths) with up to thousands
-    /// pending: each side walks its own ancestors, instead of every pair being compared.
-    static func anyTouches(_ paths: [String], pending: [String: some Any]) -> Bool {
-        if pending.isEmpty { return false }
-        let asked = Set(paths)
-        if asked.contains("") { return true }  // everything is below the root
-        let atOrBelow = paths.contains { path in selfAndAncestors(path).contains { pending[String($0)] != nil } }
-        return atOrBelow || pending.keys.contains { key in selfAndAncestors(key).contains { asked.contains(String($0)) } }
-    }
-}

@@ -46,7 +46,10 @@ extension UploadQueue {
         }
     }
 
-    public func removeDeletes(_ ids: [Int64]) throws {
-        try durable { try db.transaction { for id in ids { try db.run("DELETE FROM deletes WHERE id = ?", [.int(id)]) } } }
+    public func removeDeletes(_ ids: [Int64]) throws { try removeRows(ids, from: "deletes") }
+
+    /// Removes records by id from one of the namespace queues' tables, in one transaction.
+    func removeRows(_ ids: [Int64], from table: String) throws {
+        try durable { try db.transaction { for id in ids { try db.run("DELETE FROM \(table) WHERE id = ?", [.int(id)]) } } }
     }
 }

@@ -42,7 +42,5 @@ extension UploadQueue {
         }
     }
 
-    public func removeFolders(_ ids: [Int64]) throws {
-        try durable { try db.transaction { for id in ids { try db.run("DELETE FROM folders WHERE id = ?", [.int(id)]) } } }
-    }
+    public func removeFolders(_ ids: [Int64]) throws { try removeRows(ids, from: "folders") }
 }
