@@ -78,6 +78,7 @@ public final class Reader: Sendable {
         let first = offset / Self.blockSize
         let last = (end - 1) / Self.blockSize
         if let stream { stream.readAhead(through: prefetch(node, hash: hash, rev: rev, after: last, window: stream.advance(offset: offset, end: end))) }
+        FuseLog.trace("read \(node.pathLower) [\(offset), \(end)) of rev \(rev): blocks \(first)...\(last)")
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in first...last {
                 let key = BlockCache.key(contentHash: hash, index: index)
