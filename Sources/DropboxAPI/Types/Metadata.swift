@@ -6,12 +6,14 @@ public enum Metadata: Decodable, Sendable, Equatable {
     case folder(FolderMetadata)
     case deleted(DeletedMetadata)
 
+    /// One keyed container for the tag and the fields (a listing page decodes 2,000 of
+    /// these; each container costs a table of the object's keys).
     public init(from decoder: any Decoder) throws {
-        let union = try UnionReader(from: decoder)
-        switch union.tag {
-        case "file": self = .file(try FileMetadata(from: decoder))
-        case "folder": self = .folder(try FolderMetadata(from: decoder))
-        default: self = .deleted(try DeletedMetadata(from: decoder))
+        let c = try decoder.container(keyedBy: MetadataKeys.self)
+        switch try c.decode(String.self, forKey: .tag) {
+        case "file": self = .file(try FileMetadata(fields: c))
+        case "folder": self = .folder(try FolderMetadata(fields: c))
+        default: self = .deleted(try DeletedMetadata(fields: c))
         }
     }
 
@@ -50,6 +52,13 @@ public enum Metadata: Decodable, Sendable, Equatable {
     }
 }
 
+/// The keys of the three kinds of metadata and of their union's tag (as the decoder sees
+/// them: `APIJSON` turns `path_lower` into `pathLower`).
+enum MetadataKeys: String, CodingKey {
+    case tag = ".tag"
+    case name, id, pathLower, pathDisplay, clientModified, serverModified, rev, size, contentHash, isDownloadable
+}
+
 public struct FileMetadata: Decodable, Sendable, Equatable {
     public var name: String
     public var id: String
@@ -66,13 +75,12 @@ public struct FileMetadata: Decodable, Sendable, Equatable {
     public var serverModifiedDate: Date? { DropboxDate.parse(serverModified) }
     public var clientModifiedDate: Date? { DropboxDate.parse(clientModified) }
 
-    enum CodingKeys: String, CodingKey {
-        case name, id, pathLower, pathDisplay, clientModified, serverModified, rev, size, contentHash, isDownloadable
-    }
-
     /// Names, paths and the content hash are checked (`ServerChecks`): they become local paths.
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
+        try self.init(fields: try decoder.container(keyedBy: MetadataKeys.self))
+    }
+
+    init(fields c: KeyedDecodingContainer<MetadataKeys>) throws {
         name = try c.checked(.name, ServerChecks.isName, "name")
         id = try c.decode(String.self, forKey: .id)
         pathLower = try c.checkedIfPresent(.pathLower, ServerChecks.isPath, "path_lower")
@@ -92,10 +100,11 @@ public struct FolderMetadata: Decodable, Sendable, Equatable {
     public var pathLower: String?
     public var pathDisplay: String?
 
-    enum CodingKeys: String, CodingKey { case name, id, pathLower, pathDisplay }
-
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
+        try self.init(fields: try decoder.container(keyedBy: MetadataKeys.self))
+    }
+
+    init(fields c: KeyedDecodingContainer<MetadataKeys>) throws {
         name = try c.checked(.name, ServerChecks.isName, "name")
         id = try c.decode(String.self, forKey: .id)
         pathLower = try c.checkedIfPresent(.pathLower, ServerChecks.isPath, "path_lower")
@@ -114,10 +123,11 @@ public struct DeletedMetadata: Decodable, Sendable, Equatable {
         self.pathDisplay = pathDisplay
     }
 
-    enum CodingKeys: String, CodingKey { case name, pathLower, pathDisplay }
-
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
+        try self.init(fields: try decoder.container(keyedBy: MetadataKeys.self))
+    }
+
+    init(fields c: KeyedDecodingContainer<MetadataKeys>) throws {
         name = try c.checked(.name, ServerChecks.isName, "name")
         pathLower = try c.checkedIfPresent(.pathLower, ServerChecks.isPath, "path_lower")
         pathDisplay = try c.checkedIfPresent(.pathDisplay, ServerChecks.isPath, "path_display")

@@ -13,10 +13,23 @@ public enum ServerChecks {
     }
 
     /// A Dropbox path: `/` followed by names joined with `/` (the root is the empty path).
+    /// One pass over the bytes (every listed entry has two paths).
     public static func isPath(_ text: String) -> Bool {
-        if text.isEmpty { return true }
-        guard text.first == "/" else { return false }
-        return text.dropFirst().split(separator: "/", omittingEmptySubsequences: false).allSatisfy { isName(String($0)) }
+        var utf8 = text.utf8.makeIterator()
+        guard let first = utf8.next() else { return true }
+        guard first == 0x2F else { return false }
+        // The current component's length, and whether it is all dots so far.
+        var length = 0, dots = true
+        while let byte = utf8.next() {
+            if byte == 0 { return false }
+            if byte == 0x2F {
+                if length == 0 || (dots && length <= 2) { return false }
+                length = 0; dots = true
+            } else {
+                length += 1; dots = dots && byte == 0x2E
+            }
+        }
+        return !(length == 0 || (dots && length <= 2))
     }
 }
 

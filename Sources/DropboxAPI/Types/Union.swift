@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Dropbox serialises unions as `{".tag": "member", ...}` (void members may also be a bare
 /// string). These helpers read that shape; unknown tags decode as `other`, as the SDKs do,
@@ -25,15 +26,15 @@ struct UnionReader {
     let tag: String
     let container: KeyedDecodingContainer<UnionKey>?
 
+    /// An object first: most unions in a reply are (a failed attempt builds an error).
     init(from decoder: any Decoder) throws {
-        if let single = try? decoder.singleValueContainer(), let tag = try? single.decode(String.self) {
-            self.tag = tag
-            container = nil
+        if let keyed = try? decoder.container(keyedBy: UnionKey.self) {
+            tag = try keyed.decode(String.self, forKey: .tag)
+            container = keyed
             return
         }
-        let keyed = try decoder.container(keyedBy: UnionKey.self)
-        tag = try keyed.decode(String.self, forKey: .tag)
-        container = keyed
+        tag = try decoder.singleValueContainer().decode(String.self)
+        container = nil
     }
 
     /// The member's value nested under its own name (a union- or primitive-typed member).
@@ -65,7 +66,7 @@ enum APIJSON {
 
     static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
         let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        decoder.keyDecodingStrategy = .custom { path in SnakeCaseKeys.camelCase(path[path.count - 1]) }
         return try decoder.decode(T.self, from: Data(bytes))
     }
 
@@ -83,6 +84,33 @@ enum APIJSON {
             }
         }
         return out
+    }
+}
+
+/// `convertFromSnakeCase`, remembered: Foundation's converts every key of every object it
+/// decodes (split, capitalise, join), and a listing page of 2,000 entries has 20,000 keys
+/// but a dozen distinct ones (the conversion took most of the time of listing a folder of
+/// 100,000 files). Keys without `_` are the same in both cases and skip the table.
+enum SnakeCaseKeys {
+    private static let converted = Mutex<[String: String]>([:])
+
+    static func camelCase(_ key: any CodingKey) -> any CodingKey {
+        let name = key.stringValue
+        guard name.utf8.contains(UInt8(ascii: "_")) else { return key }
+        if let known = converted.withLock({ $0[name] }) { return UnionKey(known) }
+        let camel = convert(name)
+        converted.withLock { table in if table.count < 4096 { table[name] = camel } }
+        return UnionKey(camel)
+    }
+
+    /// Foundation's rule: leading and trailing underscores stay, each inner `_x` becomes `X`.
+    static func convert(_ name: String) -> String {
+        guard let first = name.firstIndex(where: { $0 != "_" }) else { return name }
+        let last = name.lastIndex(where: { $0 != "_" })!
+        let words = name[first...last].split(separator: "_")
+        guard words.count > 1 else { return name }
+        let joined = words[0].lowercased() + words.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst().lowercased() }.joined()
+        return String(name[..<first]) + joined + String(name[name.index(after: last)...])
     }
 }
 
