@@ -1,5 +1,6 @@
 #include "cfuse.h"
 #include <stddef.h>
+#include <malloc.h>
 
 struct fuse_session *cfuse_session_new(int argc, char **argv, const struct fuse_lowlevel_ops *ops, void *userdata) {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -35,7 +36,9 @@ void cfuse_file_info_set_direct_io(struct fuse_file_info *info, int direct) { in
 
 void cfuse_conn_configure(struct fuse_conn_info *conn, unsigned max_readahead) {
     if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
-    if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO) conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+    // The kernel picks readdirplus only where entries are looked at (`ls -l`), plain readdir
+    // elsewhere (`find`): no inode made for each of a million files it only names.
+    if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO) conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
     if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
     if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
     if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
@@ -53,3 +56,7 @@ int cfuse_reply_fd(fuse_req_t req, int fd, off_t offset, size_t size) {
     buffer.buf[0].pos = offset;
     return fuse_reply_data(req, &buffer, FUSE_BUF_SPLICE_MOVE);
 }
+
+int cfuse_heap_limit_arenas(int count) { return mallopt(M_ARENA_MAX, count); }
+
+int cfuse_heap_trim(void) { return malloc_trim(0); }

@@ -26,4 +26,9 @@ int cfuse_reply_fd(fuse_req_t req, int fd, off_t offset, size_t size);
 /// Sets the FUSE_CAP_* flags we want, from the connection's capable set (init callback).
 void cfuse_conn_configure(struct fuse_conn_info *conn, unsigned max_readahead);
 
+/// glibc's allocator settings, for the daemon these headers serve (malloc.h is not in
+/// Swift's Glibc module): at most `count` arenas; free pages handed back to the system.
+int cfuse_heap_limit_arenas(int count);
+int cfuse_heap_trim(void);
+
 #endif

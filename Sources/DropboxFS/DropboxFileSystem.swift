@@ -20,6 +20,9 @@ public final class DropboxFileSystem: Sendable {
         /// stops asking for them, and `ls -l` no longer costs a request per file for
         /// `security.selinux`.
         public var noExtendedAttributes = false
+        /// `-o max_inodes=N`: inodes the kernel may hold before the mount asks it to drop
+        /// the longest-known files' (about 200 bytes of the daemon's memory each).
+        public var inodeLimit = 100_000
         public init() {}
     }
 
@@ -89,13 +92,17 @@ public final class DropboxFileSystem: Sendable {
 
     /// opendir: the folder's children; its node stays known while it is open.
     public func openDirectory(_ inode: UInt64) async throws -> [Node] {
-        let children = try await children(of: inode)
+        // Kept until the folder is closed: only what readdirplus answers with (a revision,
+        // content hash and id are three heap strings an entry; 100,000 of them held 30 MiB).
+        let children = try await children(of: inode).map(\.attributesOnly)
         let folder = try node(inode)
         openFolders.withLock { $0[inode] = (folder, ($0[inode]?.count ?? 0) + 1) }
         return children
     }
 
-    public func releaseDirectory(_ inode: UInt64) {
+    /// A folder is closed: `entries` is the size of the snapshot its handle held.
+    public func releaseDirectory(_ inode: UInt64, entries: Int = 0) {
+        if entries > Heap.largeCount { Heap.giveBack() }
         openFolders.withLock { folders in
             guard let entry = folders[inode] else { return }
             folders[inode] = entry.count > 1 ? (entry.node, entry.count - 1) : nil
@@ -184,8 +191,14 @@ public final class DropboxFileSystem: Sendable {
         let task: Task<Void, any Error> = listings.withLock { running in
             if let existing = running[folderLower] { return existing }
             let task = Task { [client, store] in
-                let (entries, cursor) = try await client.listAllWithCursor(folderLower, recursive: false)
-                try store.storeListing(folderLower, try Self.children(of: folderLower, in: entries))
+                var listed = Set<String>()
+                let cursor = try await client.listPages(folderLower) { entries in
+                    let nodes = try Self.children(of: folderLower, in: entries)
+                    try store.storeListingPage(nodes)
+                    for node in nodes { listed.insert(node.pathLower) }
+                }
+                try store.finishListing(folderLower, children: listed)
+                if listed.count > Heap.largeCount { Heap.giveBack() }
                 // The change watcher may have passed changes in this folder while it was being
                 // listed (and not yet marked listed): replay them from the listing's own cursor.
                 do {
@@ -368,6 +381,16 @@ public final class DropboxFileSystem: Sendable {
     /// The kernel forgot `count` references to an inode; its state goes with the last one.
     public func forget(_ inode: UInt64, count: UInt64) {
         if inodes.forget(inode, count: count) { pages.forget(inode) }
+    }
+
+    /// The kernel's entry (parent inode, name) of a file it may drop to keep the inode table
+    /// bounded; nil for what must stay: folders (a shell's working directory would lose its
+    /// path) and files open here.
+    func droppableEntry(_ inode: UInt64, path: String) -> (parent: UInt64, name: String)? {
+        guard openFiles.handles(of: inode).isEmpty,
+              let node = writeBack.overlay(path) ?? (try? store.node(path, remember: false)) ?? folders.node(path), !node.isFolder,
+              let parent = inodes.existing(Node.parent(of: path)) else { return nil }
+        return (parent, node.name)
     }
 
     // MARK: statfs, xattrs

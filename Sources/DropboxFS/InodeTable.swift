@@ -2,7 +2,9 @@ import Synchronization
 
 /// Inode numbers for paths. A path keeps its number while the kernel knows it: each entry
 /// the kernel is given (lookup, readdirplus) counts once, `forget` takes counts away, and at
-/// zero the mapping is dropped — memory stays bounded however many files a `find` walks.
+/// zero the mapping is dropped. The kernel keeps what it was given until it is short of
+/// memory, so the mount asks it to drop the longest-known files beyond a limit (`oldest`):
+/// memory stays bounded however many files a `find` walks.
 /// Numbers are never reused within a mount; the root is 1.
 public final class InodeTable: Sendable {
     public static let root: UInt64 = 1
@@ -11,9 +13,17 @@ public final class InodeTable: Sendable {
         var byPath: [String: UInt64] = [:]
         var byInode: [UInt64: (path: String, lookups: UInt64)] = [:]
         var next: UInt64 = 2
+        /// Where the search for inodes the kernel may drop goes on (`oldest`).
+        var cursor: UInt64 = 2
+        /// Inodes handed out by `oldest` since the search last wrapped: their `forget` comes
+        /// after the kernel has dropped them, and they must not be asked for twice meanwhile.
+        var asked = 0
     }
 
     private let state = Mutex(State())
+    /// Entries not yet handed out by `oldest` (`byInode.count - asked`), readable without
+    /// the lock: checked after every entry given to the kernel.
+    private let unasked = Atomic<Int>(0)
 
     public init() {}
 
@@ -26,14 +36,25 @@ public final class InodeTable: Sendable {
             state.next += 1
             state.byPath[pathLower] = ino
             state.byInode[ino] = (pathLower, 0)
+            unasked.store(state.byInode.count - state.asked, ordering: .relaxed)
             return ino
         }
     }
 
-    /// The kernel was handed this inode once more (a lookup or readdirplus entry).
-    public func retain(_ inode: UInt64) {
+    /// The kernel was handed this inode once more (a lookup or readdirplus entry) for `path`.
+    /// An entry no one held may have been dropped since its number was given (`oldest`):
+    /// it comes back with the same number.
+    public func retain(_ inode: UInt64, path: String) {
         guard inode != Self.root else { return }
-        state.withLock { $0.byInode[inode]?.lookups += 1 }
+        state.withLock { state in
+            if state.byInode[inode] != nil {
+                state.byInode[inode]!.lookups += 1
+                return
+            }
+            state.byInode[inode] = (path, 1)
+            if state.byPath[path] == nil { state.byPath[path] = inode }
+            unasked.store(state.byInode.count - state.asked, ordering: .relaxed)
+        }
     }
 
     /// `forget`: the kernel dropped `count` references. True when the inode is gone.
@@ -46,6 +67,8 @@ public final class InodeTable: Sendable {
             if entry.lookups == 0 {
                 state.byInode.removeValue(forKey: inode)
                 if state.byPath[entry.path] == inode { state.byPath.removeValue(forKey: entry.path) }
+                if inode < state.cursor && state.asked > 0 { state.asked -= 1 }
+                unasked.store(state.byInode.count - state.asked, ordering: .relaxed)
                 return true
             }
             state.byInode[inode] = entry
@@ -101,4 +124,45 @@ public final class InodeTable: Sendable {
     }
 
     public var count: Int { state.withLock { $0.byInode.count } }
+
+    /// Whether `oldest(over: limit)` has anything to do.
+    public func isOver(_ limit: Int) -> Bool { unasked.load(ordering: .relaxed) > limit }
+
+    /// Brings the entries beyond `limit` down, lowest numbers (the longest known) first.
+    /// Entries the kernel does not hold (numbers a plain readdir showed) are dropped here;
+    /// those it holds are returned with their paths: the mount asks the kernel to drop
+    /// them, and each `forget` then frees its entry. A `find` over a million entries
+    /// otherwise left a million here (the kernel drops inodes only when short of memory). A
+    /// tenth of `limit` more than the excess goes, so that this runs once per batch, not
+    /// once per entry. The caller skips what must stay (folders, open files); those come
+    /// again after a wrap.
+    public func oldest(over limit: Int) -> [(inode: UInt64, path: String)] {
+        state.withLock { state in
+            var excess = state.byInode.count - state.asked - limit
+            guard excess > 0 else { return [] }
+            excess += limit / 10
+            var held: [(inode: UInt64, path: String)] = []
+            var scanned: UInt64 = 0
+            while excess > 0 && scanned < state.next {
+                if state.cursor >= state.next {
+                    state.cursor = 2
+                    state.asked = 0
+                }
+                let ino = state.cursor
+                state.cursor += 1
+                scanned += 1
+                guard let entry = state.byInode[ino], entry.path != Self.detachedPath else { continue }
+                excess -= 1
+                if entry.lookups > 0 {
+                    held.append((ino, entry.path))
+                } else {
+                    state.byInode.removeValue(forKey: ino)
+                    if state.byPath[entry.path] == ino { state.byPath.removeValue(forKey: entry.path) }
+                }
+            }
+            state.asked += held.count
+            unasked.store(state.byInode.count - state.asked, ordering: .relaxed)
+            return held
+        }
+    }
 }

@@ -20,6 +20,15 @@ public struct Node: Sendable, Equatable {
 
     public var parentLower: String { Node.parent(of: pathLower) }
 
+    /// The node without what `stat` does not show (revision, content hash, id).
+    var attributesOnly: Node {
+        var node = self
+        node.rev = nil
+        node.contentHash = nil
+        node.id = ""
+        return node
+    }
+
     static func parent(of pathLower: String) -> String {
         guard let slash = pathLower.lastIndex(of: "/") else { return "" }
         return String(pathLower[..<slash])

@@ -14,6 +14,7 @@ struct MountDaemon {
     func run() async throws {
         let daemon = ProcessInfo.processInfo.environment["DROPBOXFS_DAEMON"] == "1"
         if daemon { setsid() }
+        Heap.limitArenas()
         let mountpoint = command.mountpoint
         let prepared: Prepared
         do {

@@ -45,6 +45,9 @@ struct MountOptions {
                 fuse.append("ro")
                 fs.readOnly = true
             case "noxattr": fs.noExtendedAttributes = true
+            case "max_inodes":
+                guard let count = Int(try required()), count >= 1_000 else { throw ClientError.local("max_inodes=\(value ?? ""): not a count of at least 1000") }
+                fs.inodeLimit = count
             case _ where Self.ignored.contains(key) || key.hasPrefix("x-systemd.") || key.hasPrefix("x-"): continue
             default: fuse.append(option)
             }

@@ -94,6 +94,48 @@ struct BrowseTests {
         }
     }
 
+    /// A walk over more files than `max_inodes` leaves the daemon's inode table at about
+    /// that size: the mount asks the kernel to drop the longest-known files, not waiting for
+    /// it to run short of memory (a `find` over a million entries kept a million inodes
+    /// here). A file held open keeps its inode; what was dropped is looked up again.
+    @Test func aWalkOverMoreFilesThanTheInodeLimitKeepsTheTableBounded() async throws {
+        try await MountFixture.with(seeds: ["files=5000,dirs=1,depth=0,size=10,root=/many"], options: ["max_inodes=1000"]) { m in
+            let walked = try await m.python("""
+            import os, subprocess
+            first = os.environ["M"] + "/many/file-000000.txt"
+            fd = os.open(first, os.O_RDONLY)
+            held = os.fstat(fd).st_ino
+            found = subprocess.run(["find", os.environ["M"] + "/many", "-type", "f"], capture_output=True, text=True, check=True)
+            assert len(found.stdout.split()) == 5000, len(found.stdout.split())
+            assert os.stat(first).st_ino == held
+            assert os.pread(fd, 6, 0) == b"line 0"
+            os.close(fd)
+            # A report of the status written after the walk counts this upload.
+            marker = os.open(os.environ["M"] + "/marker", os.O_WRONLY | os.O_CREAT, 0o644)
+            os.fsync(marker)
+            os.close(marker)
+            """)
+            #expect(walked.status == 0, "\(walked.stderr)")
+            try await eventually("the kernel to drop the oldest inodes", timeout: 30) {
+                let status = try await Self.status(m)
+                return status.contains(", 1 done") && Self.inodesKnown(status) <= 1_200
+            }
+            let long = try await m.sh("ls -l \"$M/many\" | grep -c '^-'")
+            #expect(long.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "5000")
+            #expect(try await m.sh("cat \"$M/many/file-000001.txt\"").stdout.hasPrefix("line 0"))
+        }
+    }
+
+    static func status(_ m: MountFixture) async throws -> String {
+        try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment).stdout
+    }
+
+    /// The inodes the daemon knows the kernel holds, from `dropboxfs status`.
+    static func inodesKnown(_ status: String) -> Int {
+        let line = status.split(separator: "\n").first { $0.contains("inodes") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? .max
+    }
+
     @Test func aTenThousandEntryDirectory() async throws {
         try await MountFixture.with(seeds: ["files=10000,dirs=1,depth=0,size=10,root=/many"]) { m in
             let ls = try await m.sh("ls \"$M/many\" | wc -l")
@@ -103,11 +145,7 @@ struct BrowseTests {
             #expect(try await m.sh("cat \"$M/many/file-009999.txt\"").stdout.hasPrefix("line 0"))
             // Inodes the kernel forgets are forgotten here too: memory follows what is in use.
             _ = try await m.sh("sync; echo 2 > /proc/sys/vm/drop_caches")
-            try await eventually("the kernel's forgets to reach the daemon", timeout: 15) {
-                let status = try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment).stdout
-                let line = status.split(separator: "\n").first { $0.contains("inodes") } ?? ""
-                return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? .max) < 1000
-            }
+            try await eventually("the kernel's forgets to reach the daemon", timeout: 15) { Self.inodesKnown(try await Self.status(m)) < 1000 }
         }
     }
 }

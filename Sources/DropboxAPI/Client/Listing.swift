@@ -7,12 +7,24 @@ extension DropboxClient {
     /// Every entry, and the cursor at the end of the listing: following it with
     /// `list_folder/continue` gives what changed since the listing was taken.
     public func listAllWithCursor(_ path: String, recursive: Bool = false) async throws -> (entries: [Metadata], cursor: String) {
+        var entries: [Metadata] = []
+        let cursor = try await listPages(path, recursive: recursive) { entries += $0 }
+        return (entries, cursor)
+    }
+
+    /// The listing a page at a time, each handed to `each` as it arrives (a folder of 100,000
+    /// entries need not be held whole); returns the cursor at the end of the listing. The
+    /// next page is asked for before `each` takes this one: its fetch and decoding overlap
+    /// what `each` does.
+    public func listPages(_ path: String, recursive: Bool = false, _ each: ([Metadata]) throws -> Void) async throws -> String {
         var page = try await rpc(Routes.listFolder, ListFolderArgument(path: path, recursive: recursive))
-        var entries = page.entries
         while page.hasMore {
-            page = try await rpc(Routes.listFolderContinue, CursorArgument(cursor: page.cursor))
-            entries += page.entries
+            let cursor = CursorArgument(cursor: page.cursor)
+            async let next = rpc(Routes.listFolderContinue, cursor)
+            try each(page.entries)
+            page = try await next
         }
-        return (entries, page.cursor)
+        try each(page.entries)
+        return page.cursor
     }
 }

@@ -6,8 +6,9 @@ import Synchronization
 /// `DropboxFileSystem` and answers each request exactly once. Operations that may need the
 /// network run in a task and answer when it completes, from whatever thread that is (libfuse
 /// allows it); borrowed arguments (names, `fuse_file_info`) are copied before the callback
-/// returns. Kernel cache invalidation is only ever sent from the change watcher's task,
-/// never from an operation's path or under a lock.
+/// returns. Kernel cache invalidation is only ever sent from the invalidation queue (the
+/// change watcher's, and the drop of old inodes), never from an operation's path or under
+/// a lock.
 ///
 /// Lifecycle: `mount` → `serve` (the loop, on its own thread) → the loop ends on unmount or
 /// `stop` → the kernel mount goes, answers still pending are awaited, the invalidation queue
@@ -31,6 +32,8 @@ public final class FuseMount: @unchecked Sendable {
     /// False once teardown begins: queued invalidations are dropped from then on, and
     /// teardown drains the queue before the session is freed.
     private let notifying = Atomic<Bool>(true)
+    /// A drop of old inodes is queued or running (`dropOldInodes`).
+    private let dropping = Atomic<Bool>(false)
     let directories = Mutex<(next: UInt64, open: [UInt64: [Node]])>((1, [:]))
 
     public init(fs: DropboxFileSystem) { self.fs = fs }
@@ -113,7 +116,7 @@ public final class FuseMount: @unchecked Sendable {
         }
     }
 
-    // MARK: Invalidation (change watcher only)
+    // MARK: Invalidation (from the invalidation queue only)
 
     /// Queues invalidations for changes made elsewhere (the change watcher leaves out the
     /// mount's own). What to tell the kernel is decided now, in the watcher's order (a path
@@ -132,6 +135,35 @@ public final class FuseMount: @unchecked Sendable {
     }
 
     private struct SessionPointer: @unchecked Sendable { let raw: OpaquePointer }
+
+    /// Called after entries were handed to the kernel: beyond `Options.inodeLimit` known
+    /// inodes, asks the kernel to drop the longest-known files' entries (from the
+    /// invalidation queue, as the watcher's invalidations). It forgets those inodes once
+    /// unused, and their entries here go: a later lookup gives the file a new number.
+    func dropOldInodesIfOver() {
+        let limit = fs.options.inodeLimit
+        guard fs.inodes.isOver(limit), !dropping.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        guard let session = lock.withLock({ self.session }).map(SessionPointer.init) else {
+            return dropping.store(false, ordering: .releasing)
+        }
+        invalidations.async { [self] in
+            // Until nothing is over: entries keep coming while the kernel is told.
+            while notifying.load(ordering: .sequentiallyConsistent) {
+                let oldest = fs.inodes.oldest(over: limit)
+                if oldest.isEmpty { break }
+                var asked = 0
+                for (inode, path) in oldest {
+                    guard let entry = fs.droppableEntry(inode, path: path) else { continue }
+                    send(.entry(parent: entry.parent, name: entry.name), to: session.raw)
+                    asked += 1
+                }
+                FuseLog.trace("inodes: \(fs.inodes.count) known, the kernel asked to drop \(asked) of the \(oldest.count) oldest it holds")
+            }
+            dropping.store(false, ordering: .releasing)
+            // Entries handed out after the last look, whose own check found this running.
+            dropOldInodesIfOver()
+        }
+    }
 
     private enum Invalidation {
         case entry(parent: UInt64, name: String)

@@ -71,13 +71,16 @@ enum FuseOperations {
                 fuse_reply_open(request.raw, &copy)
             }
         }
+        ops.readdir = { req, ino, size, offset, fi in
+            FuseMount.from(req).readDirectoryNames(Request(raw: req!), ino: UInt64(ino), size: size, offset: Int(offset), handle: fi!.pointee.fh)
+        }
         ops.readdirplus = { req, ino, size, offset, fi in
             FuseMount.from(req).readDirectory(Request(raw: req!), ino: UInt64(ino), size: size, offset: Int(offset), handle: fi!.pointee.fh)
         }
         ops.releasedir = { req, ino, fi in
             let mount = FuseMount.from(req)
-            _ = mount.directories.withLock { $0.open.removeValue(forKey: fi!.pointee.fh) }
-            mount.fs.releaseDirectory(UInt64(ino))
+            let snapshot = mount.directories.withLock { $0.open.removeValue(forKey: fi!.pointee.fh) }
+            mount.fs.releaseDirectory(UInt64(ino), entries: snapshot?.count ?? 0)
             fuse_reply_err(req, 0)
         }
         ops.open = { req, ino, fi in
@@ -300,9 +303,12 @@ struct FileInfo: @unchecked Sendable {
 }
 
 extension FuseMount {
+    /// The most a readdirplus answer holds (about 190 entries; see `readDirectory`).
+    static let plusBytes = 32 << 10
+
     /// The reply for a lookup or readdirplus entry: the kernel now holds one more reference.
     func entryParam(_ inode: UInt64, _ node: Node) -> fuse_entry_param {
-        fs.inodes.retain(inode)
+        fs.inodes.retain(inode, path: node.pathLower)
         return attributesOnly(inode, node)
     }
 
@@ -315,10 +321,48 @@ extension FuseMount {
         return entry
     }
 
-    /// Fills one readdirplus buffer from the directory's snapshot taken at opendir.
-    /// Offsets are positions in the snapshot ("." and ".." first).
-    func readDirectory(_ request: Request, ino: UInt64, size: Int, offset: Int, handle: UInt64) {
+    /// Fills one readdir buffer from the directory's snapshot taken at opendir: names and
+    /// inode numbers only. The kernel asks for these (rather than readdirplus) past the
+    /// first buffer of a folder whose entries no one has looked at (`find`): it then makes
+    /// no inode for each file, nor this table an entry it holds.
+    func readDirectoryNames(_ request: Request, ino: UInt64, size: Int, offset: Int, handle: UInt64) {
         guard let children = directories.withLock({ $0.open[handle] }) else { return request.fail(FSError.badHandle) }
+        var buffer = [CChar](repeating: 0, count: size)
+        var used = 0
+        var position = offset
+        while position < children.count + 2 {
+            var attributes = stat()
+            let name: String
+            if position < 2 {
+                name = position == 0 ? "." : ".."
+                attributes.st_ino = UInt(ino)
+                attributes.st_mode = S_IFDIR
+            } else {
+                let node = children[position - 2]
+                name = node.name
+                attributes.st_ino = UInt(fs.inodes.inode(for: node.pathLower))
+                attributes.st_mode = node.isFolder ? S_IFDIR : S_IFREG
+            }
+            let needed = buffer.withUnsafeMutableBufferPointer { raw in
+                fuse_add_direntry(request.raw, raw.baseAddress! + used, size - used, name, &attributes, off_t(position + 1))
+            }
+            if needed > size - used { break }
+            used += needed
+            position += 1
+        }
+        fuse_reply_buf(request.raw, buffer, used)
+        dropOldInodesIfOver()
+    }
+
+    /// Fills one readdirplus buffer from the directory's snapshot taken at opendir.
+    /// Offsets are positions in the snapshot ("." and ".." first). At most `plusBytes` are
+    /// answered, however large the buffer: the kernel asks with readdirplus for a folder's
+    /// first entries, and for the rest only if something looked at its entries (`ls -l`),
+    /// else with plain readdir (`find`, whose 1 MiB reads otherwise had every file of a
+    /// folder of 900 made an inode, in the kernel and here).
+    func readDirectory(_ request: Request, ino: UInt64, size asked: Int, offset: Int, handle: UInt64) {
+        guard let children = directories.withLock({ $0.open[handle] }) else { return request.fail(FSError.badHandle) }
+        let size = min(asked, Self.plusBytes)
         var buffer = [CChar](repeating: 0, count: size)
         var used = 0
         var position = offset
@@ -342,11 +386,12 @@ extension FuseMount {
             }
             if needed > size - used { break }
             // Handed to the kernel: counts as a lookup ("." and ".." do not).
-            if position >= 2 { fs.inodes.retain(UInt64(entry.ino)) }
+            if position >= 2 { fs.inodes.retain(UInt64(entry.ino), path: children[position - 2].pathLower) }
             used += needed
             position += 1
         }
         fuse_reply_buf(request.raw, buffer, used)
+        dropOldInodesIfOver()
     }
 
     /// Answers a lookup: the entry, a negative entry the kernel may cache briefly, or the error.
@@ -355,6 +400,7 @@ extension FuseMount {
         case .success(let (inode, node)):
             var entry = entryParam(inode, node)
             fuse_reply_entry(request.raw, &entry)
+            dropOldInodesIfOver()
         case .failure(FSError.notFound):
             var entry = fuse_entry_param()
             entry.entry_timeout = cacheTimeout
