@@ -146,7 +146,10 @@ public final class ChangeWatcher: Sendable {
             do {
                 guard let cursor = try store.value("cursor") else { try await catchUp(); continue }
                 let poll = try await client.rpc(Routes.longpoll, LongpollArgument(cursor: cursor, timeout: 30), timeout: 600)
-                if poll.changes { try await catchUp() }
+                if poll.changes {
+                    await ownCallsEnd()
+                    try await catchUp()
+                }
                 failures = 0
                 if let backoff = poll.backoff { try await Task.sleep(for: .seconds(backoff)) }
             } catch let error as CallError<PathLookupError> where Self.isReset(error) {
@@ -156,6 +159,15 @@ public final class ChangeWatcher: Sendable {
                 failures += 1
                 try? await Task.sleep(for: Self.pollRetry.wait(attempt: failures))
             }
+        }
+    }
+
+    /// Waits (a second at most) for the mount's own calls under way: the changes a batch
+    /// commits come through the feed while it runs, and each call catches up when it
+    /// returns. Fetched as they came, 1,000 small files copied in cost 27 catch-ups.
+    private func ownCallsEnd() async {
+        for _ in 0..<50 where own.callUnderWay {
+            try? await Task.sleep(for: .milliseconds(20))
         }
     }
 

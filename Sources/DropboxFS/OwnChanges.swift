@@ -63,6 +63,11 @@ public final class OwnChanges: Sendable {
         }
     }
 
+    /// Whether a call the mount makes is under way (`expectPending`, not yet ended).
+    var callUnderWay: Bool {
+        state.withLock { state in state.expected.values.contains { $0.contains { $0.endedAt == nil } } }
+    }
+
     /// The call is over (whether it succeeded or not: its outcome may be unknown).
     func callEnded(_ call: PendingCall) {
         state.withLock { state in
