@@ -139,15 +139,13 @@ final class MountFixture: @unchecked Sendable {
         try await ProcessRunner.shell(command, environment: environment.merging(["M": mountpoint]) { _, new in new }, timeout: timeout)
     }
 
-    /// Runs a Python script (with `M` set to the mountpoint). Scripts that start processes
-    /// must wait for them with a blocking wait (`join`): the test process's signal mask
-    /// reaches its children, and a shell's `wait` may never hear SIGCHLD.
     /// fsync of a folder of the mount (a shell path, `$M` allowed): returns once Dropbox has
     /// every closed file and every removal at or below it.
     func syncFolder(_ path: String) async throws -> ProcessRunner.Result {
         try await sh("python3 -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' \(path)")
     }
 
+    /// Runs a Python script (with `M` set to the mountpoint).
     func python(_ script: String, timeout: Double = 120) async throws -> ProcessRunner.Result {
         let file = root.appendingPathComponent("script-\(UUID().uuidString.prefix(8)).py")
         try script.write(to: file, atomically: true, encoding: .utf8)
