@@ -117,17 +117,13 @@ struct BrowseTests {
             """)
             #expect(walked.status == 0, "\(walked.stderr)")
             try await eventually("the kernel to drop the oldest inodes", timeout: 30) {
-                let status = try await Self.status(m)
+                let status = try await m.status()
                 return status.contains(", 1 done") && Self.inodesKnown(status) <= 1_200
             }
             let long = try await m.sh("ls -l \"$M/many\" | grep -c '^-'")
             #expect(long.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "5000")
             #expect(try await m.sh("cat \"$M/many/file-000001.txt\"").stdout.hasPrefix("line 0"))
         }
-    }
-
-    static func status(_ m: MountFixture) async throws -> String {
-        try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment).stdout
     }
 
     /// The inodes the daemon knows the kernel holds, from `dropboxfs status`.
@@ -145,7 +141,7 @@ struct BrowseTests {
             #expect(try await m.sh("cat \"$M/many/file-009999.txt\"").stdout.hasPrefix("line 0"))
             // Inodes the kernel forgets are forgotten here too: memory follows what is in use.
             _ = try await m.sh("sync; echo 2 > /proc/sys/vm/drop_caches")
-            try await eventually("the kernel's forgets to reach the daemon", timeout: 15) { Self.inodesKnown(try await Self.status(m)) < 1000 }
+            try await eventually("the kernel's forgets to reach the daemon", timeout: 15) { Self.inodesKnown(try await m.status()) < 1000 }
         }
     }
 }

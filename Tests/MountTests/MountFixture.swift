@@ -154,6 +154,11 @@ final class MountFixture: @unchecked Sendable {
 
     func routeStats() async throws -> [String: [String: Int]] { try await emulator.routeStats() }
 
+    /// What `dropboxfs status` prints for this mount (its report is rewritten every 2 s).
+    func status() async throws -> String {
+        try await ProcessRunner.run(Self.binary, ["status", mountpoint], environment: environment).stdout
+    }
+
     /// The requests `routes` took together, in stats from `routeStats`.
     static func requests(_ stats: [String: [String: Int]], _ routes: [String]) -> Int {
         routes.reduce(0) { $0 + (stats[$1]?["requests"] ?? 0) }

@@ -304,7 +304,7 @@ struct WriteTests {
             """)
             #expect(made.status == 0, "\(made.stderr)")
             try await eventually("both uploads to be under way", timeout: 120) {
-                let status = try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment).stdout
+                let status = try await m.status()
                 return status.split(separator: "\n").filter { $0.contains(".bin  uploading") }.count == 2
             }
             let changed = try await m.sh("rm \"$M/gone.bin\" && mv \"$M/moving.bin\" \"$M/moved.bin\" && ls \"$M\"")
@@ -460,7 +460,7 @@ struct WriteTests {
 
             #expect(try await m.sh("cat \"$M/kept.txt\"").stdout == "good")
             #expect(try await m.sh("cat \"$M/flushed.txt\"").stdout == "new")
-            let status = try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment).stdout
+            let status = try await m.status()
             #expect(status.contains("set aside   /kept.txt: not uploaded after a power loss or reboot"), "\(status)")
             #expect(status.contains("set aside   /rotten.txt: not uploaded after a reboot: its bytes no longer match"), "\(status)")
             #expect(try await m.sh("cat \"$M/rotten.txt\"").stdout == "old")
@@ -482,7 +482,7 @@ struct WriteTests {
             try await m.emulator.refuseNames(["refused.txt"])
             let synced = try await m.sh("printf 'keep me' > \"$M/refused.txt\" && sync \"$M/refused.txt\"")
             #expect(synced.status != 0 && synced.stderr.contains("Invalid argument"), "\(synced)")
-            let status = { try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment).stdout }
+            let status = { try await m.status() }
             try await eventually("the status to say where the file went") {  // it is written every few seconds
                 try await status().contains("set aside   /refused.txt: not uploaded because Dropbox refuses the name") }
             #expect(try await status().contains("uploads     0 pending"))
@@ -554,7 +554,7 @@ struct WriteTests {
             #expect(try await m.sh("wc -c < \"$M/over.bin\"").stdout == "5242880\n")
             let status = try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment)
             try await eventually("status to report the failure") {
-                try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment).stdout.contains("insufficient_space")
+                try await m.status().contains("insufficient_space")
             }
             #expect(status.status == 0)
             #expect(try await m.client.metadataIfExists("/kept.txt") != nil)
