@@ -117,15 +117,16 @@ public final class DropboxFileSystem: Sendable {
         return file.node
     }
 
-    func node(at pathLower: String) throws -> Node? {
+    /// `remember: false` for a one-off question (see `MetadataStore.node`).
+    func node(at pathLower: String, remember: Bool = true) throws -> Node? {
         if let local = writeBack.overlay(pathLower) { return local }
-        return try remoteNode(pathLower) ?? folders.node(pathLower)
+        return try remoteNode(pathLower, remember: remember) ?? folders.node(pathLower)
     }
 
     /// What Dropbox holds at a path as the mount shows it: the store's node, unless a delete
     /// of it (or of a folder above) is pending.
-    func remoteNode(_ pathLower: String) throws -> Node? {
-        deletes.hides(pathLower) ? nil : try store.node(pathLower)
+    func remoteNode(_ pathLower: String, remember: Bool = true) throws -> Node? {
+        deletes.hides(pathLower) ? nil : try store.node(pathLower, remember: remember)
     }
 
     /// A child by its exact name, local versions first. Names are case-sensitive in the
@@ -387,8 +388,7 @@ public final class DropboxFileSystem: Sendable {
     /// bounded; nil for what must stay: folders (a shell's working directory would lose its
     /// path) and files open here.
     func droppableEntry(_ inode: UInt64, path: String) -> (parent: UInt64, name: String)? {
-        guard openFiles.handles(of: inode).isEmpty,
-              let node = writeBack.overlay(path) ?? (try? store.node(path, remember: false)) ?? folders.node(path), !node.isFolder,
+        guard openFiles.handles(of: inode).isEmpty, let node = try? node(at: path, remember: false), !node.isFolder,
               let parent = inodes.existing(Node.parent(of: path)) else { return nil }
         return (parent, node.name)
     }

@@ -36,7 +36,7 @@ public final class InodeTable: Sendable {
             state.next += 1
             state.byPath[pathLower] = ino
             state.byInode[ino] = (pathLower, 0)
-            unasked.store(state.byInode.count - state.asked, ordering: .relaxed)
+            publishLocked(state)
             return ino
         }
     }
@@ -53,7 +53,7 @@ public final class InodeTable: Sendable {
             }
             state.byInode[inode] = (path, 1)
             if state.byPath[path] == nil { state.byPath[path] = inode }
-            unasked.store(state.byInode.count - state.asked, ordering: .relaxed)
+            publishLocked(state)
         }
     }
 
@@ -65,10 +65,9 @@ public final class InodeTable: Sendable {
             guard var entry = state.byInode[inode] else { return false }
             entry.lookups = entry.lookups > count ? entry.lookups - count : 0
             if entry.lookups == 0 {
-                state.byInode.removeValue(forKey: inode)
-                if state.byPath[entry.path] == inode { state.byPath.removeValue(forKey: entry.path) }
+                Self.removeLocked(&state, inode, entry.path)
                 if inode < state.cursor && state.asked > 0 { state.asked -= 1 }
-                unasked.store(state.byInode.count - state.asked, ordering: .relaxed)
+                publishLocked(state)
                 return true
             }
             state.byInode[inode] = entry
@@ -156,13 +155,23 @@ public final class InodeTable: Sendable {
                 if entry.lookups > 0 {
                     held.append((ino, entry.path))
                 } else {
-                    state.byInode.removeValue(forKey: ino)
-                    if state.byPath[entry.path] == ino { state.byPath.removeValue(forKey: entry.path) }
+                    Self.removeLocked(&state, ino, entry.path)
                 }
             }
             state.asked += held.count
-            unasked.store(state.byInode.count - state.asked, ordering: .relaxed)
+            publishLocked(state)
             return held
         }
+    }
+
+    /// Takes an inode's entry out, and its path's if the path still leads to it.
+    private static func removeLocked(_ state: inout State, _ inode: UInt64, _ path: String) {
+        state.byInode.removeValue(forKey: inode)
+        if state.byPath[path] == inode { state.byPath.removeValue(forKey: path) }
+    }
+
+    /// Makes the entries not yet asked for readable without the lock (`isOver`).
+    private func publishLocked(_ state: State) {
+        unasked.store(state.byInode.count - state.asked, ordering: .relaxed)
     }
 }

@@ -1,15 +1,9 @@
 extension DropboxClient {
     /// Every entry of a folder (recursively if asked), following `has_more` pages.
     public func listAll(_ path: String, recursive: Bool = false) async throws -> [Metadata] {
-        try await listAllWithCursor(path, recursive: recursive).entries
-    }
-
-    /// Every entry, and the cursor at the end of the listing: following it with
-    /// `list_folder/continue` gives what changed since the listing was taken.
-    public func listAllWithCursor(_ path: String, recursive: Bool = false) async throws -> (entries: [Metadata], cursor: String) {
         var entries: [Metadata] = []
-        let cursor = try await listPages(path, recursive: recursive) { entries += $0 }
-        return (entries, cursor)
+        _ = try await listPages(path, recursive: recursive) { entries += $0 }
+        return entries
     }
 
     /// The listing a page at a time, each handed to `each` as it arrives (a folder of 100,000

@@ -13,13 +13,9 @@ struct UnionKey: CodingKey {
 
     static let tag = UnionKey(".tag")
 
-    /// The key as the decoder sees it: `APIJSON` decodes with `convertFromSnakeCase`, so
-    /// `correct_offset` in the document is looked up as `correctOffset`.
-    static func member(_ name: String) -> UnionKey {
-        let parts = name.split(separator: "_")
-        guard parts.count > 1 else { return UnionKey(name) }
-        return UnionKey(parts[0] + parts.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined())
-    }
+    /// The key as the decoder sees it: `APIJSON` turns `correct_offset` in the document into
+    /// `correctOffset`, so the member is looked up that way.
+    static func member(_ name: String) -> UnionKey { UnionKey(SnakeCaseKeys.camelCase(name)) }
 }
 
 struct UnionReader {
@@ -97,10 +93,15 @@ enum SnakeCaseKeys {
     static func camelCase(_ key: any CodingKey) -> any CodingKey {
         let name = key.stringValue
         guard name.utf8.contains(UInt8(ascii: "_")) else { return key }
-        if let known = converted.withLock({ $0[name] }) { return UnionKey(known) }
+        return UnionKey(camelCase(name))
+    }
+
+    static func camelCase(_ name: String) -> String {
+        guard name.utf8.contains(UInt8(ascii: "_")) else { return name }
+        if let known = converted.withLock({ $0[name] }) { return known }
         let camel = convert(name)
         converted.withLock { table in if table.count < 4096 { table[name] = camel } }
-        return UnionKey(camel)
+        return camel
     }
 
     /// Foundation's rule: leading and trailing underscores stay, each inner `_x` becomes `X`.

@@ -72,10 +72,10 @@ enum FuseOperations {
             }
         }
         ops.readdir = { req, ino, size, offset, fi in
-            FuseMount.from(req).readDirectoryNames(Request(raw: req!), ino: UInt64(ino), size: size, offset: Int(offset), handle: fi!.pointee.fh)
+            FuseMount.from(req).readDirectory(Request(raw: req!), ino: UInt64(ino), size: size, offset: Int(offset), handle: fi!.pointee.fh, plus: false)
         }
         ops.readdirplus = { req, ino, size, offset, fi in
-            FuseMount.from(req).readDirectory(Request(raw: req!), ino: UInt64(ino), size: size, offset: Int(offset), handle: fi!.pointee.fh)
+            FuseMount.from(req).readDirectory(Request(raw: req!), ino: UInt64(ino), size: size, offset: Int(offset), handle: fi!.pointee.fh, plus: true)
         }
         ops.releasedir = { req, ino, fi in
             let mount = FuseMount.from(req)
@@ -321,72 +321,38 @@ extension FuseMount {
         return entry
     }
 
-    /// Fills one readdir buffer from the directory's snapshot taken at opendir: names and
-    /// inode numbers only. The kernel asks for these (rather than readdirplus) past the
-    /// first buffer of a folder whose entries no one has looked at (`find`): it then makes
-    /// no inode for each file, nor this table an entry it holds.
-    func readDirectoryNames(_ request: Request, ino: UInt64, size: Int, offset: Int, handle: UInt64) {
+    /// Fills one readdir or readdirplus buffer from the directory's snapshot taken at
+    /// opendir. Offsets are positions in the snapshot ("." and ".." first).
+    ///
+    /// The kernel asks with readdirplus for a folder's first entries, and for the rest only
+    /// if something looked at its entries (`ls -l`); else with plain readdir (`find`), for
+    /// names and inode numbers only: it then makes no inode for each file, nor this table an
+    /// entry it holds. A readdirplus answer holds at most `plusBytes`, however large the
+    /// buffer: `find`'s 1 MiB reads otherwise had every file of a folder of 900 made an
+    /// inode, in the kernel and here.
+    func readDirectory(_ request: Request, ino: UInt64, size asked: Int, offset: Int, handle: UInt64, plus: Bool) {
         guard let children = directories.withLock({ $0.open[handle] }) else { return request.fail(FSError.badHandle) }
+        let size = plus ? min(asked, Self.plusBytes) : asked
         var buffer = [CChar](repeating: 0, count: size)
         var used = 0
         var position = offset
         while position < children.count + 2 {
-            var attributes = stat()
-            let name: String
-            if position < 2 {
-                name = position == 0 ? "." : ".."
-                attributes.st_ino = UInt(ino)
-                attributes.st_mode = S_IFDIR
+            let node = position < 2 ? nil : children[position - 2]
+            var entry = fuse_entry_param()
+            if let node {
+                entry = attributesOnly(fs.inodes.inode(for: node.pathLower), node)
             } else {
-                let node = children[position - 2]
-                name = node.name
-                attributes.st_ino = UInt(fs.inodes.inode(for: node.pathLower))
-                attributes.st_mode = node.isFolder ? S_IFDIR : S_IFREG
-            }
-            let needed = buffer.withUnsafeMutableBufferPointer { raw in
-                fuse_add_direntry(request.raw, raw.baseAddress! + used, size - used, name, &attributes, off_t(position + 1))
-            }
-            if needed > size - used { break }
-            used += needed
-            position += 1
-        }
-        fuse_reply_buf(request.raw, buffer, used)
-        dropOldInodesIfOver()
-    }
-
-    /// Fills one readdirplus buffer from the directory's snapshot taken at opendir.
-    /// Offsets are positions in the snapshot ("." and ".." first). At most `plusBytes` are
-    /// answered, however large the buffer: the kernel asks with readdirplus for a folder's
-    /// first entries, and for the rest only if something looked at its entries (`ls -l`),
-    /// else with plain readdir (`find`, whose 1 MiB reads otherwise had every file of a
-    /// folder of 900 made an inode, in the kernel and here).
-    func readDirectory(_ request: Request, ino: UInt64, size asked: Int, offset: Int, handle: UInt64) {
-        guard let children = directories.withLock({ $0.open[handle] }) else { return request.fail(FSError.badHandle) }
-        let size = min(asked, Self.plusBytes)
-        var buffer = [CChar](repeating: 0, count: size)
-        var used = 0
-        var position = offset
-        let total = children.count + 2
-        while position < total {
-            let name: String
-            var entry: fuse_entry_param
-            if position < 2 {
-                name = position == 0 ? "." : ".."
-                entry = fuse_entry_param()
                 entry.attr.st_ino = UInt(ino)
                 entry.attr.st_mode = S_IFDIR
-            } else {
-                let node = children[position - 2]
-                let inode = fs.inodes.inode(for: node.pathLower)
-                name = node.name
-                entry = attributesOnly(inode, node)
             }
+            let name = node?.name ?? (position == 0 ? "." : "..")
             let needed = buffer.withUnsafeMutableBufferPointer { raw in
-                fuse_add_direntry_plus(request.raw, raw.baseAddress! + used, size - used, name, &entry, off_t(position + 1))
+                plus ? fuse_add_direntry_plus(request.raw, raw.baseAddress! + used, size - used, name, &entry, off_t(position + 1))
+                     : fuse_add_direntry(request.raw, raw.baseAddress! + used, size - used, name, &entry.attr, off_t(position + 1))
             }
             if needed > size - used { break }
             // Handed to the kernel: counts as a lookup ("." and ".." do not).
-            if position >= 2 { fs.inodes.retain(UInt64(entry.ino), path: children[position - 2].pathLower) }
+            if plus, let node { fs.inodes.retain(UInt64(entry.ino), path: node.pathLower) }
             used += needed
             position += 1
         }
