@@ -160,6 +160,9 @@ struct StatusReporter: Sendable {
         }
     }
 
+    /// Pending uploads named one by one in the status (the rest are counted).
+    static let uploadsListed = 100
+
     func run() async {
         while !Task.isCancelled {
             write()
@@ -169,13 +172,15 @@ struct StatusReporter: Sendable {
 
     func write() {
         let cache = prepared.cache
+        let pending = prepared.fs.writeBack.pendingSummary(listing: Self.uploadsListed)
         let report: [String: Any] = [
             "mountpoint": mountpoint, "pid": Int(getpid()), "account": prepared.account.email,
             "api": prepared.client.endpoints.api, "cache_dir": prepared.cacheRoot,
             "cache_bytes": cache.size, "cache_limit": cache.limit, "cache_hit_rate": cache.hitRate,
             "downloaded_bytes": prepared.fs.reader.bytesDownloaded, "requests": prepared.client.transport.requestCount,
             "inodes": prepared.fs.inodes.count,
-            "uploads": prepared.fs.writeBack.pending.map { upload -> [String: Any] in
+            "uploads_pending": pending.count, "uploads_pending_bytes": pending.bytes,
+            "uploads": pending.listed.map { upload -> [String: Any] in
                 var item: [String: Any] = ["path": upload.path, "size": upload.size, "sent": upload.sent, "state": upload.state]
                 if let failure = upload.failure { item["failure"] = failure }
                 return item

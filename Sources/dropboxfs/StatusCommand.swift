@@ -33,8 +33,7 @@ struct StatusCommand: AsyncParsableCommand {
                 print("  requests    \(int("requests"))")
                 print("  inodes      \(int("inodes")) known to the kernel")
                 let uploads = report["uploads"] as? [[String: Any]] ?? []
-                let queued = uploads.reduce(Int64(0)) { $0 + ((($1["size"] as? NSNumber)?.int64Value) ?? 0) }
-                print("  uploads     \(uploads.count) pending (\(ByteFormat.string(queued))), \(int("uploaded_files")) done")
+                print("  uploads     \(int("uploads_pending")) pending (\(ByteFormat.string(int("uploads_pending_bytes")))), \(int("uploaded_files")) done")
                 for upload in uploads {
                     let number = { (key: String) in (upload[key] as? NSNumber)?.int64Value ?? 0 }
                     var line = "    \(upload["path"] as? String ?? "?")  \(upload["state"] as? String ?? "?")"
@@ -42,6 +41,7 @@ struct StatusCommand: AsyncParsableCommand {
                     if let failure = upload["failure"] as? String { line += ": \(failure)" }
                     print(line)
                 }
+                if int("uploads_pending") > uploads.count { print("    and \(int("uploads_pending") - Int64(uploads.count)) more") }
                 print("  new folders \(int("folders_queued")) not yet made on Dropbox")
                 print("  removals    \(int("deletes_queued")) not yet sent to Dropbox")
                 for line in report["set_aside"] as? [String] ?? [] { print("  set aside   \(line)") }

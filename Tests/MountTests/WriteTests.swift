@@ -427,6 +427,36 @@ struct WriteTests {
         }
     }
 
+    /// An empty file (created, or truncated to nothing) gets no staging file: its queue record
+    /// says all there is. Its close still survives a kill -9, and a power loss has nothing of
+    /// it to lose (the record counts it as on disk).
+    @Test func emptyFilesNeedNoStagingFileAndSurviveAKill() async throws {
+        let uploads = "files/upload+files/upload_session/start+files/upload_session/start_batch+files/upload_session/append_v2"
+            + "+files/upload_session/finish+files/upload_session/finish_batch_v2"
+        try await MountFixture.with(seeds: []) { m in
+            let made = try await m.sh("printf bytes > \"$M/had-bytes.txt\" && sync \"$M/had-bytes.txt\"")
+            #expect(made.status == 0, "\(made.stderr)")
+            try await m.emulator.setFaults(["403:p=1,routes=\(uploads)"])
+            let emptied = try await m.sh("mkdir \"$M/e\" && for i in $(seq 1 20); do touch \"$M/e/$i.txt\"; done && : > \"$M/had-bytes.txt\"")
+            #expect(emptied.status == 0, "\(emptied.stderr)")
+            let found = FileManager.default.enumerator(atPath: m.cacheDirectory)?.compactMap { $0 as? String }.first { $0.hasSuffix("/uploads.sqlite") }
+            let queue = m.cacheDirectory + "/" + (try #require(found))
+            let sql = { (statement: String) in try await m.sh("sqlite3 '\(queue)' \"\(statement)\"") }
+            #expect(try await sql("SELECT COUNT(*) FROM uploads WHERE size = 0 AND flushed = 1").stdout == "21\n")
+            let staging = (queue as NSString).deletingLastPathComponent + "/staging"
+            let files = try FileManager.default.contentsOfDirectory(atPath: staging).filter { !$0.hasPrefix("free-") }
+            #expect(files.isEmpty, "staging files: \(files)")
+            try await m.killDaemon()
+            try await m.emulator.setFaults([])
+            try await m.mount()
+            #expect(try await m.sh("ls \"$M/e\" | wc -l").stdout == "20\n")
+            #expect(try await m.sh("stat -c %s \"$M/had-bytes.txt\"").stdout == "0\n")
+            try await m.unmount()
+            #expect(try await m.client.metadataIfExists("/e/20.txt")?.fileMetadata?.size == 0)
+            #expect(try await m.client.metadataIfExists("/had-bytes.txt")?.fileMetadata?.size == 0)
+        }
+    }
+
     /// A power loss, simulated: the daemon dies with two closed files queued, and the next
     /// mount finds their records written in an earlier boot. The one whose bytes were on
     /// disk is uploaded; the one whose bytes were not (here: zeros, as a power loss may

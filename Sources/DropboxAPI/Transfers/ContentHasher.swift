@@ -37,7 +37,20 @@ public final class ContentHasher: @unchecked Sendable {
     public static func combine(_ blockDigests: [UInt8]) -> String {
         var digest = [UInt8](repeating: 0, count: 32)
         ccrypto_sha256_oneshot(blockDigests, blockDigests.count, &digest)
-        return digest.map { String(format: "%02x", $0) }.joined()
+        return hex(digest)
+    }
+
+    /// Lower-case hex digits (`String(format:)` per byte cost more than the hashing in a
+    /// batch of small files).
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        return String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
+            for (index, byte) in bytes.enumerated() {
+                buffer[2 * index] = digits[Int(byte >> 4)]
+                buffer[2 * index + 1] = digits[Int(byte & 0xf)]
+            }
+            return bytes.count * 2
+        }
     }
 
     public static func hash(_ bytes: [UInt8]) -> String {

@@ -50,9 +50,10 @@ public final class Uploader: Sendable {
             group.addTask { await self.deletes.run() }
             group.addTask { await self.folders.run() }
             var lastPass = ContinuousClock.now - UploadSchedule.passInterval
+            var gap = UploadSchedule.passInterval
             while !Task.isCancelled {
                 let sinceLastPass = ContinuousClock.now - lastPass
-                if sinceLastPass < UploadSchedule.passInterval { try? await Task.sleep(for: UploadSchedule.passInterval - sinceLastPass) }
+                if sinceLastPass < gap { try? await Task.sleep(for: gap - sinceLastPass) }
                 lastPass = .now
                 let seen = writeBack.uploaderSignal.generation
                 let free = running.withLock { (UploadSchedule.batchesAtOnce - $0.batches, UploadSchedule.largeAtOnce - $0.large) }
@@ -76,6 +77,7 @@ public final class Uploader: Sendable {
                         self.writeBack.changed()  // a slot is free for the next chunk
                     }
                 }
+                gap = UploadSchedule.gap(afterPassOf: .now - lastPass)
                 if jobs.isEmpty && early.isEmpty { await writeBack.uploaderSignal.wait(after: seen, timeout: wake) }
             }
         }
@@ -140,7 +142,7 @@ public final class Uploader: Sendable {
             let version = job[0]
             let commit = writeBack.commitInfo(version)
             do {
-                let file = try await client.uploadFile(version.file.path, to: commit, tuning: tuning)
+                let file = try await client.uploadFile(version.file.bytesPath, to: commit, tuning: tuning)
                 await complete(version, file)
             } catch {
                 await failed(version, error)
@@ -149,7 +151,7 @@ public final class Uploader: Sendable {
     }
 
     private func uploadBatch(_ job: [LocalVersion]) async {
-        let items = job.map { DropboxClient.BatchItem(localPath: $0.file.path, commit: writeBack.commitInfo($0)) }
+        let items = job.map { DropboxClient.BatchItem(localPath: $0.file.bytesPath, commit: writeBack.commitInfo($0)) }
         do {
             let results = try await client.uploadBatch(items, tuning: tuning)
             var done: [(LocalVersion, FileMetadata)] = []
@@ -285,13 +287,13 @@ public final class Uploader: Sendable {
     /// "name (conflicted copy YYYY-MM-DD).ext", and the path shows Dropbox's version.
     private func saveConflictedCopy(_ version: LocalVersion) async throws -> (FileMetadata, isCopy: Bool) {
         let path = version.path
-        let hash = try ContentHasher.hash(file: version.file.path)
+        let hash = try ContentHasher.hash(file: version.file.bytesPath)
         if let same = try await client.committedFile(at: path, hash: hash) { return (same, false) }
         var commit = writeBack.commitInfo(version)
         commit.path = Node.parent(of: path) + "/" + Self.conflictedName(version.name, on: Date())
         commit.mode = .add
         commit.autorename = true
-        let file = try await client.uploadFile(version.file.path, to: commit, tuning: tuning)
+        let file = try await client.uploadFile(version.file.bytesPath, to: commit, tuning: tuning)
         FuseLog.error("conflict: \(path) changed on Dropbox while it was edited here; the local version is saved as \(file.pathDisplay ?? file.name)")
         return (file, true)
     }

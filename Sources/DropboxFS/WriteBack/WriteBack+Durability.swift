@@ -15,6 +15,8 @@ import Foundation
 extension WriteBack {
     /// How long a closed file's bytes may stay in memory only (ext4 commits every 5 s).
     static let flushInterval: Duration = .seconds(5)
+    /// The content hash of no bytes, recorded for an empty file that never had a staging file.
+    static let emptyContentHash = ContentHasher().finish()
 
     /// Flushes every sealed version whose bytes are not known to be on disk yet, every
     /// `flushInterval` until cancelled (run by the uploader).
