@@ -30,9 +30,14 @@ public struct Node: Sendable, Equatable {
     }
 
     static func parent(of pathLower: String) -> String {
-        guard let slash = pathLower.lastIndex(of: "/") else { return "" }
+        guard let slash = lastSlash(pathLower) else { return "" }
         return String(pathLower[..<slash])
     }
+
+    /// Where the last "/" is, found in the UTF-8 bytes: `lastIndex(of:)` on the characters
+    /// walks grapheme clusters, and path walks ran on every unlink (8 % of `rm -r`'s CPU).
+    static func lastSlash(_ path: Substring) -> String.Index? { path.utf8.lastIndex(of: UInt8(ascii: "/")) }
+    static func lastSlash(_ path: String) -> String.Index? { path.utf8.lastIndex(of: UInt8(ascii: "/")) }
 
     /// Whether a key is `folder`'s or lies anywhere below it (every key lies below the root, "").
     static func isAt(_ pathLower: String, orUnder folder: String) -> Bool {
@@ -41,7 +46,7 @@ public struct Node: Sendable, Equatable {
 
     /// A key and the keys of the folders above it, nearest first, without the root.
     static func selfAndAncestors(_ pathLower: String) -> some Sequence<Substring> {
-        sequence(first: Substring(pathLower)) { path in path.lastIndex(of: "/").map { path[..<$0] } }.prefix { !$0.isEmpty }
+        sequence(first: Substring(pathLower)) { path in lastSlash(path).map { path[..<$0] } }.prefix { !$0.isEmpty }
     }
 
     /// Whether any of `pending` (keys of queued changes) lies at, above or below any of
@@ -67,7 +72,7 @@ public struct Node: Sendable, Equatable {
     /// The key of a path whose parent part is a key already and whose last component is a
     /// name as the user typed it (a local version's `path`, a move's destination).
     static func key(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return CaseFolding.fold(path) }
+        guard let slash = lastSlash(path) else { return CaseFolding.fold(path) }
         return child(String(path[..<slash]), String(path[path.index(after: slash)...]))
     }
 

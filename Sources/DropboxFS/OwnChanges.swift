@@ -125,7 +125,7 @@ public final class OwnChanges: Sendable {
         }
         // Below a folder we made or moved here.
         var parent = change.pathLower
-        while let slash = parent.lastIndex(of: "/"), slash != parent.startIndex {
+        while let slash = Node.lastSlash(parent), slash != parent.startIndex {
             parent = String(parent[..<slash])
             if expected[parent]?.contains(where: { if case .subtree = $0.expectation { return true }; return false }) == true { return true }
         }

@@ -143,7 +143,7 @@ final class LocalVersion: @unchecked Sendable {
         return next
     }
 
-    var name: String { String(path[path.index(after: path.lastIndex(of: "/")!)...]) }
+    var name: String { String(path[path.index(after: Node.lastSlash(path)!)...]) }
 
     /// Whether this version sits at `pathLower` or anywhere below it.
     func isAt(orUnder prefix: String) -> Bool { Node.isAt(pathLower, orUnder: prefix) }
