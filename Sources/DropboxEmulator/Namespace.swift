@@ -45,7 +45,7 @@ final class Namespace: @unchecked Sendable {
         for sub in ["blobs", "staging"] {
             try fm.createDirectory(at: directory.appendingPathComponent(sub), withIntermediateDirectories: true)
         }
-        db = try SQLiteDatabase(path: directory.appendingPathComponent("meta.sqlite").path)
+        db = try SQLiteDatabase(path: directory.appendingPathComponent("meta.sqlite").path, exclusive: true)
         try Schema.create(in: db)
         seq = Int64(try metaValue("seq") ?? "0") ?? 0
         if let existing = try metaValue("epoch") {

@@ -25,7 +25,7 @@ public final class BlockCache: @unchecked Sendable {
         self.directory = directory
         self.limit = limit
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("blocks"), withIntermediateDirectories: true)
-        db = try SQLiteDatabase(path: directory.appendingPathComponent("blocks.sqlite").path)
+        db = try SQLiteDatabase(path: directory.appendingPathComponent("blocks.sqlite").path, exclusive: true)
         try db.execute("""
             CREATE TABLE IF NOT EXISTS blocks (key TEXT PRIMARY KEY, size INTEGER NOT NULL, last_used INTEGER NOT NULL) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS blocks_lru ON blocks(last_used);

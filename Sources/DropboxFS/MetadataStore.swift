@@ -23,7 +23,7 @@ public final class MetadataStore: @unchecked Sendable {
     private var foldersBeingMade: [String: Int] = [:]
 
     public init(path: String) throws {
-        db = try SQLiteDatabase(path: path)
+        db = try SQLiteDatabase(path: path, exclusive: true)
         try db.execute("""
             CREATE TABLE IF NOT EXISTS nodes (
                 path_lower TEXT PRIMARY KEY,

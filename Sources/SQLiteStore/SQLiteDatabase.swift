@@ -14,7 +14,11 @@ public final class SQLiteDatabase {
         public var description: String { "SQLite error \(code): \(message)" }
     }
 
-    public init(path: String) throws {
+    /// `exclusive`: this connection is the file's only user for as long as it is open (no
+    /// other process reads it meanwhile, not even the sqlite3 shell): SQLite then keeps its
+    /// lock and the WAL index in memory instead of taking two `fcntl` locks on a shared
+    /// index per transaction (7 % of the daemon's CPU in `rm -r`).
+    public init(path: String, exclusive: Bool = false) throws {
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
         guard rc == SQLITE_OK else {
@@ -23,6 +27,8 @@ public final class SQLiteDatabase {
             throw Failure(code: rc, message: "\(path): \(message)")
         }
         sqlite3_busy_timeout(handle, 5000)
+        // Before the first access in WAL mode, or SQLite makes the shared index anyway.
+        if exclusive { try execute("PRAGMA locking_mode=EXCLUSIVE") }
         try execute("PRAGMA journal_mode=WAL")
         try execute("PRAGMA synchronous=NORMAL")
         try execute("PRAGMA foreign_keys=ON")
