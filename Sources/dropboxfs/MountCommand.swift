@@ -117,9 +117,9 @@ struct UnmountCommand: AsyncParsableCommand {
         var shown = ""
         var shownAt = ContinuousClock.now - .seconds(10)
         while kill(daemon, 0) == 0 {
-            if let report = StatusReport.read(path), !report.uploads.isEmpty, ContinuousClock.now - shownAt >= .seconds(1) {
-                let left = report.uploads.reduce(Int64(0)) { $0 + $1.size - $1.sent }
-                let line = "unmount: uploading \(report.uploads.count) file(s), \(ByteFormat.string(left)) left"
+            // A report written before the unmount may name uploads done since.
+            if let report = StatusReport.read(path), !report.serving, report.uploads > 0, ContinuousClock.now - shownAt >= .seconds(1) {
+                let line = "unmount: uploading \(report.uploads) file(s), \(ByteFormat.string(report.bytesLeft)) left"
                 if line != shown {
                     FileHandle.standardError.write(Data((line + "\n").utf8))
                     shown = line
@@ -133,22 +133,19 @@ struct UnmountCommand: AsyncParsableCommand {
 
 /// The daemon's status file, as `status` and `unmount` read it.
 struct StatusReport {
-    struct Upload {
-        var size: Int64
-        var sent: Int64
-    }
-
     var pid: pid_t
-    var uploads: [Upload]
+    /// Written while the kernel's requests were still served (not yet unmounted).
+    var serving: Bool
+    /// Files pending, and their bytes not yet sent.
+    var uploads: Int
+    var bytesLeft: Int64
 
     static func read(_ mountpoint: String) -> StatusReport? {
         guard let file = StatusDirectory.existingFile(for: mountpoint), let data = FileManager.default.contents(atPath: file),
               let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
               let pid = (json["pid"] as? NSNumber)?.int32Value else { return nil }
-        let uploads = (json["uploads"] as? [[String: Any]] ?? []).map {
-            Upload(size: ($0["size"] as? NSNumber)?.int64Value ?? 0, sent: ($0["sent"] as? NSNumber)?.int64Value ?? 0)
-        }
-        return StatusReport(pid: pid, uploads: uploads)
+        return StatusReport(pid: pid, serving: json["serving"] as? Bool ?? true, uploads: (json["uploads_pending"] as? NSNumber)?.intValue ?? 0,
+                            bytesLeft: (json["uploads_pending_left"] as? NSNumber)?.int64Value ?? 0)
     }
 }
 

@@ -47,6 +47,7 @@ struct MountDaemon {
         // Unmounted: what was written goes to Dropbox before the process ends, unless told
         // to stop now (SIGTERM, `unmount --no-wait`): the queue then waits for the next mount.
         if !stopNow.isSet {
+            status.write()  // `unmount` shows what is left from here: not a report up to 2 s old
             let complete = await prepared.fs.uploader.drain()
             if !complete { FuseLog.write("dropboxfs: uploads left for the next mount: \(prepared.fs.writeBack.pending.count)\n") }
         }
@@ -179,7 +180,8 @@ struct StatusReporter: Sendable {
             "cache_bytes": cache.size, "cache_limit": cache.limit, "cache_hit_rate": cache.hitRate,
             "downloaded_bytes": prepared.fs.reader.bytesDownloaded, "requests": prepared.client.transport.requestCount,
             "inodes": prepared.fs.inodes.count,
-            "uploads_pending": pending.count, "uploads_pending_bytes": pending.bytes,
+            "serving": prepared.mount.isServing,
+            "uploads_pending": pending.count, "uploads_pending_bytes": pending.bytes, "uploads_pending_left": pending.left,
             "uploads": pending.listed.map { upload -> [String: Any] in
                 var item: [String: Any] = ["path": upload.path, "size": upload.size, "sent": upload.sent, "state": upload.state]
                 if let failure = upload.failure { item["failure"] = failure }

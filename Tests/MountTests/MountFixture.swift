@@ -82,11 +82,14 @@ final class MountFixture: @unchecked Sendable {
         guard isMounted else { throw MountFailure(message: "mount returned 0 but \(mountpoint) is not mounted") }
     }
 
-    func unmount() async throws {
+    /// `dropboxfs unmount`, which waits for the uploads; returns what it said.
+    @discardableResult
+    func unmount() async throws -> ProcessRunner.Result {
         let result = try await ProcessRunner.run(Self.binary, ["unmount", mountpoint], environment: environment)
         guard result.status == 0 else { throw MountFailure(message: "unmount failed: \(result.stderr)") }
         try await eventually("the mount to go away") { !self.isMounted }
         try await eventually("the daemon to exit") { self.daemonPIDs().isEmpty }
+        return result
     }
 
     /// `dropboxfs mount` with its cache on a tmpfs of `size` (e.g. "2m"): a small disk that

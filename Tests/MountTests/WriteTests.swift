@@ -427,6 +427,26 @@ struct WriteTests {
         }
     }
 
+    /// `unmount` says what is left to upload once unmounted: all 150 files held back (more
+    /// than the status names one by one), and nothing when all are on Dropbox already, even
+    /// though the status written before the unmount still named them as pending.
+    @Test func unmountSaysWhatIsLeftNotWhatAnOlderReportSaid() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            // Commits held back 2.5 s: a status written meanwhile names all 150 as pending.
+            try await m.emulator.setFaults(["latency:ms=2500,routes=files/upload_session/finish_batch_v2"])
+            #expect(try await m.sh("mkdir \"$M/d\" && for i in $(seq 1 150); do echo $i > \"$M/d/$i\"; done").status == 0)
+            #expect(try await m.syncFolder("\"$M/d\"").status == 0)
+            let done = try await m.unmount()
+            #expect(!done.stderr.contains("unmount: uploading"), "\(done.stderr)")
+
+            try await m.mount()
+            #expect(try await m.sh("mkdir \"$M/e\" && for i in $(seq 1 150); do echo $i > \"$M/e/$i\"; done").status == 0)
+            let left = try await m.unmount()
+            #expect(left.stderr.contains("unmount: uploading 150 file(s)"), "\(left.stderr)")
+            #expect(try await m.client.metadataIfExists("/e/150")?.fileMetadata?.size == 4)
+        }
+    }
+
     /// An empty file (created, or truncated to nothing) gets no staging file: its queue record
     /// says all there is. Its close still survives a kill -9, and a power loss has nothing of
     /// it to lose (the record counts it as on disk).

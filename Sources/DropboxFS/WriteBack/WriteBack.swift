@@ -604,12 +604,13 @@ public final class WriteBack: Sendable {
     /// How many uploads are pending and their bytes, with the first `limit` of them listed
     /// (those uploading first, then the oldest): the status file is rewritten every 2 s, and
     /// listing 5,000 queued files each time cost 3 % of the daemon's CPU in a burst of creates.
-    public func pendingSummary(listing limit: Int) -> (count: Int, bytes: Int64, listed: [PendingUpload]) {
+    public func pendingSummary(listing limit: Int) -> (count: Int, bytes: Int64, left: Int64, listed: [PendingUpload]) {
         state.withLock { state in
             let pending = state.versions.values.filter { $0.phase == .queued || $0.phase == .uploading }
             let bytes = pending.reduce(Int64(0)) { $0 + $1.file.size }
+            let left = pending.reduce(Int64(0)) { $0 + max(0, $1.file.size - $1.sentBytes) }
             let shown = pending.sorted { ($0.phase == .uploading ? 0 : 1, $0.id) < ($1.phase == .uploading ? 0 : 1, $1.id) }.prefix(limit)
-            return (pending.count, bytes, shown.map {
+            return (pending.count, bytes, left, shown.map {
                 PendingUpload(path: $0.path, size: $0.file.size, sent: $0.sentBytes,
                               state: $0.phase == .uploading ? "uploading" : ($0.failureText == nil ? "queued" : "waiting to retry"),
                               failure: $0.failureText)
