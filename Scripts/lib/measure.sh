@@ -2,6 +2,12 @@
 #   ratio A B        -> A / B with two decimals
 #   seconds CMD...   -> the command's wall time in seconds (its output discarded)
 #   reset_stats      -> zeroes the emulator's per-route counters
+#   server_data_dir  -> where the emulator keeps its data: in memory (/dev/shm) when it has
+#                       room, else under $work. The emulator stands for Dropbox's servers,
+#                       whose disk is not this machine's: on the local disk its files (one
+#                       per upload) competed with the mount and the reference for the disk
+#                       being measured; measured, 1,000 4 KiB uploads cost the emulator
+#                       1.1 ms of CPU each on this machine's ext4 and 0.5 ms in memory.
 
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "$1" "$2"; }
 
@@ -12,3 +18,13 @@ seconds() {
 }
 
 reset_stats() { curl -s -X POST "$EMULATOR_URL/_emulator/stats/reset" >/dev/null; }
+
+server_data_dir() {
+    local free_kib
+    free_kib=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }')
+    if [ -n "$free_kib" ] && [ "$free_kib" -gt $((4 * 1024 * 1024)) ]; then
+        mktemp -d /dev/shm/dropboxfs-bench-server.XXXXXX
+    else
+        mkdir -p "$work/server" && echo "$work/server"
+    fi
+}
