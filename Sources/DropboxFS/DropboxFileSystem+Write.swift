@@ -11,6 +11,19 @@ extension DropboxFileSystem {
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
         try await ensureListed(folder.pathLower)
+        return try create(in: folder, name: name, exclusive: exclusive)
+    }
+
+    /// `create` when the folder is listed already (nothing to ask Dropbox); nil otherwise.
+    public func createWithoutWaiting(parent: UInt64, name: String, exclusive: Bool) throws -> (inode: UInt64, node: Node, handle: UInt64)? {
+        if options.readOnly { throw FSError.readOnly }
+        let folder = try node(parent)
+        guard folder.isFolder else { throw FSError.notDirectory }
+        guard try store.isListed(folder.pathLower) else { return nil }
+        return try create(in: folder, name: name, exclusive: exclusive)
+    }
+
+    private func create(in folder: Node, name: String, exclusive: Bool) throws -> (inode: UInt64, node: Node, handle: UInt64) {
         try Self.checkName(name)
         if let existing = try childIgnoringCase(of: folder.pathLower, named: name) {
             if exclusive || existing.name != name { throw FSError.exists }
@@ -83,6 +96,11 @@ extension DropboxFileSystem {
     /// close(2) of a descriptor: a written file is sealed into the upload queue.
     public func flush(handle: UInt64) async throws {
         try await writeBack.flush(handle: handle)  // nothing to do unless it writes
+    }
+
+    /// `flush` when it needs nothing from Dropbox; false, having done nothing, when it does.
+    public func flushWithoutWaiting(handle: UInt64) throws -> Bool {
+        try writeBack.flushWithoutWaiting(handle: handle)
     }
 
     /// fsync: returns once the file's content is on Dropbox.

@@ -103,12 +103,21 @@ enum FuseOperations {
             let request = Request(raw: req!)
             let name = String(cString: name!)
             let info = FileInfo(fi!.pointee)
-            mount.answerLater(request) {
-                let (inode, node, handle) = try await mount.fs.create(parent: UInt64(parent), name: name, exclusive: info.value.flags & O_EXCL != 0)
-                var entry = mount.entryParam(inode, node)
+            let exclusive = info.value.flags & O_EXCL != 0
+            let reply = { @Sendable (created: (inode: UInt64, node: Node, handle: UInt64)) in
+                var entry = mount.entryParam(created.inode, created.node)
                 var copy = info.value
-                copy.fh = handle
+                copy.fh = created.handle
                 fuse_reply_create(request.raw, &entry, &copy)
+            }
+            // Answered at once when the folder is listed (the usual case: tar x, cp -r).
+            do {
+                if let created = try mount.fs.createWithoutWaiting(parent: UInt64(parent), name: name, exclusive: exclusive) { return reply(created) }
+            } catch {
+                return request.fail(error)
+            }
+            mount.answerLater(request) {
+                reply(try await mount.fs.create(parent: UInt64(parent), name: name, exclusive: exclusive))
             }
         }
         ops.mknod = { req, parent, name, mode, _ in
@@ -177,6 +186,11 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let handle = fi!.pointee.fh
+            do {
+                if try mount.fs.releaseWithoutWaiting(handle: handle) { return request.ok() }
+            } catch {
+                return request.fail(error)
+            }
             mount.answerDone(request) {
                 try await mount.fs.release(handle: handle)
             }
@@ -186,6 +200,11 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let handle = fi!.pointee.fh
+            do {
+                if try mount.fs.flushWithoutWaiting(handle: handle) { return request.ok() }
+            } catch {
+                return request.fail(error)
+            }
             mount.answerDone(request) {
                 try await mount.fs.flush(handle: handle)
             }

@@ -248,6 +248,24 @@ public final class StagedFile: Sendable {
         }
     }
 
+    /// Whether every byte is here (nothing left to fetch from the base revision).
+    public var isComplete: Bool {
+        state.withLock { state in
+            !stride(from: Int64(0), to: (state.baseLength + Self.blockSize - 1) / Self.blockSize, by: 1).contains { needsFill($0, state) }
+        }
+    }
+
+    /// `seal` without waiting: nil when blocks must come from Dropbox first (call `seal`).
+    public func sealIfLocal() -> Bool? {
+        state.withLock { state in
+            if !state.changed || state.sealed { return false }
+            let blocks = (state.baseLength + Self.blockSize - 1) / Self.blockSize
+            if stride(from: Int64(0), to: blocks, by: 1).contains(where: { needsFill($0, state) }) { return nil }
+            state.sealed = true
+            return true
+        }
+    }
+
     /// Takes back a seal the queue could not record: the version is still being edited.
     public func unseal() { state.withLock { $0.sealed = false } }
 

@@ -353,6 +353,12 @@ public final class WriteBack: Sendable {
         try await seal(version)
     }
 
+    /// `flush` when it needs nothing from Dropbox; false, having done nothing, when it does.
+    public func flushWithoutWaiting(handle: UInt64) throws -> Bool {
+        guard let version = openFiles.writingVersion(of: handle) else { return true }
+        return try sealWithoutWaiting(version)
+    }
+
     /// The last descriptor of a handle is gone: it leaves the table, and the version it was
     /// the last to write is sealed (or, never changed, dropped). Returns what the handle was.
     @discardableResult
@@ -363,15 +369,38 @@ public final class WriteBack: Sendable {
         return entry
     }
 
-    private func writerClosed(_ version: LocalVersion) async throws {
-        let writersLeft = state.withLock { _ -> Int? in
-            guard version.phase == .editing, version.writers > 0 else { return nil }
-            version.writers -= 1
-            return version.writers
+    /// `release` when it needs nothing from Dropbox (no block of the file's version is still
+    /// there only); nil, having done nothing, when it does. That holds once checked: blocks
+    /// only ever become local.
+    func releaseWithoutWaiting(handle: UInt64) throws -> OpenFiles.Entry?? {
+        if let version = openFiles.writingVersion(of: handle), !version.file.isComplete { return nil }
+        guard let entry = openFiles.remove(handle) else { return .some(nil) }
+        guard let version = entry.version, entry.writable else { return entry }
+        guard writerClosing(version) else { return entry }
+        if try !sealWithoutWaiting(version) {
+            Task { try await seal(version) }  // not expected: see above
         }
-        guard writersLeft == 0 else { return }
+        finishIfUnchanged(version)
+        return entry
+    }
+
+    private func writerClosed(_ version: LocalVersion) async throws {
+        guard writerClosing(version) else { return }
         try await seal(version)
-        // Opened for writing but never changed: nothing to upload, nothing to show.
+        finishIfUnchanged(version)
+    }
+
+    /// Counts a writer out; true if it was the last.
+    private func writerClosing(_ version: LocalVersion) -> Bool {
+        state.withLock { _ in
+            guard version.phase == .editing, version.writers > 0 else { return false }
+            version.writers -= 1
+            return version.writers == 0
+        }
+    }
+
+    /// Opened for writing but never changed: nothing to upload, nothing to show.
+    private func finishIfUnchanged(_ version: LocalVersion) {
         state.withLock { state in
             guard version.phase == .editing, version.writers == 0, !version.file.hasChanges else { return }
             finishLocked(&state, version)
@@ -383,8 +412,23 @@ public final class WriteBack: Sendable {
     /// record it (a full cache disk), the version stays open for changes and the error goes
     /// to the caller: nothing is lost, and the next close or the drain tries again.
     func seal(_ version: LocalVersion) async throws {
+        if try sealWithoutWaiting(version) { return }
         if state.withLock({ _ in version.detached || version.phase != .editing }) { return }
         guard try await version.file.seal() else { return }
+        try recordSeal(version)
+    }
+
+    /// `seal` when no byte must come from Dropbox first (a new file, or one whose blocks are
+    /// all here); false, having changed nothing, when one must (call `seal`).
+    func sealWithoutWaiting(_ version: LocalVersion) throws -> Bool {
+        if state.withLock({ _ in version.detached || version.phase != .editing }) { return true }
+        guard let sealed = version.file.sealIfLocal() else { return false }
+        if sealed { try recordSeal(version) }
+        return true
+    }
+
+    /// Records a version whose file was just sealed in the queue (see `seal`).
+    private func recordSeal(_ version: LocalVersion) throws {
         let wakesUploader: Bool
         do {
             wakesUploader = try state.withLock { state in
