@@ -48,15 +48,45 @@ extension DropboxFileSystem {
             try await folderSender.send(touching: [node.pathLower])
         }
         try await writeBack.holding([node.pathLower]) {
-            adoptRemoteHandles(at: node.pathLower)
-            // Queued before the local versions go: a crash in between uploads them again
-            // (the delete first), it never loses the unlink.
-            if let remote = try remoteNode(node.pathLower) {
-                do { try deletes.add(remote) } catch FSError.noSpace { try await removeNow(remote) }
+            if let unqueued = try removeHeld(node) {
+                try await removeNow(unqueued)
+                try writeBack.discard(node.pathLower)
             }
-            try writeBack.discard(node.pathLower)
         }
         inodes.detach(node.pathLower, folder: node.isFolder)
+    }
+
+    /// unlink of a file, when it needs nothing from Dropbox (the folder listed, no commit
+    /// under way at the name, room to queue the delete); false, having changed nothing,
+    /// otherwise. Answered on the FUSE thread, as `createWithoutWaiting` is.
+    public func unlinkWithoutWaiting(parent: UInt64, name: String) throws -> Bool {
+        if options.readOnly { throw FSError.readOnly }
+        if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
+        let folder = try node(parent)
+        guard folder.isFolder else { throw FSError.notDirectory }
+        guard try store.isListed(folder.pathLower) else { return false }
+        guard let node = try child(of: folder.pathLower, named: name) else { throw FSError.notFound }
+        if node.isFolder { throw FSError.isDirectory }
+        let held = try writeBack.holdingWithoutWaiting([node.pathLower]) { try removeHeld(node) }
+        // A commit under way there, or no room to queue the delete (`remove` makes it on
+        // Dropbox at once): nothing changed yet.
+        guard let outcome = held, outcome == nil else { return false }
+        inodes.detach(node.pathLower, folder: false)
+        return true
+    }
+
+    /// The part of a removal done while holding its path: the delete is queued, then the
+    /// local versions go. Returns, having changed nothing, what Dropbox holds there when a
+    /// full disk cannot queue its delete (the caller deletes it on Dropbox at once).
+    private func removeHeld(_ node: Node) throws -> Node? {
+        adoptRemoteHandles(at: node.pathLower)
+        // Queued before the local versions go: a crash in between uploads them again (the
+        // delete first), it never loses the unlink.
+        if let remote = try remoteNode(node.pathLower) {
+            do { try deletes.add(remote) } catch FSError.noSpace { return remote }
+        }
+        try writeBack.discard(node.pathLower)
+        return nil
     }
 
     /// A removal the full cache disk cannot queue is made on Dropbox at once, which needs no

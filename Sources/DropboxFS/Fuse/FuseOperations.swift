@@ -309,6 +309,13 @@ extension FuseOperations {
         let mount = FuseMount.from(req)
         let request = Request(raw: req!)
         let name = String(cString: name!)
+        if !folder {
+            do {
+                if try mount.fs.unlinkWithoutWaiting(parent: UInt64(parent), name: name) { return request.ok() }
+            } catch {
+                return request.fail(error)
+            }
+        }
         mount.answerDone(request) {
             try await mount.fs.remove(parent: UInt64(parent), name: name, folder: folder)
         }

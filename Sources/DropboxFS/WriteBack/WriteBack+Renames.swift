@@ -10,24 +10,39 @@ extension WriteBack {
     /// there have ended.
     public func holding<T>(_ paths: [String], _ body: () async throws -> T) async throws -> T {
         state.withLock { state in for path in paths { state.held[path, default: 0] += 1 } }
-        defer {
-            state.withLock { state in
-                for path in paths {
-                    state.held[path]! -= 1
-                    if state.held[path] == 0 { state.held.removeValue(forKey: path) }
-                }
-            }
-            changed()
-        }
+        defer { letGo(paths) }
         while true {
             let seen = signal.generation
-            let busy = state.withLock { state in
-                state.versions.values.contains { version in version.phase == .uploading && version.committing && paths.contains { version.isAt(orUnder: $0) } }
-            }
-            if !busy { break }
+            if !state.withLock({ Self.isCommitting(at: paths, $0) }) { break }
             await signal.wait(after: seen)
         }
         return try await body()
+    }
+
+    /// `holding` when no commit is under way there; nil, having run nothing, when one is.
+    public func holdingWithoutWaiting<T>(_ paths: [String], _ body: () throws -> T) throws -> T? {
+        let busy = state.withLock { state in
+            let busy = Self.isCommitting(at: paths, state)
+            if !busy { for path in paths { state.held[path, default: 0] += 1 } }
+            return busy
+        }
+        if busy { return nil }
+        defer { letGo(paths) }
+        return try body()
+    }
+
+    private static func isCommitting(at paths: [String], _ state: State) -> Bool {
+        state.versions.values.contains { version in version.phase == .uploading && version.committing && paths.contains { version.isAt(orUnder: $0) } }
+    }
+
+    private func letGo(_ paths: [String]) {
+        state.withLock { state in
+            for path in paths {
+                state.held[path]! -= 1
+                if state.held[path] == 0 { state.held.removeValue(forKey: path) }
+            }
+        }
+        changed()
     }
 
     /// Whether a path has a local version (call within `holding`).
