@@ -65,7 +65,7 @@ struct AppendGrant {
 }
 
 extension Namespace {
-    func sessionFile(_ id: String) -> URL { stagingDirectory.appendingPathComponent("session-" + id) }
+    func sessionFile(_ id: String) -> URL { stagingDirectory.appendingPathComponent("session-" + id, isDirectory: false) }
 
     func startSession(concurrent: Bool) throws -> UploadSession {
         let session = UploadSession(id: "pid_upload_session:" + Identifiers.random(40), concurrent: concurrent,

@@ -103,7 +103,7 @@ extension Namespace {
                 entry.changeSeq = seq
                 if let file = content.file, content.size > 0 {
                     let name = "b" + Identifiers.random(20)
-                    guard rename(file.path, blobDirectory.appendingPathComponent(name).path) == 0 else {
+                    guard rename(file.path, blobDirectory.appendingPathComponent(name, isDirectory: false).path) == 0 else {
                         throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
                     }
                     entry.blob = name

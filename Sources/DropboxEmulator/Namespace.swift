@@ -35,8 +35,10 @@ final class Namespace: @unchecked Sendable {
     /// Revisions handed out in the current write.
     private var revisionsInSeq = 0
 
-    var blobDirectory: URL { directory.appendingPathComponent("blobs") }
-    var stagingDirectory: URL { directory.appendingPathComponent("staging") }
+    // `isDirectory` given: without it Foundation asks the disk (a stat per call, a tenth of
+    // the emulator's CPU in a batch of small uploads).
+    var blobDirectory: URL { directory.appendingPathComponent("blobs", isDirectory: true) }
+    var stagingDirectory: URL { directory.appendingPathComponent("staging", isDirectory: true) }
 
     init(directory: URL, quota: Int64) throws {
         self.directory = directory
@@ -116,7 +118,7 @@ final class Namespace: @unchecked Sendable {
     /// the lock, so a concurrent overwrite cannot delete the bytes before they are opened.
     func openBlobLocked(_ blob: String?) throws -> Int32? {
         guard let blob else { return nil }
-        let fd = open(blobDirectory.appendingPathComponent(blob).path, O_RDONLY | O_CLOEXEC)
+        let fd = open(blobDirectory.appendingPathComponent(blob, isDirectory: false).path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         return fd
     }
@@ -198,13 +200,13 @@ final class Namespace: @unchecked Sendable {
                 SELECT 1 FROM entries WHERE blob = ?1 AND is_deleted = 0
                 UNION ALL SELECT 1 FROM revisions WHERE blob = ?1 LIMIT 1
                 """, [.text(name)]) { _ in true } ?? false
-            if !referenced { unlink(blobDirectory.appendingPathComponent(name).path) }
+            if !referenced { unlink(blobDirectory.appendingPathComponent(name, isDirectory: false).path) }
         }
     }
 
     /// A new file name in `staging/` for an upload in progress.
     func newStagingFile() -> URL {
-        stagingDirectory.appendingPathComponent("upload-" + Identifiers.random(16))
+        stagingDirectory.appendingPathComponent("upload-" + Identifiers.random(16), isDirectory: false)
     }
 
     private func metaValue(_ key: String) throws -> String? {
@@ -220,7 +222,7 @@ final class Namespace: @unchecked Sendable {
     private func removeStaleStaging() throws {
         let names = try FileManager.default.contentsOfDirectory(atPath: stagingDirectory.path)
         for name in names where name.hasPrefix("upload-") {
-            unlink(stagingDirectory.appendingPathComponent(name).path)
+            unlink(stagingDirectory.appendingPathComponent(name, isDirectory: false).path)
         }
     }
 

@@ -186,7 +186,7 @@ private struct SeedPlan {
             return
         }
         let blob = "b" + Identifiers.random(20)
-        let url = namespace.blobDirectory.appendingPathComponent(blob)
+        let url = namespace.blobDirectory.appendingPathComponent(blob, isDirectory: false)
         let hasher = ContentHasher()
         guard let handle = FileHandle(forWritingAtPath: url.path) ?? {
             _ = FileManager.default.createFile(atPath: url.path, contents: nil)

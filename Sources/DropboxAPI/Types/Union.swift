@@ -69,6 +69,7 @@ enum APIJSON {
     /// Encodes for an HTTP header: ASCII only, other characters as `\uXXXX` (UTF-16 units).
     static func headerValue<T: Encodable>(_ value: T) throws -> String {
         let text = String(decoding: try encode(value), as: UTF8.self)
+        if text.utf8.allSatisfy({ $0 < 0x80 }) { return text }  // the usual case, as it is
         var out = ""
         out.reserveCapacity(text.utf8.count)
         for unit in text.utf16 {

@@ -3,7 +3,8 @@ import Foundation
 
 /// Power loss. `close` records a file in the upload queue without waiting for its bytes to
 /// reach the disk (as a local filesystem returns from `close`); they get there within
-/// `flushInterval`, or at once on `fsync`, and the record then says so (`flushed`). After a
+/// `flushInterval` (`syncFlushDelay` while an `fsync` waits for them), and the record then
+/// says so (`flushed`). After a
 /// crash or a `kill -9` the kernel still has every byte written, so the next mount uploads
 /// everything queued. After a power loss or a reboot, a staging file not known to be on disk
 /// may hold zeros or end short, and uploading it would replace the good copy on Dropbox: it
@@ -15,6 +16,8 @@ import Foundation
 extension WriteBack {
     /// How long a closed file's bytes may stay in memory only (ext4 commits every 5 s).
     static let flushInterval: Duration = .seconds(5)
+    /// How long `fsync` lets an upload run before it flushes the file to the disk too.
+    static let syncFlushDelay: Duration = .seconds(1)
     /// The content hash of no bytes, recorded for an empty file that never had a staging file.
     static let emptyContentHash = ContentHasher().finish()
 
