@@ -69,28 +69,39 @@ extension DropboxFileSystem {
     /// that revision (Dropbox changes `client_modified` only with new content): this mount
     /// shows it across remounts; other clients see the upload's time (doc/SEMANTICS.md).
     public func setAttributes(_ inode: UInt64, handle: UInt64?, size: Int64?, modified: timespec?) async throws -> Node {
+        guard let size else { return try setAttributesWithoutWaiting(inode, modified: modified) }
         let current = try node(inode)
-        if (size != nil || modified != nil) && options.readOnly { throw FSError.readOnly }
+        if options.readOnly { throw FSError.readOnly }
         // A detached file (its name is gone) changes only through its open descriptor.
         let attached = inodes.path(of: inode) != nil
-        if let size {
-            if current.isFolder { throw FSError.isDirectory }
-            if let handle, openFiles[handle]?.local == true {
-                try writeBack.truncate(handle: handle, to: size)
-            } else {
-                guard attached else { throw FSError.notFound }
-                let remote = try remoteNode(current.pathLower)
-                try await writeBack.truncate(path: Node.parent(of: current.pathLower) + "/" + current.name,
-                                             base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size,
-                                             through: openFiles.open(inode: inode, node: current))
-            }
+        if current.isFolder { throw FSError.isDirectory }
+        if let handle, openFiles[handle]?.local == true {
+            try writeBack.truncate(handle: handle, to: size)
+        } else {
+            guard attached else { throw FSError.notFound }
+            let remote = try remoteNode(current.pathLower)
+            try await writeBack.truncate(path: Node.parent(of: current.pathLower) + "/" + current.name,
+                                         base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size,
+                                         through: openFiles.open(inode: inode, node: current))
         }
-        if let modified, !current.isFolder, attached {
-            if try writeBack.setModified(current.pathLower, to: modified) == nil, let rev = try store.node(current.pathLower)?.rev {
-                try store.setModified(rev: rev, to: modified)
-            }
-        }
+        try setModified(current, attached: attached, to: modified)
         return try node(inode)
+    }
+
+    /// setattr without a size (times; mode and owner are not kept): nothing to wait for, so
+    /// answered on the FUSE thread (`tar x` sets every file's time after writing it).
+    public func setAttributesWithoutWaiting(_ inode: UInt64, modified: timespec?) throws -> Node {
+        let current = try node(inode)
+        if modified != nil && options.readOnly { throw FSError.readOnly }
+        try setModified(current, attached: inodes.path(of: inode) != nil, to: modified)
+        return try node(inode)
+    }
+
+    private func setModified(_ current: Node, attached: Bool, to modified: timespec?) throws {
+        guard let modified, !current.isFolder, attached else { return }
+        if try writeBack.setModified(current.pathLower, to: modified) == nil, let rev = try store.node(current.pathLower)?.rev {
+            try store.setModified(rev: rev, to: modified)
+        }
     }
 
     /// close(2) of a descriptor: a written file is sealed into the upload queue.

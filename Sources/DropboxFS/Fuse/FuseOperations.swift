@@ -156,6 +156,15 @@ enum FuseOperations {
             let handle = fi?.pointee.fh
             let size: Int64? = toSet & setAttrSize != 0 ? Int64(attr!.pointee.st_size) : nil
             let modified: timespec? = toSet & setAttrMtimeNow != 0 ? LocalVersion.now() : toSet & setAttrMtime != 0 ? attr!.pointee.st_mtim : nil
+            if size == nil {
+                do {
+                    var attributes = mount.fs.attributes(UInt64(ino), try mount.fs.setAttributesWithoutWaiting(UInt64(ino), modified: modified))
+                    fuse_reply_attr(request.raw, &attributes, mount.cacheTimeout)
+                } catch {
+                    request.fail(error)
+                }
+                return
+            }
             mount.answerLater(request) {
                 let node = try await mount.fs.setAttributes(UInt64(ino), handle: handle, size: size, modified: modified)
                 var attributes = mount.fs.attributes(UInt64(ino), node)

@@ -218,9 +218,7 @@ public final class StagedFile: Sendable {
 
     /// Fetches every block still on Dropbox, so the file is complete locally.
     public func fillComplete() async throws {
-        let blocks = state.withLock { state in
-            stride(from: Int64(0), to: (state.baseLength + Self.blockSize - 1) / Self.blockSize, by: 1).filter { needsFill($0, state) }
-        }
+        let blocks = state.withLock { missingBlocks($0) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             var next = 0
             for _ in 0..<min(4, blocks.count) {
@@ -249,18 +247,13 @@ public final class StagedFile: Sendable {
     }
 
     /// Whether every byte is here (nothing left to fetch from the base revision).
-    public var isComplete: Bool {
-        state.withLock { state in
-            !stride(from: Int64(0), to: (state.baseLength + Self.blockSize - 1) / Self.blockSize, by: 1).contains { needsFill($0, state) }
-        }
-    }
+    public var isComplete: Bool { state.withLock { missingBlocks($0).isEmpty } }
 
     /// `seal` without waiting: nil when blocks must come from Dropbox first (call `seal`).
     public func sealIfLocal() -> Bool? {
         state.withLock { state in
             if !state.changed || state.sealed { return false }
-            let blocks = (state.baseLength + Self.blockSize - 1) / Self.blockSize
-            if stride(from: Int64(0), to: blocks, by: 1).contains(where: { needsFill($0, state) }) { return nil }
+            if !missingBlocks(state).isEmpty { return nil }
             state.sealed = true
             return true
         }
@@ -323,6 +316,11 @@ public final class StagedFile: Sendable {
 
     private func needsFill(_ block: Int64, _ state: State) -> Bool {
         !state.localBlocks.contains(block) && block * Self.blockSize < state.baseLength
+    }
+
+    /// The blocks still only on Dropbox.
+    private func missingBlocks(_ state: State) -> [Int64] {
+        stride(from: Int64(0), to: (state.baseLength + Self.blockSize - 1) / Self.blockSize, by: 1).filter { needsFill($0, state) }
     }
 
     /// Copies one block's base bytes into the staging file (one fetch shared by all callers).

@@ -413,7 +413,6 @@ public final class WriteBack: Sendable {
     /// to the caller: nothing is lost, and the next close or the drain tries again.
     func seal(_ version: LocalVersion) async throws {
         if try sealWithoutWaiting(version) { return }
-        if state.withLock({ _ in version.detached || version.phase != .editing }) { return }
         guard try await version.file.seal() else { return }
         try recordSeal(version)
     }
