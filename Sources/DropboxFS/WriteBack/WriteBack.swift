@@ -179,6 +179,7 @@ public final class WriteBack: Sendable {
             // from reads these bytes too (every descriptor of one file sees the others' writes).
             if let rev = base?.rev, let ancestry = state.ownCommits[rev] { version.descends(fromAncestry: ancestry) }
             version.writers = 1
+            version.mayFollowQueued = false  // nothing is at its path (`current` has none)
             state.versions[id] = version
             state.current[pathLower] = version
             openFiles.serve(handle, from: version, writable: true)
@@ -433,7 +434,8 @@ public final class WriteBack: Sendable {
             wakesUploader = try state.withLock { state in
                 guard version.phase == .editing, !version.detached else { return true }
                 dropBrokenEarlySessionLocked(version)
-                let replaced = state.versions.values.filter { $0.pathLower == version.pathLower && $0.phase == .queued && $0.id < version.id }
+                let replaced = !version.mayFollowQueued ? [] :
+                    state.versions.values.filter { $0.phase == .queued && $0.id < version.id && $0.pathLower == version.pathLower }
                 if !version.file.hasLocalFile {
                     // Empty and never written: no byte can be lost to a power cut.
                     version.flushed = true
