@@ -62,7 +62,9 @@ extension WriteBack {
     func detachAllLocked(_ state: inout State, at pathLower: String) throws {
         let held = openFiles.servingVersions.filter { !$0.detached && $0.pathLower == pathLower }
         if let newest = state.current[pathLower] ?? held.max(by: { $0.id < $1.id }) { catchUpHandlesLocked(&state, to: newest) }
-        let doomed = state.versions.values.filter { $0.pathLower == pathLower }
+        // Unfinished versions at a path are there only if its newest is `current` (finishing
+        // one hands `current` to the next newest): most unlinks need not look through them all.
+        let doomed = state.current[pathLower] == nil ? [] : state.versions.values.filter { $0.pathLower == pathLower }
         // Only sealed versions are in the queue. A queue that cannot be written (a full cache
         // disk) must not keep the file: its row, left behind, is dropped at the next mount
         // when the staging file is found gone; the space is needed now.
