@@ -2,6 +2,7 @@ import ArgumentParser
 import DropboxAPI
 import DropboxFS
 import Foundation
+import SQLiteStore
 import Synchronization
 
 /// The mounted filesystem's process: checks the account, opens the caches, catches up with
@@ -109,7 +110,12 @@ struct MountDaemon {
             guard let size = ByteSize.parse($0) else { throw ClientError.local("--cache-size \($0): not a size") }
             return size
         } ?? options.cacheSize ?? 10 << 30
-        let store = try MetadataStore(path: cacheRoot + "/metadata.sqlite")
+        let store: MetadataStore
+        do {
+            store = try MetadataStore(path: cacheRoot + "/metadata.sqlite")
+        } catch let failure as SQLiteDatabase.Failure where failure.code == 5 {  // SQLITE_BUSY: held by its owner
+            throw ClientError.local("the cache directory \(cacheRoot) is in use by another dropboxfs mount; give this one its own --cache-dir")
+        }
         let cache = try BlockCache(directory: URL(fileURLWithPath: cacheRoot), limit: limit)
         let queue = try UploadQueue(path: cacheRoot + "/uploads.sqlite")
         let fs = try DropboxFileSystem(client: client, store: store, cache: cache, queue: queue, stagingDirectory: cacheRoot + "/staging",

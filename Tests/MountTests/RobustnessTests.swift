@@ -139,6 +139,23 @@ struct RobustnessTests {
         }
     }
 
+    /// A second mount of the same cache directory (the store holds its file exclusively) is
+    /// refused in one clear line; the first goes on serving.
+    @Test func aCacheDirectoryServesOneMountAtATime() async throws {
+        try await MountFixture.with { m in
+            let other = m.root.appendingPathComponent("second").path
+            try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+            let second = try await ProcessRunner.run(MountFixture.binary, ["mount", other, "--cache-dir", m.cacheDirectory], environment: m.environment)
+            let mounted = ((try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? "").contains(" \(other) ")
+            if mounted { _ = try await m.sh("fusermount3 -u -z '\(other)'") }
+            #expect(second.status == 1)
+            #expect(second.stderrLines.count == 1)
+            #expect(second.stderr.contains("is in use by another dropboxfs mount"), "\(second.stderr)")
+            #expect(!mounted)
+            #expect(try await m.sh("ls \"$M\" > /dev/null").status == 0)
+        }
+    }
+
     @Test func mountTypeFuseDropboxfsWorksAsFstabWould() async throws {
         try await MountFixture.with(mount: false) { m in
             // mount(8) → mount.fuse3 → `sh -c 'dropboxfs SOURCE MOUNTPOINT -o OPTIONS'` with the
