@@ -32,7 +32,11 @@ extension WriteBack {
     }
 
     private static func isCommitting(at paths: [String], _ state: State) -> Bool {
-        state.versions.values.contains { version in version.phase == .uploading && version.committing && paths.contains { version.isAt(orUnder: $0) } }
+        if state.committingAt.isEmpty { return false }
+        return paths.contains { path in
+            let below = path + "/"
+            return state.committingAt[path] != nil || state.committingAt.keys.contains { $0.hasPrefix(below) }
+        }
     }
 
     private func letGo(_ paths: [String]) {

@@ -24,7 +24,7 @@ extension WriteBack {
             for version in jobs.joined() {
                 version.phase = .uploading
                 // A large file's commit comes after its bytes (`beginCommit`).
-                version.committing = !UploadSchedule.isLarge(size: version.file.size)
+                setCommittingLocked(&state, version, !UploadSchedule.isLarge(size: version.file.size))
             }
             return (jobs, decision.wake)
         }
@@ -51,7 +51,7 @@ extension WriteBack {
             let decided: CommitInfo?? = state.withLock { state in
                 if version.detached { return .some(nil) }
                 if state.held.keys.contains(where: { version.isAt(orUnder: $0) }) { return nil }
-                version.committing = true
+                setCommittingLocked(&state, version, true)
                 return .some(commitInfoLocked(version))
             }
             if let decided { return decided }
@@ -146,9 +146,9 @@ extension WriteBack {
     func failed(_ version: LocalVersion, _ error: any Error) {
         let mapped = ErrnoMapping.fsError(error)
         if mapped == .invalidName { return refused(version, error) }
-        state.withLock { _ in
+        state.withLock { state in
+            setCommittingLocked(&state, version, false)
             version.phase = .queued
-            version.committing = false
             version.attempts += 1
             version.failure = mapped == .noSpace ? .noSpace : (mapped == .accessDenied ? mapped : .io("\(error)"))
             version.failureText = mapped == .noSpace ? "Dropbox account is full (insufficient_space)" : "\(error)"

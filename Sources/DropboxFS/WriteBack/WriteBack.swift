@@ -49,6 +49,11 @@ public final class WriteBack: Sendable {
         var current: [String: LocalVersion] = [:]
         /// Paths (and everything below) a rename or delete is changing: not uploaded meanwhile.
         var held: [String: Int] = [:]
+        /// Paths of the versions being committed (uploading, `committing`), counted: a rename
+        /// or delete there waits for them (`holding`). Kept here so that check does not look
+        /// through every unfinished version for each unlink. A committing version's path
+        /// cannot change.
+        var committingAt: [String: Int] = [:]
         /// Set while unmounting: no upload waits for its quiet moment.
         var draining = false
         /// When the uploader looks at the queue next (set by its pass, `takeEligible`): now
@@ -486,6 +491,7 @@ public final class WriteBack: Sendable {
     /// seal replaces older queued ones), and a detach empties the path. So only then is the
     /// path searched for the newest left; a batch of 1,000 uploads searches nothing.
     func finishLocked(_ state: inout State, _ version: LocalVersion) {
+        setCommittingLocked(&state, version, false)
         let wasEditing = version.phase == .editing
         version.phase = .finished
         state.versions.removeValue(forKey: version.id)
@@ -495,6 +501,18 @@ public final class WriteBack: Sendable {
             state.current[pathLower] = newest
         }
         version.file.remove()
+    }
+
+    /// Marks a version as being committed, or no longer, keeping `committingAt` in step.
+    func setCommittingLocked(_ state: inout State, _ version: LocalVersion, _ committing: Bool) {
+        guard version.committing != committing else { return }
+        version.committing = committing
+        let key = version.pathLower
+        if committing {
+            state.committingAt[key, default: 0] += 1
+        } else if let count = state.committingAt[key] {
+            state.committingAt[key] = count > 1 ? count - 1 : nil
+        }
     }
 
     // MARK: fsync
