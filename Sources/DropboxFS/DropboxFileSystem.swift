@@ -380,8 +380,6 @@ public final class DropboxFileSystem: Sendable {
     }
 
     /// `release` when it needs nothing from Dropbox; false, having done nothing, when it does.
-    /// (Answered on the FUSE thread: a hop to Swift's threads and back cost about as much as
-    /// the work of a create's flush and release.)
     public func releaseWithoutWaiting(handle: UInt64) throws -> Bool {
         guard let released = try writeBack.releaseWithoutWaiting(handle: handle) else { return false }
         if let file = released, !file.local { pages.closedRemote(file.inode, contentHash: file.node.contentHash) }

@@ -124,11 +124,8 @@ public final class OwnChanges: Sendable {
             }
         }
         // Below a folder we made or moved here.
-        var parent = change.pathLower
-        while let slash = Node.lastSlash(parent), slash != parent.startIndex {
-            parent = String(parent[..<slash])
-            if expected[parent]?.contains(where: { if case .subtree = $0.expectation { return true }; return false }) == true { return true }
+        return Node.selfAndAncestors(change.pathLower).dropFirst().contains { parent in
+            expected[String(parent)]?.contains(where: { if case .subtree = $0.expectation { return true }; return false }) == true
         }
-        return false
     }
 }

@@ -50,7 +50,7 @@ struct MountDaemon {
         if !stopNow.isSet {
             status.write()  // `unmount` shows what is left from here: not a report up to 2 s old
             let complete = await prepared.fs.uploader.drain()
-            if !complete { FuseLog.write("dropboxfs: uploads left for the next mount: \(prepared.fs.writeBack.pending.count)\n") }
+            if !complete { FuseLog.write("dropboxfs: uploads left for the next mount: \(prepared.fs.writeBack.pendingCount)\n") }
         }
         uploading.cancel()
         watching.cancel()

@@ -195,12 +195,7 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let handle = fi!.pointee.fh
-            do {
-                if try mount.fs.releaseWithoutWaiting(handle: handle) { return request.ok() }
-            } catch {
-                return request.fail(error)
-            }
-            mount.answerDone(request) {
+            mount.answerDone(request, now: { try mount.fs.releaseWithoutWaiting(handle: handle) }) {
                 try await mount.fs.release(handle: handle)
             }
         }
@@ -209,12 +204,7 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let handle = fi!.pointee.fh
-            do {
-                if try mount.fs.flushWithoutWaiting(handle: handle) { return request.ok() }
-            } catch {
-                return request.fail(error)
-            }
-            mount.answerDone(request) {
+            mount.answerDone(request, now: { try mount.fs.flushWithoutWaiting(handle: handle) }) {
                 try await mount.fs.flush(handle: handle)
             }
         }
@@ -318,14 +308,7 @@ extension FuseOperations {
         let mount = FuseMount.from(req)
         let request = Request(raw: req!)
         let name = String(cString: name!)
-        if !folder {
-            do {
-                if try mount.fs.unlinkWithoutWaiting(parent: UInt64(parent), name: name) { return request.ok() }
-            } catch {
-                return request.fail(error)
-            }
-        }
-        mount.answerDone(request) {
+        mount.answerDone(request, now: { try !folder && mount.fs.unlinkWithoutWaiting(parent: UInt64(parent), name: name) }) {
             try await mount.fs.remove(parent: UInt64(parent), name: name, folder: folder)
         }
     }

@@ -98,7 +98,7 @@ public final class Uploader: Sendable {
 
     /// Uploads everything queued, without quiet periods (unmount); returns false if some
     /// uploads keep failing (they stay queued for the next mount). What is left shows in
-    /// `WriteBack.pending` (the status file).
+    /// `WriteBack.pendingSummary` (the status file).
     public func drain() async -> Bool {
         await writeBack.sealAllForDrain()
         var namespaceSent = true
@@ -112,7 +112,7 @@ public final class Uploader: Sendable {
         }
         while true {
             let seen = writeBack.signal.generation
-            if writeBack.pending.isEmpty { return namespaceSent }
+            if writeBack.pendingCount == 0 { return namespaceSent }
             if writeBack.allFailedSinceDrain { return false }
             await writeBack.signal.wait(after: seen, timeout: .seconds(1))  // uploads notify; the timeout is a safety net
         }

@@ -668,7 +668,10 @@ public final class WriteBack: Sendable {
 
     public var uploadedFiles: Int { state.withLock { $0.uploaded } }
 
-    public var pending: [PendingUpload] { pendingSummary(listing: .max).listed }
+    /// Uploads queued or under way.
+    public var pendingCount: Int {
+        state.withLock { state in state.versions.values.count { $0.phase == .queued || $0.phase == .uploading } }
+    }
 
     /// How many uploads are pending and their bytes, with the first `limit` of them listed
     /// (those uploading first, then the oldest): the status file is rewritten every 2 s, and
