@@ -86,10 +86,6 @@ final class LocalVersion: @unchecked Sendable {
     var earlySends = 0
     /// The version that took its place before it was uploaded, if one did.
     var replacedBy: LocalVersion?
-    /// False for a file new at its path (no version was there): its seal has no older queued
-    /// version to replace, and skips looking through every version for one (in a burst of
-    /// creates, that look was a sixth of the daemon's CPU).
-    var mayFollowQueued = true
     /// The revision Dropbox gave this version's bytes at its path, once uploaded: a version
     /// made from this one later replaces that revision, not this one's base (our own commit
     /// is never a conflict).

@@ -66,9 +66,7 @@ extension WriteBack {
     func detachAllLocked(_ state: inout State, at pathLower: String) throws {
         let held = openFiles.servingVersions.filter { !$0.detached && $0.pathLower == pathLower }
         if let newest = state.current[pathLower] ?? held.max(by: { $0.id < $1.id }) { catchUpHandlesLocked(&state, to: newest) }
-        // Unfinished versions at a path are there only if its newest is `current` (finishing
-        // one hands `current` to the next newest): most unlinks need not look through them all.
-        let doomed = state.current[pathLower] == nil ? [] : state.versions.values.filter { $0.pathLower == pathLower }
+        let doomed = Self.versionsLocked(state, at: pathLower)
         // Only sealed versions are in the queue. A queue that cannot be written (a full cache
         // disk) must not keep the file: its row, left behind, is dropped at the next mount
         // when the staging file is found gone; the space is needed now.
@@ -101,8 +99,9 @@ extension WriteBack {
                 moving[ObjectIdentifier(version)] = version
             }
             for version in moving.values {
-                let wasCurrent = state.current[version.pathLower] === version
-                if wasCurrent { state.current.removeValue(forKey: version.pathLower) }
+                let oldKey = version.pathLower
+                let wasCurrent = state.current[oldKey] === version
+                if wasCurrent { state.current.removeValue(forKey: oldKey) }
                 if version.pathLower == from {
                     version.path = Node.parent(of: to) + "/" + toName
                     switch rebase {
@@ -117,6 +116,10 @@ extension WriteBack {
                     version.path = to + version.path.dropFirst(from.count)
                 }
                 version.settledAt = .now
+                if state.versions[version.id] === version {  // not one only a descriptor holds
+                    Self.unindexLocked(&state, version, at: oldKey)
+                    state.atPath[version.pathLower, default: [:]][version.id] = version
+                }
                 if wasCurrent { state.current[version.pathLower] = version }
                 if version.phase == .queued { try queue.save(version.record) }
             }

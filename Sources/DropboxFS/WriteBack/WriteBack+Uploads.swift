@@ -128,7 +128,7 @@ extension WriteBack {
                 version.descends(from: file.rev)
                 recordOwnCommitLocked(&state, file.rev, ancestry: version.ancestry)
             }
-            for newer in state.versions.values where newer !== version && newer.pathLower == version.pathLower && onPath {
+            for newer in Self.versionsLocked(state, at: version.pathLower) where newer !== version && onPath {
                 newer.baseRev = file.rev
                 newer.descends(from: file.rev)
                 if newer.phase == .queued { try? queue.save(newer.record) }

@@ -54,6 +54,10 @@ public final class WriteBack: Sendable {
         /// through every unfinished version for each unlink. A committing version's path
         /// cannot change.
         var committingAt: [String: Int] = [:]
+        /// `versions` by path key: what is at a path (older queued ones it replaces, those to
+        /// detach at an unlink, the newest to show once one finishes) without looking through
+        /// every version. Kept by `addLocked`, `finishLocked` and `move`.
+        var atPath: [String: [Int64: LocalVersion]] = [:]
         /// Set while unmounting: no upload waits for its quiet moment.
         var draining = false
         /// When the uploader looks at the queue next (set by its pass, `takeEligible`): now
@@ -112,7 +116,7 @@ public final class WriteBack: Sendable {
                 version.flushed = record.flushed
                 version.flushedHash = record.contentHash
                 version.settledAt = .now - .seconds(60)
-                state.versions[record.id] = version
+                addLocked(&state, version)
                 if let older = state.current[version.pathLower], older.id > version.id { continue }
                 state.current[version.pathLower] = version
             }
@@ -184,8 +188,7 @@ public final class WriteBack: Sendable {
             // from reads these bytes too (every descriptor of one file sees the others' writes).
             if let rev = base?.rev, let ancestry = state.ownCommits[rev] { version.descends(fromAncestry: ancestry) }
             version.writers = 1
-            version.mayFollowQueued = false  // nothing is at its path (`current` has none)
-            state.versions[id] = version
+            addLocked(&state, version)
             state.current[pathLower] = version
             openFiles.serve(handle, from: version, writable: true)
             return version.lineage
@@ -199,7 +202,7 @@ public final class WriteBack: Sendable {
         let file = try StagedFile(path: stagingPath(id), base: nil, truncate: true, pool: pool)
         let version = previous.successor(id: id, file: file, modified: LocalVersion.now())
         if !version.detached {
-            state.versions[id] = version
+            addLocked(&state, version)
             state.current[version.pathLower] = version
             catchUpHandlesLocked(&state, to: version)
         }
@@ -281,7 +284,7 @@ public final class WriteBack: Sendable {
                     // No path to meet at: every descriptor of the unlinked file moves along.
                     _ = openFiles.move(to: version) { $0 === sealed }
                 } else {
-                    state.versions[id] = version
+                    addLocked(&state, version)
                     state.current[version.pathLower] = version
                 }
                 openFiles.serve(handle, from: version)
@@ -439,8 +442,7 @@ public final class WriteBack: Sendable {
             wakesUploader = try state.withLock { state in
                 guard version.phase == .editing, !version.detached else { return true }
                 dropBrokenEarlySessionLocked(version)
-                let replaced = !version.mayFollowQueued ? [] :
-                    state.versions.values.filter { $0.phase == .queued && $0.id < version.id && $0.pathLower == version.pathLower }
+                let replaced = Self.versionsLocked(state, at: version.pathLower).filter { $0.phase == .queued && $0.id < version.id }
                 if !version.file.hasLocalFile {
                     // Empty and never written: no byte can be lost to a power cut.
                     version.flushed = true
@@ -494,13 +496,30 @@ public final class WriteBack: Sendable {
         setCommittingLocked(&state, version, false)
         let wasEditing = version.phase == .editing
         version.phase = .finished
-        state.versions.removeValue(forKey: version.id)
         let pathLower = version.pathLower
+        if state.versions.removeValue(forKey: version.id) != nil { Self.unindexLocked(&state, version, at: pathLower) }
         if state.current[pathLower] === version {
-            let newest = wasEditing ? state.versions.values.filter({ $0.pathLower == pathLower }).max(by: { $0.id < $1.id }) : nil
+            let newest = wasEditing ? Self.versionsLocked(state, at: pathLower).max(by: { $0.id < $1.id }) : nil
             state.current[pathLower] = newest
         }
         version.file.remove()
+    }
+
+    /// A new unfinished version, in `versions` and `atPath`.
+    func addLocked(_ state: inout State, _ version: LocalVersion) {
+        state.versions[version.id] = version
+        state.atPath[version.pathLower, default: [:]][version.id] = version
+    }
+
+    /// Takes a version out of `atPath` under `key` (its key when it was put there).
+    static func unindexLocked(_ state: inout State, _ version: LocalVersion, at key: String) {
+        state.atPath[key]?.removeValue(forKey: version.id)
+        if state.atPath[key]?.isEmpty == true { state.atPath.removeValue(forKey: key) }
+    }
+
+    /// The unfinished versions at a path key.
+    static func versionsLocked(_ state: State, at key: String) -> [LocalVersion] {
+        state.atPath[key].map { Array($0.values) } ?? []
     }
 
     /// Marks a version as being committed, or no longer, keeping `committingAt` in step.
