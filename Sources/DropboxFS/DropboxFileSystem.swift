@@ -92,9 +92,10 @@ public final class DropboxFileSystem: Sendable {
 
     /// opendir: the folder's children; its node stays known while it is open.
     public func openDirectory(_ inode: UInt64) async throws -> [Node] {
-        // Kept until the folder is closed: only what readdirplus answers with (a revision,
-        // content hash and id are three heap strings an entry; 100,000 of them held 30 MiB).
-        let children = try await children(of: inode).map(\.attributesOnly)
+        // Kept until the folder is closed: only what readdirplus answers with
+        // (`visibleChildren`; a revision, content hash and id are three heap strings an
+        // entry: 100,000 of them held 30 MiB).
+        let children = try await children(of: inode)
         let folder = try node(inode)
         openFolders.withLock { $0[inode] = (folder, ($0[inode]?.count ?? 0) + 1) }
         return children
@@ -161,7 +162,8 @@ public final class DropboxFileSystem: Sendable {
         return (inodes.inode(for: node.pathLower), node)
     }
 
-    /// A folder's children (their inodes are given out as the kernel receives them).
+    /// A folder's children as `stat` shows them (their inodes are given out as the kernel
+    /// receives them).
     public func children(of inode: UInt64) async throws -> [Node] {
         let folder = try node(inode)
         guard folder.isFolder else { throw FSError.notDirectory }
@@ -170,15 +172,16 @@ public final class DropboxFileSystem: Sendable {
     }
 
     /// A listed folder's children as the mount shows them: Dropbox's, less pending deletes,
-    /// with new folders beside them and local versions over them.
+    /// with new folders beside them and local versions over them; only what `stat` shows of
+    /// each (`Node.attributesOnly`).
     func visibleChildren(_ folderLower: String) throws -> [Node] {
         let remote = deletes.visible(try store.children(folderLower))
         let made = folders.children(of: folderLower)
         let local = writeBack.overlayChildren(folderLower)
         if local.isEmpty && made.isEmpty { return remote }
         var byPath = Dictionary(remote.map { ($0.pathLower, $0) }) { first, _ in first }
-        for node in made where byPath[node.pathLower] == nil { byPath[node.pathLower] = node }
-        for node in local { byPath[node.pathLower] = node }
+        for node in made where byPath[node.pathLower] == nil { byPath[node.pathLower] = node.attributesOnly }
+        for node in local { byPath[node.pathLower] = node.attributesOnly }
         return byPath.values.sorted { $0.pathLower < $1.pathLower }
     }
 

@@ -1,22 +1,40 @@
 import Synchronization
 
-/// Inode numbers for paths. A path keeps its number while the kernel knows it: each entry
-/// the kernel is given (lookup, readdirplus) counts once, `forget` takes counts away, and at
-/// zero the mapping is dropped. The kernel keeps what it was given until it is short of
-/// memory, so the mount asks it to drop the longest-known files beyond a limit (`oldest`):
-/// memory stays bounded however many files a `find` walks.
-/// Numbers are never reused within a mount; the root is 1.
+/// Inode numbers for paths. A path's number is a hash of its key (`number(of:)`), so a plain
+/// `readdir` can name a million entries without this table learning any of them, and the
+/// number a later lookup gives is the one `readdir` showed (and the one the previous mount
+/// gave: `git` keeps inode numbers in its index). The table holds the inodes the kernel
+/// holds: each entry the kernel is given (lookup, readdirplus, create) counts once, `forget`
+/// takes counts away, and at zero the entry goes. A held inode keeps its number when its
+/// file is renamed, and when it is unlinked while open (detached); a new file at its old
+/// path, or a path whose hash is taken by another held inode, gets a number from a counter
+/// below 2^32 instead. The kernel keeps what it was given until it is short of memory, so
+/// the mount asks it to drop the longest-held files beyond a limit (`oldest`): memory stays
+/// bounded however many files a `find` walks. The root is 1.
 public final class InodeTable: Sendable {
     public static let root: UInt64 = 1
 
+    private struct Entry {
+        var path: String
+        var lookups: UInt64
+        /// Its place in `order` (older entries of `order` for this inode are stale).
+        var serial: UInt64
+        /// Handed out by `oldest` and not yet forgotten.
+        var asked = false
+    }
+
     private struct State {
-        var byPath: [String: UInt64] = [:]
-        var byInode: [UInt64: (path: String, lookups: UInt64)] = [:]
-        var next: UInt64 = 2
-        /// Where the search for inodes the kernel may drop goes on (`oldest`).
-        var cursor: UInt64 = 2
-        /// Inodes handed out by `oldest` since the search last wrapped: their `forget` comes
-        /// after the kernel has dropped them, and they must not be asked for twice meanwhile.
+        var byPath: [PathKey: UInt64] = [:]
+        var byInode: [UInt64: Entry] = [:]
+        /// Numbers for paths whose hash is taken (see the type's comment).
+        var nextSpare: UInt64 = 2
+        /// Inodes in the order they were held, oldest first (from `head`), each with the
+        /// serial it had then: `oldest` takes from the front.
+        var order: [(inode: UInt64, serial: UInt64)] = []
+        var head = 0
+        var nextSerial: UInt64 = 0
+        /// Entries handed out by `oldest` and not yet forgotten: their `forget` comes after
+        /// the kernel has dropped them, and they must not be asked for twice meanwhile.
         var asked = 0
     }
 
@@ -27,18 +45,89 @@ public final class InodeTable: Sendable {
 
     public init() {}
 
+    /// The number a path gets when nothing else holds it: a hash of its key between 2^32
+    /// and 2^52 (above the spare numbers; below 2^53, which JavaScript's numbers hold
+    /// exactly: Node.js tools compare `st_ino`). FNV-1a, then a finalizer that spreads
+    /// FNV's weak high bits.
+    public static func number(of pathLower: String) -> UInt64 { number(PathKey(pathLower)) }
+
+    private static func number(_ key: PathKey) -> UInt64 { (1 << 32) + key.hash % ((1 << 52) - (1 << 32)) }
+
+    /// A path as a key of `byPath`, with its hash computed once: it serves for the number
+    /// too, and a probe compares hashes before paths (a `String` key compared the long
+    /// shared prefixes of a folder's paths at every probe: a third of a `find`'s time here).
+    fileprivate struct PathKey: Hashable {
+        let path: String
+        let hash: UInt64
+
+        /// FNV-1a, then a finalizer that spreads FNV's weak high bits.
+        init(_ path: String) {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in path.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            hash ^= hash >> 33
+            hash &*= 0xff51_afd7_ed55_8ccd
+            hash ^= hash >> 33
+            self.path = path
+            self.hash = hash
+        }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(hash) }
+        static func == (a: PathKey, b: PathKey) -> Bool { a.hash == b.hash && a.path == b.path }
+    }
+
     /// The inode of a path, given one if it has none.
     public func inode(for pathLower: String) -> UInt64 {
         if pathLower.isEmpty { return Self.root }
         return state.withLock { state in
-            if let existing = state.byPath[pathLower] { return existing }
-            let ino = state.next
-            state.next += 1
-            state.byPath[pathLower] = ino
-            state.byInode[ino] = (pathLower, 0)
+            let ino = Self.numberLocked(&state, pathLower)
             publishLocked(state)
             return ino
         }
+    }
+
+    private static func numberLocked(_ state: inout State, _ pathLower: String) -> UInt64 {
+        let key = PathKey(pathLower)
+        if let existing = state.byPath[key] { return existing }
+        var ino = number(key)
+        if state.byInode[ino] != nil {
+            ino = state.nextSpare
+            state.nextSpare += 1
+        }
+        state.byPath[key] = ino
+        addLocked(&state, ino, Entry(path: pathLower, lookups: 0, serial: 0))
+        return ino
+    }
+
+    /// The numbers of a `readdir` answer's entries, under one lock. Plain: the number each
+    /// path's inode has if held, else the one a lookup would give it (the table learns
+    /// nothing). `handed`: the kernel receives each entry (readdirplus), as by `retain`.
+    public func numbers(for paths: some Collection<String>, handed: Bool) -> [UInt64] {
+        state.withLock { state in
+            var numbers: [UInt64] = []
+            numbers.reserveCapacity(paths.count)
+            for path in paths {
+                if !handed {
+                    let key = PathKey(path)
+                    numbers.append(state.byPath[key] ?? Self.number(key))
+                    continue
+                }
+                let ino = Self.numberLocked(&state, path)
+                state.byInode[ino]!.lookups += 1
+                numbers.append(ino)
+            }
+            if handed { publishLocked(state) }
+            return numbers
+        }
+    }
+
+    /// Puts an entry in the table, at the back of `order`.
+    private static func addLocked(_ state: inout State, _ inode: UInt64, _ entry: Entry) {
+        var entry = entry
+        entry.serial = state.nextSerial
+        state.nextSerial += 1
+        state.byInode[inode] = entry
+        state.order.append((inode, entry.serial))
+        compactLocked(&state)
     }
 
     /// The kernel was handed this inode once more (a lookup or readdirplus entry) for `path`.
@@ -51,8 +140,9 @@ public final class InodeTable: Sendable {
                 state.byInode[inode]!.lookups += 1
                 return
             }
-            state.byInode[inode] = (path, 1)
-            if state.byPath[path] == nil { state.byPath[path] = inode }
+            Self.addLocked(&state, inode, Entry(path: path, lookups: 1, serial: 0))
+            let key = PathKey(path)
+            if state.byPath[key] == nil { state.byPath[key] = inode }
             publishLocked(state)
         }
     }
@@ -66,7 +156,7 @@ public final class InodeTable: Sendable {
             entry.lookups = entry.lookups > count ? entry.lookups - count : 0
             if entry.lookups == 0 {
                 Self.removeLocked(&state, inode, entry.path)
-                if inode < state.cursor && state.asked > 0 { state.asked -= 1 }
+                if entry.asked { state.asked -= 1 }
                 publishLocked(state)
                 return true
             }
@@ -83,11 +173,11 @@ public final class InodeTable: Sendable {
     public func detach(_ pathLower: String, folder: Bool = false) -> UInt64? {
         guard !pathLower.isEmpty else { return nil }
         return state.withLock { state in
-            let below = folder ? state.byPath.keys.filter { $0.hasPrefix(pathLower + "/") } : []
-            for path in below {
-                if let ino = state.byPath.removeValue(forKey: path) { state.byInode[ino]?.path = Self.detachedPath }
+            let below = folder ? state.byPath.keys.filter { $0.path.hasPrefix(pathLower + "/") } : []
+            for key in below {
+                if let ino = state.byPath.removeValue(forKey: key) { state.byInode[ino]?.path = Self.detachedPath }
             }
-            guard let ino = state.byPath.removeValue(forKey: pathLower) else { return nil }
+            guard let ino = state.byPath.removeValue(forKey: PathKey(pathLower)) else { return nil }
             state.byInode[ino]?.path = Self.detachedPath
             return ino
         }
@@ -103,9 +193,10 @@ public final class InodeTable: Sendable {
         state.withLock { state in
             for (ino, entry) in state.byInode where entry.path == old || entry.path.hasPrefix(old + "/") {
                 let moved = new + entry.path.dropFirst(old.count)
-                if state.byPath[entry.path] == ino { state.byPath.removeValue(forKey: entry.path) }
-                state.byPath[moved] = ino
-                state.byInode[ino] = (moved, entry.lookups)
+                let key = PathKey(entry.path)
+                if state.byPath[key] == ino { state.byPath.removeValue(forKey: key) }
+                state.byPath[PathKey(moved)] = ino
+                state.byInode[ino]!.path = moved
             }
         }
     }
@@ -119,7 +210,7 @@ public final class InodeTable: Sendable {
     /// The inode already given to a path, without creating one.
     public func existing(_ pathLower: String) -> UInt64? {
         if pathLower.isEmpty { return Self.root }
-        return state.withLock { $0.byPath[pathLower] }
+        return state.withLock { $0.byPath[PathKey(pathLower)] }
     }
 
     public var count: Int { state.withLock { $0.byInode.count } }
@@ -127,47 +218,68 @@ public final class InodeTable: Sendable {
     /// Whether `oldest(over: limit)` has anything to do.
     public func isOver(_ limit: Int) -> Bool { unasked.load(ordering: .relaxed) > limit }
 
-    /// Brings the entries beyond `limit` down, lowest numbers (the longest known) first.
-    /// Entries the kernel does not hold (numbers a plain readdir showed) are dropped here;
-    /// those it holds are returned with their paths: the mount asks the kernel to drop
-    /// them, and each `forget` then frees its entry. A `find` over a million entries
-    /// otherwise left a million here (the kernel drops inodes only when short of memory). A
-    /// tenth of `limit` more than the excess goes, so that this runs once per batch, not
-    /// once per entry. The caller skips what must stay (folders, open files); those come
-    /// again after a wrap.
+    /// Brings the entries beyond `limit` down, the longest held first. Entries the kernel
+    /// does not hold (numbers given and never handed over) are dropped here; those it holds
+    /// are returned with their paths: the mount asks the kernel to drop them, and each
+    /// `forget` then frees its entry. A `find` over a million entries otherwise left 200,000
+    /// here (readdirplus hands over a folder's first entries; the kernel drops inodes only
+    /// when short of memory). A tenth of `limit` more than the excess goes, so that this runs
+    /// once per batch, not once per entry. The caller skips what must stay (folders, open
+    /// files): those go to the back, and are asked for again once all before them were.
     public func oldest(over limit: Int) -> [(inode: UInt64, path: String)] {
         state.withLock { state in
             var excess = state.byInode.count - state.asked - limit
             guard excess > 0 else { return [] }
             excess += limit / 10
             var held: [(inode: UInt64, path: String)] = []
-            var scanned: UInt64 = 0
-            while excess > 0 && scanned < state.next {
-                if state.cursor >= state.next {
-                    state.cursor = 2
-                    state.asked = 0
+            var left = state.order.count - state.head
+            while excess > 0 && left > 0 {
+                let (ino, serial) = state.order[state.head]
+                state.head += 1
+                left -= 1
+                guard var entry = state.byInode[ino], entry.serial == serial, entry.path != Self.detachedPath else { continue }
+                if entry.asked {  // asked for before and still held: asked for again
+                    entry.asked = false
+                    state.asked -= 1
                 }
-                let ino = state.cursor
-                state.cursor += 1
-                scanned += 1
-                guard let entry = state.byInode[ino], entry.path != Self.detachedPath else { continue }
                 excess -= 1
-                if entry.lookups > 0 {
-                    held.append((ino, entry.path))
-                } else {
+                if entry.lookups == 0 {
                     Self.removeLocked(&state, ino, entry.path)
+                    continue
                 }
+                held.append((ino, entry.path))
+                entry.asked = true
+                state.asked += 1
+                state.byInode[ino] = entry
+                Self.requeueLocked(&state, ino)
             }
-            state.asked += held.count
+            Self.compactLocked(&state)
             publishLocked(state)
             return held
         }
     }
 
+    /// Moves an entry to the back of `order`.
+    private static func requeueLocked(_ state: inout State, _ inode: UInt64) {
+        state.byInode[inode]!.serial = state.nextSerial
+        state.order.append((inode, state.nextSerial))
+        state.nextSerial += 1
+    }
+
+    /// Drops what `oldest` has passed, and the stale places of inodes forgotten or moved
+    /// back, once they outweigh the live ones.
+    private static func compactLocked(_ state: inout State) {
+        guard state.order.count > 2 * state.byInode.count + 1_024 else { return }
+        let live = state.order[state.head...].filter { state.byInode[$0.inode]?.serial == $0.serial }
+        state.order = Array(live)
+        state.head = 0
+    }
+
     /// Takes an inode's entry out, and its path's if the path still leads to it.
     private static func removeLocked(_ state: inout State, _ inode: UInt64, _ path: String) {
         state.byInode.removeValue(forKey: inode)
-        if state.byPath[path] == inode { state.byPath.removeValue(forKey: path) }
+        let key = PathKey(path)
+        if state.byPath[key] == inode { state.byPath.removeValue(forKey: key) }
     }
 
     /// Makes the entries not yet asked for readable without the lock (`isOver`).

@@ -321,8 +321,10 @@ struct FileInfo: @unchecked Sendable {
 }
 
 extension FuseMount {
-    /// The most a readdirplus answer holds (about 190 entries; see `readDirectory`).
-    static let plusBytes = 32 << 10
+    /// The most a readdirplus answer holds (about 24 entries; see `readDirectory`): each
+    /// entry in it is an inode the kernel makes and this mount's table holds until forgotten,
+    /// a cost `find` pays for nothing.
+    static let plusBytes = 4 << 10
 
     /// The reply for a lookup or readdirplus entry: the kernel now holds one more reference.
     func entryParam(_ inode: UInt64, _ node: Node) -> fuse_entry_param {
@@ -344,38 +346,66 @@ extension FuseMount {
     ///
     /// The kernel asks with readdirplus for a folder's first entries, and for the rest only
     /// if something looked at its entries (`ls -l`); else with plain readdir (`find`), for
-    /// names and inode numbers only: it then makes no inode for each file, nor this table an
-    /// entry it holds. A readdirplus answer holds at most `plusBytes`, however large the
+    /// names and inode numbers only: it then makes no inode for each file, nor the inode
+    /// table an entry (the number shown is the one a lookup would give). A readdirplus
+    /// answer holds at most `plusBytes`, however large the
     /// buffer: `find`'s 1 MiB reads otherwise had every file of a folder of 900 made an
     /// inode, in the kernel and here.
-    func readDirectory(_ request: Request, ino: UInt64, size asked: Int, offset: Int, handle: UInt64, plus: Bool) {
+    func readDirectory(_ request: Request, ino: UInt64, size asked: Int, offset askedOffset: Int, handle: UInt64, plus: Bool) {
+        let offset = max(askedOffset, 0)
         guard let children = directories.withLock({ $0.open[handle] }) else { return request.fail(FSError.badHandle) }
         let size = plus ? min(asked, Self.plusBytes) : asked
+        // The entries that fit ("." and ".." are positions 0 and 1), then their numbers
+        // under one lock of the inode table.
+        // (seekdir may ask for any offset: one past the end gives nothing)
+        let first = min(max(offset, 2) - 2, children.count)
+        var fitting = 0
+        var room = size - (offset == 0 ? 2 : offset == 1 ? 1 : 0) * Self.dotEntryBytes(plus)
+        while first + fitting < children.count {
+            let needed = plus ? fuse_add_direntry_plus(request.raw, nil, 0, children[first + fitting].name, nil, 0)
+                              : fuse_add_direntry(request.raw, nil, 0, children[first + fitting].name, nil, 0)
+            if needed > room { break }
+            room -= needed
+            fitting += 1
+        }
+        let shown = children[first ..< first + fitting]
+        let numbers = fs.inodes.numbers(for: shown.lazy.map(\.pathLower), handed: plus)
         var buffer = [CChar](repeating: 0, count: size)
         var used = 0
         var position = offset
-        while position < children.count + 2 {
-            let node = position < 2 ? nil : children[position - 2]
+        while position < 2 + first + fitting {
             var entry = fuse_entry_param()
-            if let node {
-                entry = attributesOnly(fs.inodes.inode(for: node.pathLower), node)
-            } else {
+            let name: String
+            if position < 2 {
                 entry.attr.st_ino = UInt(ino)
                 entry.attr.st_mode = S_IFDIR
+                name = position == 0 ? "." : ".."
+            } else {
+                let node = children[position - 2]
+                name = node.name
+                let number = numbers[position - 2 - first]
+                if plus {
+                    entry = attributesOnly(number, node)
+                } else {  // the number and the type are all a plain entry shows
+                    entry.attr.st_ino = UInt(number)
+                    entry.attr.st_mode = node.isFolder ? S_IFDIR : S_IFREG
+                }
             }
-            let name = node?.name ?? (position == 0 ? "." : "..")
             let needed = buffer.withUnsafeMutableBufferPointer { raw in
                 plus ? fuse_add_direntry_plus(request.raw, raw.baseAddress! + used, size - used, name, &entry, off_t(position + 1))
                      : fuse_add_direntry(request.raw, raw.baseAddress! + used, size - used, name, &entry.attr, off_t(position + 1))
             }
-            if needed > size - used { break }
-            // Handed to the kernel: counts as a lookup ("." and ".." do not).
-            if plus, let node { fs.inodes.retain(UInt64(entry.ino), path: node.pathLower) }
+            if needed > size - used { break }  // only "." or ".." in a buffer too small for them
             used += needed
             position += 1
         }
         fuse_reply_buf(request.raw, buffer, used)
         dropOldInodesIfOver()
+    }
+
+    /// The room "." or ".." takes in a readdir (or readdirplus) answer.
+    private static func dotEntryBytes(_ plus: Bool) -> Int {
+        plus ? fuse_add_direntry_plus(nil, nil, 0, "..", nil, 0) : fuse_add_direntry(nil, nil, 0, "..", nil, 0)
     }
 
     /// Answers a lookup: the entry, a negative entry the kernel may cache briefly, or the error.
