@@ -56,22 +56,34 @@ extension DropboxFileSystem {
         inodes.detach(node.pathLower, folder: node.isFolder)
     }
 
-    /// unlink of a file, when it needs nothing from Dropbox (the folder listed, no commit
-    /// under way at the name, room to queue the delete); false, having changed nothing,
-    /// otherwise. Answered on the FUSE thread, as `createWithoutWaiting` is.
-    public func unlinkWithoutWaiting(parent: UInt64, name: String) throws -> Bool {
+    /// unlink (a file) or rmdir (an empty folder), when it needs nothing from Dropbox: the
+    /// parent listed, for rmdir the folder listed too (its emptiness is known here) and not
+    /// being sent as a new folder, no commit under way at the name, room to queue the delete.
+    /// False, having changed nothing, otherwise. Answered on the FUSE thread, as
+    /// `createWithoutWaiting` is (`rm -r` is an unlink or rmdir per entry).
+    public func removeWithoutWaiting(parent: UInt64, name: String, folder isFolder: Bool) throws -> Bool {
         if options.readOnly { throw FSError.readOnly }
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
         guard try store.isListed(folder.pathLower) else { return false }
         guard let node = try child(of: folder.pathLower, named: name) else { throw FSError.notFound }
-        if node.isFolder { throw FSError.isDirectory }
-        let held = try writeBack.holdingWithoutWaiting([node.pathLower]) { try removeHeld(node) }
-        // A commit under way there, or no room to queue the delete (`remove` makes it on
-        // Dropbox at once): nothing changed yet.
-        guard let outcome = held, outcome == nil else { return false }
-        inodes.detach(node.pathLower, folder: false)
+        if isFolder {
+            guard node.isFolder else { throw FSError.notDirectory }
+            if writeBack.hasVersions(under: node.pathLower) { throw FSError.notEmpty }
+            guard try store.isListed(node.pathLower) else { return false }
+            if try !visibleChildren(node.pathLower).isEmpty { throw FSError.notEmpty }
+        } else if node.isFolder {
+            throw FSError.isDirectory
+        }
+        // Nothing changed yet when this is not true: a commit under way there, a new folder
+        // being sent, or no room to queue the delete (`remove` makes it on Dropbox at once).
+        let done = try writeBack.holdingWithoutWaiting([node.pathLower]) { () throws -> Bool in
+            if isFolder, folders.isPending(node.pathLower), try !folders.takeBack(node.pathLower) { return false }
+            return try removeHeld(node) == nil
+        }
+        guard done == true else { return false }
+        inodes.detach(node.pathLower, folder: isFolder)
         return true
     }
 

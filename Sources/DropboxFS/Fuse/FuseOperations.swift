@@ -308,7 +308,7 @@ extension FuseOperations {
         let mount = FuseMount.from(req)
         let request = Request(raw: req!)
         let name = String(cString: name!)
-        mount.answerDone(request, now: { try !folder && mount.fs.unlinkWithoutWaiting(parent: UInt64(parent), name: name) }) {
+        mount.answerDone(request, now: { try mount.fs.removeWithoutWaiting(parent: UInt64(parent), name: name, folder: folder) }) {
             try await mount.fs.remove(parent: UInt64(parent), name: name, folder: folder)
         }
     }
