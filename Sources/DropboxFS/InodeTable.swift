@@ -173,7 +173,11 @@ public final class InodeTable: Sendable {
     public func detach(_ pathLower: String, folder: Bool = false) -> UInt64? {
         guard !pathLower.isEmpty else { return nil }
         return state.withLock { state in
-            let below = folder ? state.byPath.keys.filter { $0.path.hasPrefix(pathLower + "/") } : []
+            var below: [PathKey] = []
+            if folder {  // compared as bytes, the prefix made once: `rm -r` detaches each folder
+                let prefix = Array((pathLower + "/").utf8)
+                below = state.byPath.keys.filter { $0.path.utf8.starts(with: prefix) }
+            }
             for key in below {
                 if let ino = state.byPath.removeValue(forKey: key) { state.byInode[ino]?.path = Self.detachedPath }
             }
@@ -191,7 +195,8 @@ public final class InodeTable: Sendable {
     /// it keep their numbers and follow it.
     public func rename(from old: String, to new: String) {
         state.withLock { state in
-            for (ino, entry) in state.byInode where entry.path == old || entry.path.hasPrefix(old + "/") {
+            let prefix = Array((old + "/").utf8)
+            for (ino, entry) in state.byInode where entry.path == old || entry.path.utf8.starts(with: prefix) {
                 let moved = new + entry.path.dropFirst(old.count)
                 let key = PathKey(entry.path)
                 if state.byPath[key] == ino { state.byPath.removeValue(forKey: key) }

@@ -189,7 +189,8 @@ struct StatusReporter: Sendable {
             "serving": prepared.mount.isServing,
             "uploads_pending": pending.count, "uploads_pending_bytes": pending.bytes, "uploads_pending_left": pending.left,
             "uploads": pending.listed.map { upload -> [String: Any] in
-                var item: [String: Any] = ["path": upload.path, "size": upload.size, "sent": upload.sent, "state": upload.state]
+                var item: [String: Any] = ["path": upload.path, "size": upload.size, "sent": upload.sent, "state": upload.state,
+                                            "on_disk": upload.onDisk]
                 if let failure = upload.failure { item["failure"] = failure }
                 return item
             },

@@ -38,6 +38,7 @@ struct StatusCommand: AsyncParsableCommand {
                     let number = { (key: String) in (upload[key] as? NSNumber)?.int64Value ?? 0 }
                     var line = "    \(upload["path"] as? String ?? "?")  \(upload["state"] as? String ?? "?")"
                     if upload["state"] as? String == "uploading" { line += " \(ByteFormat.string(number("sent"))) of \(ByteFormat.string(number("size")))" }
+                    if upload["on_disk"] as? Bool == true { line += ", on disk" }
                     if let failure = upload["failure"] as? String { line += ": \(failure)" }
                     print(line)
                 }

@@ -461,12 +461,13 @@ struct WriteTests {
             #expect(emptied.status == 0, "\(emptied.stderr)")
             let found = FileManager.default.enumerator(atPath: m.cacheDirectory)?.compactMap { $0 as? String }.first { $0.hasSuffix("/uploads.sqlite") }
             let queue = m.cacheDirectory + "/" + (try #require(found))
-            let sql = { (statement: String) in try await m.sh("sqlite3 '\(queue)' \"\(statement)\"") }
-            #expect(try await sql("SELECT COUNT(*) FROM uploads WHERE size = 0 AND flushed = 1").stdout == "21\n")
             let staging = (queue as NSString).deletingLastPathComponent + "/staging"
             let files = try FileManager.default.contentsOfDirectory(atPath: staging).filter { !$0.hasPrefix("free-") }
             #expect(files.isEmpty, "staging files: \(files)")
             try await m.killDaemon()
+            // The queue is the daemon's alone while it runs (held exclusively).
+            let sql = { (statement: String) in try await m.sh("sqlite3 '\(queue)' \"\(statement)\"") }
+            #expect(try await sql("SELECT COUNT(*) FROM uploads WHERE size = 0 AND flushed = 1").stdout == "21\n")
             try await m.emulator.setFaults([])
             try await m.mount()
             #expect(try await m.sh("ls \"$M/e\" | wc -l").stdout == "20\n")
@@ -494,8 +495,9 @@ struct WriteTests {
             let found = FileManager.default.enumerator(atPath: m.cacheDirectory)?.compactMap { $0 as? String }.first { $0.hasSuffix("/uploads.sqlite") }
             let queue = m.cacheDirectory + "/" + (try #require(found))
             let sql = { (statement: String) in try await m.sh("sqlite3 '\(queue)' \"\(statement)\"") }
-            try await eventually("the closed files flushed to disk") { try await sql("SELECT COUNT(*) FROM uploads WHERE flushed = 1").stdout == "3\n" }
+            try await eventually("the closed files flushed to disk") { try await m.status().components(separatedBy: ", on disk").count == 4 }
             try await m.killDaemon()
+            #expect(try await sql("SELECT COUNT(*) FROM uploads WHERE flushed = 1").stdout == "3\n")
 
             // What a power cut can leave: records from an earlier boot; one staging file never
             // reached the disk and reads back as zeros.

@@ -682,6 +682,8 @@ public final class WriteBack: Sendable {
         public var size: Int64
         public var sent: Int64
         public var state: String
+        /// Its bytes have reached the local disk: a power cut cannot lose them.
+        public var onDisk: Bool
         public var failure: String?
     }
 
@@ -704,6 +706,7 @@ public final class WriteBack: Sendable {
             return (pending.count, bytes, left, shown.map {
                 PendingUpload(path: $0.path, size: $0.file.size, sent: $0.sentBytes,
                               state: $0.phase == .uploading ? "uploading" : ($0.failureText == nil ? "queued" : "waiting to retry"),
+                              onDisk: $0.flushed,
                               failure: $0.failureText)
             })
         }
