@@ -101,6 +101,18 @@ public final class DropboxFileSystem: Sendable {
         return children
     }
 
+    /// opendir of a folder already listed (nil, having changed nothing, when it must be
+    /// listed from Dropbox first). Answered on the FUSE thread: `find` opens every folder,
+    /// and the hop to a task and back was a tenth of a walk over a listed tree.
+    public func openDirectoryWithoutWaiting(_ inode: UInt64) throws -> [Node]? {
+        let folder = try node(inode)
+        guard folder.isFolder else { throw FSError.notDirectory }
+        guard try store.isListed(folder.pathLower) else { return nil }
+        let children = try visibleChildren(folder.pathLower)
+        openFolders.withLock { $0[inode] = (folder, ($0[inode]?.count ?? 0) + 1) }
+        return children
+    }
+
     /// A folder is closed: `entries` is the size of the snapshot its handle held.
     public func releaseDirectory(_ inode: UInt64, entries: Int = 0) {
         if entries > Heap.largeCount { Heap.giveBack() }

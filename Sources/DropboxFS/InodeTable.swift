@@ -24,7 +24,12 @@ public final class InodeTable: Sendable {
     }
 
     private struct State {
+        /// Change only through `setPath` and `removePath`, which keep `renumbered`.
         var byPath: [PathKey: UInt64] = [:]
+        /// The paths of `byPath` whose inode's number is not their own hash (a spare, or a
+        /// file renamed since it was numbered): usually none, and then a plain readdir's
+        /// numbers need no look into `byPath` (an eighth of a `find` over a listed tree).
+        var renumbered: [PathKey: UInt64] = [:]
         var byInode: [UInt64: Entry] = [:]
         /// Numbers for paths whose hash is taken (see the type's comment).
         var nextSpare: UInt64 = 2
@@ -36,6 +41,17 @@ public final class InodeTable: Sendable {
         /// Entries handed out by `oldest` and not yet forgotten: their `forget` comes after
         /// the kernel has dropped them, and they must not be asked for twice meanwhile.
         var asked = 0
+
+        mutating func setPath(_ key: PathKey, _ inode: UInt64) {
+            byPath[key] = inode
+            if inode != InodeTable.number(key) { renumbered[key] = inode } else if !renumbered.isEmpty { renumbered.removeValue(forKey: key) }
+        }
+
+        @discardableResult
+        mutating func removePath(_ key: PathKey) -> UInt64? {
+            if !renumbered.isEmpty { renumbered.removeValue(forKey: key) }
+            return byPath.removeValue(forKey: key)
+        }
     }
 
     private let state = Mutex(State())
@@ -51,7 +67,7 @@ public final class InodeTable: Sendable {
     /// FNV's weak high bits.
     public static func number(of pathLower: String) -> UInt64 { number(PathKey(pathLower)) }
 
-    private static func number(_ key: PathKey) -> UInt64 { (1 << 32) + key.hash % ((1 << 52) - (1 << 32)) }
+    fileprivate static func number(_ key: PathKey) -> UInt64 { (1 << 32) + key.hash % ((1 << 52) - (1 << 32)) }
 
     /// A path as a key of `byPath`, with its hash computed once: it serves for the number
     /// too, and a probe compares hashes before paths (a `String` key compared the long
@@ -93,7 +109,7 @@ public final class InodeTable: Sendable {
             ino = state.nextSpare
             state.nextSpare += 1
         }
-        state.byPath[key] = ino
+        state.setPath(key, ino)
         addLocked(&state, ino, Entry(path: pathLower, lookups: 0, serial: 0))
         return ino
     }
@@ -108,7 +124,7 @@ public final class InodeTable: Sendable {
             for path in paths {
                 if !handed {
                     let key = PathKey(path)
-                    numbers.append(state.byPath[key] ?? Self.number(key))
+                    numbers.append(state.renumbered.isEmpty ? Self.number(key) : state.renumbered[key] ?? Self.number(key))
                     continue
                 }
                 let ino = Self.numberLocked(&state, path)
@@ -142,7 +158,7 @@ public final class InodeTable: Sendable {
             }
             Self.addLocked(&state, inode, Entry(path: path, lookups: 1, serial: 0))
             let key = PathKey(path)
-            if state.byPath[key] == nil { state.byPath[key] = inode }
+            if state.byPath[key] == nil { state.setPath(key, inode) }
             publishLocked(state)
         }
     }
@@ -179,9 +195,9 @@ public final class InodeTable: Sendable {
                 below = state.byPath.keys.filter { $0.path.utf8.starts(with: prefix) }
             }
             for key in below {
-                if let ino = state.byPath.removeValue(forKey: key) { state.byInode[ino]?.path = Self.detachedPath }
+                if let ino = state.removePath(key) { state.byInode[ino]?.path = Self.detachedPath }
             }
-            guard let ino = state.byPath.removeValue(forKey: PathKey(pathLower)) else { return nil }
+            guard let ino = state.removePath(PathKey(pathLower)) else { return nil }
             state.byInode[ino]?.path = Self.detachedPath
             return ino
         }
@@ -199,8 +215,8 @@ public final class InodeTable: Sendable {
             for (ino, entry) in state.byInode where entry.path == old || entry.path.utf8.starts(with: prefix) {
                 let moved = new + entry.path.dropFirst(old.count)
                 let key = PathKey(entry.path)
-                if state.byPath[key] == ino { state.byPath.removeValue(forKey: key) }
-                state.byPath[PathKey(moved)] = ino
+                if state.byPath[key] == ino { state.removePath(key) }
+                state.setPath(PathKey(moved), ino)
                 state.byInode[ino]!.path = moved
             }
         }
@@ -284,7 +300,7 @@ public final class InodeTable: Sendable {
     private static func removeLocked(_ state: inout State, _ inode: UInt64, _ path: String) {
         state.byInode.removeValue(forKey: inode)
         let key = PathKey(path)
-        if state.byPath[key] == inode { state.byPath.removeValue(forKey: key) }
+        if state.byPath[key] == inode { state.removePath(key) }
     }
 
     /// Makes the entries not yet asked for readable without the lock (`isOver`).

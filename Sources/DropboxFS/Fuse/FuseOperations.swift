@@ -59,16 +59,15 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let info = FileInfo(fi!.pointee)
-            mount.answerLater(request) {
-                let children = try await mount.fs.openDirectory(UInt64(ino))
-                var copy = info.value
-                copy.fh = mount.directories.withLock { state in
-                    let id = state.next
-                    state.next += 1
-                    state.open[id] = children
-                    return id
+            do {
+                if let children = try mount.fs.openDirectoryWithoutWaiting(UInt64(ino)) {
+                    return mount.answerOpenDirectory(request, info, children)
                 }
-                fuse_reply_open(request.raw, &copy)
+            } catch {
+                return request.fail(error)
+            }
+            mount.answerLater(request) {
+                mount.answerOpenDirectory(request, info, try await mount.fs.openDirectory(UInt64(ino)))
             }
         }
         ops.readdir = { req, ino, size, offset, fi in
@@ -404,6 +403,18 @@ extension FuseMount {
         }
         fuse_reply_buf(request.raw, buffer, used)
         dropOldInodesIfOver()
+    }
+
+    /// Answers an opendir with a handle for the folder's snapshot.
+    func answerOpenDirectory(_ request: Request, _ info: FileInfo, _ children: [Node]) {
+        var copy = info.value
+        copy.fh = directories.withLock { state in
+            let id = state.next
+            state.next += 1
+            state.open[id] = children
+            return id
+        }
+        fuse_reply_open(request.raw, &copy)
     }
 
     /// The room "." or ".." takes in a readdir (or readdirplus) answer.
