@@ -92,13 +92,10 @@ public final class DropboxFileSystem: Sendable {
 
     /// opendir: the folder's children; its node stays known while it is open.
     public func openDirectory(_ inode: UInt64) async throws -> [Node] {
-        // Kept until the folder is closed: only what readdirplus answers with
-        // (`visibleChildren`; a revision, content hash and id are three heap strings an
-        // entry: 100,000 of them held 30 MiB).
-        let children = try await children(of: inode)
         let folder = try node(inode)
-        openFolders.withLock { $0[inode] = (folder, ($0[inode]?.count ?? 0) + 1) }
-        return children
+        guard folder.isFolder else { throw FSError.notDirectory }
+        try await ensureListed(folder.pathLower)
+        return try openListedDirectory(inode, folder)
     }
 
     /// opendir of a folder already listed (nil, having changed nothing, when it must be
@@ -108,6 +105,13 @@ public final class DropboxFileSystem: Sendable {
         let folder = try node(inode)
         guard folder.isFolder else { throw FSError.notDirectory }
         guard try store.isListed(folder.pathLower) else { return nil }
+        return try openListedDirectory(inode, folder)
+    }
+
+    /// The snapshot an open folder's handle keeps until it is closed: only what readdirplus
+    /// answers with (`visibleChildren`; a revision, content hash and id are three heap
+    /// strings an entry: 100,000 of them held 30 MiB).
+    private func openListedDirectory(_ inode: UInt64, _ folder: Node) throws -> [Node] {
         let children = try visibleChildren(folder.pathLower)
         openFolders.withLock { $0[inode] = (folder, ($0[inode]?.count ?? 0) + 1) }
         return children
@@ -172,15 +176,6 @@ public final class DropboxFileSystem: Sendable {
         try await ensureListed(parentPath)
         guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
         return (inodes.inode(for: node.pathLower), node)
-    }
-
-    /// A folder's children as `stat` shows them (their inodes are given out as the kernel
-    /// receives them).
-    public func children(of inode: UInt64) async throws -> [Node] {
-        let folder = try node(inode)
-        guard folder.isFolder else { throw FSError.notDirectory }
-        try await ensureListed(folder.pathLower)
-        return try visibleChildren(folder.pathLower)
     }
 
     /// A listed folder's children as the mount shows them: Dropbox's, less pending deletes,

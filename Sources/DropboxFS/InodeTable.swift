@@ -28,7 +28,8 @@ public final class InodeTable: Sendable {
         var byPath: [PathKey: UInt64] = [:]
         /// The paths of `byPath` whose inode's number is not their own hash (a spare, or a
         /// file renamed since it was numbered): usually none, and then a plain readdir's
-        /// numbers need no look into `byPath` (an eighth of a `find` over a listed tree).
+        /// numbers need no look into `byPath` (a `find` over 200,000 listed entries: 0.73 s
+        /// with the look, 0.70 s without).
         var renumbered: [PathKey: UInt64] = [:]
         var byInode: [UInt64: Entry] = [:]
         /// Numbers for paths whose hash is taken (see the type's comment).

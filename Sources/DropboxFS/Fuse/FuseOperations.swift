@@ -347,16 +347,15 @@ extension FuseMount {
     /// if something looked at its entries (`ls -l`); else with plain readdir (`find`), for
     /// names and inode numbers only: it then makes no inode for each file, nor the inode
     /// table an entry (the number shown is the one a lookup would give). A readdirplus
-    /// answer holds at most `plusBytes`, however large the
-    /// buffer: `find`'s 1 MiB reads otherwise had every file of a folder of 900 made an
-    /// inode, in the kernel and here.
+    /// answer holds at most `plusBytes`, however large the buffer: `find`'s 1 MiB reads
+    /// otherwise had every file of a folder of 900 made an inode, in the kernel and here.
+    /// `seekdir` may ask for any offset: one past the end reads nothing.
     func readDirectory(_ request: Request, ino: UInt64, size asked: Int, offset askedOffset: Int, handle: UInt64, plus: Bool) {
         let offset = max(askedOffset, 0)
         guard let children = directories.withLock({ $0.open[handle] }) else { return request.fail(FSError.badHandle) }
         let size = plus ? min(asked, Self.plusBytes) : asked
         // The entries that fit ("." and ".." are positions 0 and 1), then their numbers
         // under one lock of the inode table.
-        // (seekdir may ask for any offset: one past the end gives nothing)
         let first = min(max(offset, 2) - 2, children.count)
         var fitting = 0
         var room = size - (offset == 0 ? 2 : offset == 1 ? 1 : 0) * Self.dotEntryBytes(plus)
