@@ -35,13 +35,8 @@ extension DropboxFileSystem {
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
         let parentPath = try await listedFolder(parent)
         guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
-        if folder {
-            guard node.isFolder else { throw FSError.notDirectory }
-            if writeBack.hasVersions(under: node.pathLower) { throw FSError.notEmpty }
-            try await requireEmpty(node)  // a quick refusal; `DeleteSender` makes sure on Dropbox
-        } else if node.isFolder {
-            throw FSError.isDirectory
-        }
+        try checkRemovable(node, folder: folder)
+        if folder { try await requireEmpty(node) }  // a quick refusal; `DeleteSender` makes sure on Dropbox
         // A new folder not sent yet is taken back (no request); one being sent is removed
         // from Dropbox once it is there.
         if folder, folders.isPending(node.pathLower), try !folders.takeBack(node.pathLower) {
@@ -68,13 +63,10 @@ extension DropboxFileSystem {
         guard folder.isFolder else { throw FSError.notDirectory }
         guard try store.isListed(folder.pathLower) else { return false }
         guard let node = try child(of: folder.pathLower, named: name) else { throw FSError.notFound }
+        try checkRemovable(node, folder: isFolder)
         if isFolder {
-            guard node.isFolder else { throw FSError.notDirectory }
-            if writeBack.hasVersions(under: node.pathLower) { throw FSError.notEmpty }
             guard try store.isListed(node.pathLower) else { return false }
             if try !visibleChildren(node.pathLower).isEmpty { throw FSError.notEmpty }
-        } else if node.isFolder {
-            throw FSError.isDirectory
         }
         // Nothing changed yet when this is not true: a commit under way there, a new folder
         // being sent, or no room to queue the delete (`remove` makes it on Dropbox at once).
@@ -85,6 +77,17 @@ extension DropboxFileSystem {
         guard done == true else { return false }
         inodes.detach(node.pathLower, folder: isFolder)
         return true
+    }
+
+    /// The refusals of unlink and rmdir that need nothing but the node: rmdir of a file,
+    /// unlink of a folder, rmdir of a folder with files written below it not yet uploaded.
+    private func checkRemovable(_ node: Node, folder: Bool) throws {
+        if folder {
+            guard node.isFolder else { throw FSError.notDirectory }
+            if writeBack.hasVersions(under: node.pathLower) { throw FSError.notEmpty }
+        } else if node.isFolder {
+            throw FSError.isDirectory
+        }
     }
 
     /// The part of a removal done while holding its path: the delete is queued, then the

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// Inode numbers for paths. A path's number is a hash of its key (`number(of:)`), so a plain
+/// Inode numbers for paths. A path's number is a hash of its key (`number(_:)`), so a plain
 /// `readdir` can name a million entries without this table learning any of them, and the
 /// number a later lookup gives is the one `readdir` showed (and the one the previous mount
 /// gave: `git` keeps inode numbers in its index). The table holds the inodes the kernel
@@ -17,8 +17,9 @@ public final class InodeTable: Sendable {
     private struct Entry {
         var path: String
         var lookups: UInt64
-        /// Its place in `order` (older entries of `order` for this inode are stale).
-        var serial: UInt64
+        /// Its place in `order` (older entries of `order` for this inode are stale); set by
+        /// `queueLocked`.
+        var serial: UInt64 = 0
         /// Handed out by `oldest` and not yet forgotten.
         var asked = false
     }
@@ -64,10 +65,7 @@ public final class InodeTable: Sendable {
 
     /// The number a path gets when nothing else holds it: a hash of its key between 2^32
     /// and 2^52 (above the spare numbers; below 2^53, which JavaScript's numbers hold
-    /// exactly: Node.js tools compare `st_ino`). FNV-1a, then a finalizer that spreads
-    /// FNV's weak high bits.
-    public static func number(of pathLower: String) -> UInt64 { number(PathKey(pathLower)) }
-
+    /// exactly: Node.js tools compare `st_ino`).
     fileprivate static func number(_ key: PathKey) -> UInt64 { (1 << 32) + key.hash % ((1 << 52) - (1 << 32)) }
 
     /// A path as a key of `byPath`, with its hash computed once: it serves for the number
@@ -111,7 +109,7 @@ public final class InodeTable: Sendable {
             state.nextSpare += 1
         }
         state.setPath(key, ino)
-        addLocked(&state, ino, Entry(path: pathLower, lookups: 0, serial: 0))
+        addLocked(&state, ino, Entry(path: pathLower, lookups: 0))
         return ino
     }
 
@@ -122,28 +120,27 @@ public final class InodeTable: Sendable {
         state.withLock { state in
             var numbers: [UInt64] = []
             numbers.reserveCapacity(paths.count)
-            for path in paths {
-                if !handed {
+            if handed {
+                for path in paths {
+                    let ino = Self.numberLocked(&state, path)
+                    state.byInode[ino]!.lookups += 1
+                    numbers.append(ino)
+                }
+                publishLocked(state)
+            } else {
+                for path in paths {
                     let key = PathKey(path)
                     numbers.append(state.renumbered.isEmpty ? Self.number(key) : state.renumbered[key] ?? Self.number(key))
-                    continue
                 }
-                let ino = Self.numberLocked(&state, path)
-                state.byInode[ino]!.lookups += 1
-                numbers.append(ino)
             }
-            if handed { publishLocked(state) }
             return numbers
         }
     }
 
     /// Puts an entry in the table, at the back of `order`.
     private static func addLocked(_ state: inout State, _ inode: UInt64, _ entry: Entry) {
-        var entry = entry
-        entry.serial = state.nextSerial
-        state.nextSerial += 1
         state.byInode[inode] = entry
-        state.order.append((inode, entry.serial))
+        queueLocked(&state, inode)
         compactLocked(&state)
     }
 
@@ -157,7 +154,7 @@ public final class InodeTable: Sendable {
                 state.byInode[inode]!.lookups += 1
                 return
             }
-            Self.addLocked(&state, inode, Entry(path: path, lookups: 1, serial: 0))
+            Self.addLocked(&state, inode, Entry(path: path, lookups: 1))
             let key = PathKey(path)
             if state.byPath[key] == nil { state.setPath(key, inode) }
             publishLocked(state)
@@ -273,7 +270,7 @@ public final class InodeTable: Sendable {
                 entry.asked = true
                 state.asked += 1
                 state.byInode[ino] = entry
-                Self.requeueLocked(&state, ino)
+                Self.queueLocked(&state, ino)
             }
             Self.compactLocked(&state)
             publishLocked(state)
@@ -281,8 +278,8 @@ public final class InodeTable: Sendable {
         }
     }
 
-    /// Moves an entry to the back of `order`.
-    private static func requeueLocked(_ state: inout State, _ inode: UInt64) {
+    /// Puts an entry at the back of `order` (its older place there goes stale).
+    private static func queueLocked(_ state: inout State, _ inode: UInt64) {
         state.byInode[inode]!.serial = state.nextSerial
         state.order.append((inode, state.nextSerial))
         state.nextSerial += 1

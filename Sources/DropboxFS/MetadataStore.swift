@@ -86,15 +86,8 @@ public final class MetadataStore: @unchecked Sendable {
     public func children(_ folderLower: String) throws -> [Node] {
         try lock.withLock {
             var result: [Node] = []
-            try db.query("""
-                SELECT path_lower, name, is_folder, size, COALESCE(times.sec, modified), COALESCE(times.nsec, 0)
-                FROM nodes LEFT JOIN times ON times.rev = nodes.rev WHERE parent_lower = ? ORDER BY name
-                """, [.text(folderLower)]) { row in
-                var node = Node(pathLower: row.text(0), name: row.text(1), isFolder: row.bool(2))
-                node.size = row.int(3)
-                node.modified = row.int(4)
-                node.modifiedNanos = Int32(row.int(5))
-                result.append(node)
+            try db.query("\(Self.selectAttributes) WHERE parent_lower = ? ORDER BY name", [.text(folderLower)]) {
+                result.append(Self.attributes($0))
             }
             return result
         }
@@ -248,10 +241,11 @@ public final class MetadataStore: @unchecked Sendable {
     /// Nodes with the modification time this mount knows for their revision, where it knows
     /// one: the nanoseconds of revisions it uploaded (Dropbox keeps seconds), and times set
     /// with utimens after the upload (Dropbox keeps the upload's).
-    private static let select = """
-        SELECT path_lower, name, is_folder, size, nodes.rev, content_hash, COALESCE(times.sec, modified), id, COALESCE(times.nsec, 0)
-        FROM nodes LEFT JOIN times ON times.rev = nodes.rev
-        """
+    /// What `stat` shows of a node (`attributes`), then the rest of it (`node`).
+    private static let attributeColumns = "path_lower, name, is_folder, size, COALESCE(times.sec, modified), COALESCE(times.nsec, 0)"
+    private static let nodesWithTimes = "FROM nodes LEFT JOIN times ON times.rev = nodes.rev"
+    private static let select = "SELECT \(attributeColumns), nodes.rev, content_hash, id \(nodesWithTimes)"
+    private static let selectAttributes = "SELECT \(attributeColumns) \(nodesWithTimes)"
 
     /// Remembers the nanoseconds of a revision's modification time (Dropbox keeps seconds).
     public func setModifiedNanos(rev: String, nanos: Int32) throws {
@@ -271,14 +265,21 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
-    private static func node(_ row: SQLiteRow) -> Node {
+    /// A row of `selectAttributes` (`Node.attributesOnly`: no revision, hash or id).
+    private static func attributes(_ row: SQLiteRow) -> Node {
         var node = Node(pathLower: row.text(0), name: row.text(1), isFolder: row.bool(2))
         node.size = row.int(3)
-        node.rev = row.optionalText(4)
-        node.contentHash = row.optionalText(5)
-        node.modified = row.int(6)
-        node.id = row.text(7)
-        node.modifiedNanos = Int32(row.int(8))
+        node.modified = row.int(4)
+        node.modifiedNanos = Int32(row.int(5))
+        return node
+    }
+
+    /// A row of `select`.
+    private static func node(_ row: SQLiteRow) -> Node {
+        var node = attributes(row)
+        node.rev = row.optionalText(6)
+        node.contentHash = row.optionalText(7)
+        node.id = row.text(8)
         return node
     }
 }
