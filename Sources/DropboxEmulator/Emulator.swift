@@ -35,24 +35,22 @@ public struct EmulatorConfiguration: Sendable {
 
 public final class Emulator: Sendable {
     public let configuration: EmulatorConfiguration
-    public var port: Int { server.port }
+    public var port: Int { listener.port }
     public var baseURL: String { "http://\(configuration.host):\(port)" }
 
     let namespace: Namespace
     let faults = FaultPlan()
     let stats = RouteStats()
     let batchJobs = BatchJobs()
-    private let server: HTTPServer
+    private let listener: Listener
     private let group: MultiThreadedEventLoopGroup
-    private let acceptLoop: Task<Void, Never>
 
-    private init(configuration: EmulatorConfiguration, namespace: Namespace, server: HTTPServer,
-                 group: MultiThreadedEventLoopGroup, acceptLoop: Task<Void, Never>) {
+    private init(configuration: EmulatorConfiguration, namespace: Namespace, listener: Listener,
+                 group: MultiThreadedEventLoopGroup) {
         self.configuration = configuration
         self.namespace = namespace
-        self.server = server
+        self.listener = listener
         self.group = group
-        self.acceptLoop = acceptLoop
     }
 
     /// Opens the data directory, seeds it if new, and starts serving.
@@ -63,16 +61,17 @@ public final class Emulator: Sendable {
             for spec in configuration.seeds { try Seeder(spec: spec).seed(namespace) }
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
-        let server: HTTPServer
+        let box = EmulatorBox()
+        let listener: Listener
         do {
-            server = try await HTTPServer.bind(host: configuration.host, port: configuration.port, group: group)
+            listener = try await Listener.open(host: configuration.host, port: configuration.port, group: group) { exchange in
+                try await box.emulator?.respond(exchange)
+            }
         } catch {
             try? await group.shutdownGracefully()
             throw error
         }
-        let box = EmulatorBox()
-        let loop = Task { _ = try? await server.run { exchange in try await box.emulator?.respond(exchange) } }
-        let emulator = Emulator(configuration: configuration, namespace: namespace, server: server, group: group, acceptLoop: loop)
+        let emulator = Emulator(configuration: configuration, namespace: namespace, listener: listener, group: group)
         try emulator.faults.replace(with: configuration.faults)
         box.emulator = emulator
         return emulator
@@ -81,11 +80,17 @@ public final class Emulator: Sendable {
     /// Stops listening, ends open connections (cancelling their tasks, which closes them and
     /// ends waits such as longpolls) and only then stops the event loops.
     public func shutdown() async {
-        await server.close()
-        acceptLoop.cancel()
-        await acceptLoop.value
+        await listener.close()
         try? await group.shutdownGracefully()
     }
+
+    /// Takes the emulator off the network (`false`: connections refused, open ones cut, as
+    /// in an outage) or brings it back on the same port (`true`). Its state is kept.
+    public func setReachable(_ reachable: Bool) async throws {
+        if reachable { try await listener.reopen() } else { await listener.close() }
+    }
+
+    public var isReachable: Bool { listener.isListening }
 
     // MARK: Dispatch
 
@@ -266,5 +271,24 @@ enum FormEncoding {
         // ASCII letters and digits only: `.alphanumerics` would let other scripts through unescaped.
         let allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
         return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+    }
+}
+
+extension Emulator {
+    /// Writes a file as another client would (overwriting what is there), through no
+    /// network: Dropbox goes on changing while the emulator is unreachable for its clients
+    /// (`setReachable(false)`), as in an outage of one machine's uplink. Returns the new rev.
+    @discardableResult
+    public func writeFileDirectly(_ path: String, contents: [UInt8]) throws -> String {
+        let staged = namespace.newStagingFile()
+        defer { unlink(staged.path) }
+        guard FileManager.default.createFile(atPath: staged.path, contents: Data(contents)) else {
+            throw APIFailure.badInput("cannot stage \(path)")
+        }
+        let hasher = ContentHasher()
+        contents.withUnsafeBytes { hasher.update($0) }
+        let entry = try namespace.commitFile(CommitRequest(path: DropboxPath(display: path), mode: .overwrite),
+                                             content: StagedContent(file: staged, size: Int64(contents.count), contentHash: hasher.finishHex()))
+        return entry.rev ?? ""
     }
 }

@@ -144,6 +144,13 @@ public final class ChangeWatcher: Sendable {
         var failures = 0
         while !Task.isCancelled {
             do {
+                if client.reachability.offlineSince != nil {
+                    // The probe: a catch-up is quick, where a longpoll would answer only
+                    // once something changed, and it brings what changed meanwhile.
+                    try await Reachability.probing { try await catchUp() }
+                    failures = 0
+                    continue
+                }
                 guard let cursor = try store.value("cursor") else { try await catchUp(); continue }
                 let poll = try await client.rpc(Routes.longpoll, LongpollArgument(cursor: cursor, timeout: 30), timeout: 600)
                 if poll.changes {
@@ -157,7 +164,8 @@ public final class ChangeWatcher: Sendable {
             } catch {
                 if Task.isCancelled { return }
                 failures += 1
-                try? await Task.sleep(for: Self.pollRetry.wait(attempt: failures))
+                let offline = client.reachability.offlineSince != nil
+                try? await Task.sleep(for: (offline ? Self.probeRetry : Self.pollRetry).wait(attempt: failures))
             }
         }
     }
@@ -173,6 +181,9 @@ public final class ChangeWatcher: Sendable {
 
     /// The change feed's retries: soon after a blip, every 30 s at most while it lasts.
     static let pollRetry = RetryPolicy(baseDelay: 0.25, maxDelay: 30)
+    /// While Dropbox is out of reach, how often it is looked for: a refused connection costs
+    /// nothing, and users wait for their queue to drain.
+    static let probeRetry = RetryPolicy(baseDelay: 0.25, maxDelay: 3)
 
     static func isReset(_ error: CallError<PathLookupError>) -> Bool {
         if case .route(.reset, _, _, _) = error { return true }

@@ -76,6 +76,14 @@ public final class DropboxFileSystem: Sendable {
         self.options = options
     }
 
+    /// Dropbox is back after an outage: uploads, removals and new folders queued meanwhile go
+    /// now, not when their backoff ends.
+    public func sendQueuedNow() {
+        writeBack.retryUnreachable()
+        deletes.signal.notify()
+        folders.signal.notify()
+    }
+
     // MARK: Metadata
 
     /// A path's node: its local version if it has one (what was written here shows at once),

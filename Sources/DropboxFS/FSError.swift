@@ -28,6 +28,9 @@ public enum FSError: Error, Equatable {
     /// A buffer too small for the answer (getxattr/listxattr sizes).
     case bufferTooSmall
     case noAttribute
+    /// Dropbox is out of reach and the answer needs it (content not cached, a folder never
+    /// listed): ENETUNREACH, at once, rather than EIO after retries.
+    case networkUnreachable
     /// Something that cannot be expressed better; logged once with its request id.
     case io(String)
 }
@@ -59,6 +62,7 @@ public enum ErrnoMapping {
         case .badHandle: return EBADF
         case .bufferTooSmall: return ERANGE
         case .noAttribute: return ENODATA
+        case .networkUnreachable: return ENETUNREACH
         case .io: return EIO
         }
     }
@@ -94,6 +98,8 @@ extension CallError: FSErrorConvertible where RouteError: RouteErrorMapping {
         case .rateLimited: return .tryAgain
         case .server, .http: return .io(description)
         case .client(.cancelled): return .interrupted
+        case .client(.offline): return .networkUnreachable
+        case .client(.transport(let error)) where error.kind == .cannotConnect || error.kind == .timedOut: return .networkUnreachable
         case .client: return .io(description)
         }
     }

@@ -22,6 +22,10 @@ struct DropboxEmulatorCommand: AsyncParsableCommand {
               bandwidth:bps=10000000  cap body transfer rates (bytes per second)
               too_many_write_operations:p=0.05
             Each takes routes=a+b to select routes, e.g. 500:p=0.1,routes=files/download.
+
+            An outage at runtime: SIGUSR1 takes the emulator off the network (connections \
+            refused, open ones cut), SIGUSR2 brings it back on the same port; its state is kept. \
+            For a server that answers but fails, POST /_emulator/faults {"faults": ["503"]}.
             """
     )
 
@@ -73,9 +77,32 @@ struct DropboxEmulatorCommand: AsyncParsableCommand {
             throw ValidationError("cannot start: \(error)")
         }
         FileHandle.standardOutput.write(Data("dropbox-emulator listening on \(emulator.baseURL)\n".utf8))
+        switchReachability(of: emulator)
 
         await waitForTerminationSignal()
         await emulator.shutdown()
+    }
+
+    /// SIGUSR1: unreachable; SIGUSR2: reachable again. Each switch is said on stdout.
+    private func switchReachability(of emulator: Emulator) {
+        var sources: [any DispatchSourceSignal] = []
+        for (sig, reachable) in [(SIGUSR1, false), (SIGUSR2, true)] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler {
+                Task {
+                    do {
+                        try await emulator.setReachable(reachable)
+                        FileHandle.standardOutput.write(Data("dropbox-emulator \(reachable ? "reachable again" : "unreachable")\n".utf8))
+                    } catch {
+                        FileHandle.standardError.write(Data("dropbox-emulator: cannot listen again: \(error)\n".utf8))
+                    }
+                }
+            }
+            source.resume()
+            sources.append(source)
+        }
+        SignalSources.keep(sources)
     }
 
     /// Returns on SIGINT or SIGTERM, so that shutdown closes the database cleanly.

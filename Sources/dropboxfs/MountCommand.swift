@@ -68,6 +68,10 @@ struct MountCommand: AsyncParsableCommand {
         try process.run()
         let line = firstLine(readiness.fileHandleForReading).trimmingCharacters(in: .whitespacesAndNewlines)
         if line == "ready" { return }
+        if line.hasPrefix("ready: ") {  // mounted, with a note (started offline)
+            FileHandle.standardError.write(Data(("dropboxfs: " + line.dropFirst("ready: ".count) + "\n").utf8))
+            return
+        }
         if !process.isRunning { process.waitUntilExit() }
         throw ClientError.local(line.isEmpty ? "the filesystem process exited (status \(process.terminationStatus))" : line)
     }

@@ -26,13 +26,14 @@ struct MountDaemon {
             throw ExitCode(1)
         }
         if daemon {
-            print("ready")
+            print(prepared.offlineAtStart.map { "ready: " + $0 } ?? "ready")
             fflush(nil)
             // From now on stdout and stderr go to the log; never leave the readiness pipe open.
             var log = open(prepared.cacheRoot + "/dropboxfs.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
             if log < 0 { log = open("/dev/null", O_WRONLY | O_CLOEXEC) }
             if log >= 0 { dup2(log, STDOUT_FILENO); dup2(log, STDERR_FILENO); close(log) }
         }
+        if !daemon, let note = prepared.offlineAtStart { FuseLog.write("dropboxfs: \(note)\n") }
         let stopNow = StopFlag()
         let signals = Self.stopOnSignals(prepared.mount, stopNow)
         defer { signals.forEach { $0.cancel() } }
@@ -79,19 +80,53 @@ struct MountDaemon {
 
     struct Prepared: Sendable {
         let client: DropboxClient
-        let account: FullAccount
+        let account: KnownAccounts.Known
         let cacheRoot: String
         let cache: BlockCache
         let fs: DropboxFileSystem
         let mount: FuseMount
         let watcher: ChangeWatcher
+        /// Why the mount started without Dropbox, said on the readiness line.
+        let offlineAtStart: String?
+    }
+
+    /// The log says each switch between online and offline once; back online, what waited
+    /// in the queues goes at once.
+    static func reportReachability(_ reachability: Reachability, _ fs: DropboxFileSystem) {
+        reachability.onChange { state in
+            switch state {
+            case .offline(_, let reason):
+                FuseLog.error("Dropbox is out of reach (\(reason)): serving from the cache; changes wait in the queue")
+            case .online:
+                FuseLog.error("Dropbox is reachable again: sending the \(fs.writeBack.pendingCount + fs.deletes.count + fs.folders.count) change(s) queued meanwhile")
+                fs.sendQueuedNow()
+            }
+        }
     }
 
     private func prepare(_ mountpoint: String) async throws -> Prepared {
         let options = try MountOptions(command.options)
-        let client = try AccountStore().client(account: command.accountArgument ?? options.account, apiURL: command.apiURL ?? options.apiURL)
-        // Fails here, before anything is mounted, on a bad token or an unreachable server.
-        let account = try await client.rpc(Routes.getCurrentAccount, NoArgument())
+        let accountName = command.accountArgument ?? options.account
+        let client = try AccountStore().client(account: accountName, apiURL: command.apiURL ?? options.apiURL)
+        let base = command.cacheDir ?? options.cacheDir ?? Self.defaultCacheDirectory()
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let known = KnownAccounts(cacheBase: base)
+        let key = KnownAccounts.key(api: client.endpoints.api, accountName: accountName)
+        // Fails here, before anything is mounted, on a bad token; out of reach, the account
+        // is the one these credentials had last time, if its cache is there to serve.
+        let account: KnownAccounts.Known
+        var offline: String?
+        do {
+            let full = try await client.rpc(Routes.getCurrentAccount, NoArgument())
+            account = KnownAccounts.Known(accountID: full.accountId, email: full.email)
+            try? known.record(key, account)
+        } catch where ErrnoMapping.fsError(error) == .networkUnreachable {
+            guard let remembered = known.lookup(key) else {
+                throw ClientError.local("Dropbox is out of reach (\(error)), and there is no cache of this account to serve from an earlier mount")
+            }
+            account = remembered
+            offline = "Dropbox is out of reach (\(error)): serving the cached view; changes wait in the queue until it is back"
+        }
 
         var isDirectory: ObjCBool = false
         if MountTable.isMounted(mountpoint, type: "fuse.dropboxfs") {
@@ -103,8 +138,7 @@ struct MountDaemon {
             throw ClientError.local("no such directory")
         }
 
-        let base = command.cacheDir ?? options.cacheDir ?? Self.defaultCacheDirectory()
-        let cacheRoot = base + "/" + Self.sanitize(account.accountId)
+        let cacheRoot = base + "/" + Self.sanitize(account.accountID)
         try FileManager.default.createDirectory(atPath: cacheRoot, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let limit = try command.cacheSize.map {
             guard let size = ByteSize.parse($0) else { throw ClientError.local("--cache-size \($0): not a size") }
@@ -120,13 +154,22 @@ struct MountDaemon {
         let queue = try UploadQueue(path: cacheRoot + "/uploads.sqlite")
         let fs = try DropboxFileSystem(client: client, store: store, cache: cache, queue: queue, stagingDirectory: cacheRoot + "/staging",
                                        options: options.fs)
+        if offline != nil, try store.value("cursor") == nil {
+            throw ClientError.local("Dropbox is out of reach, and there is no cache of this account to serve from an earlier mount (\(cacheRoot))")
+        }
         try fs.writeBack.recover()
         let mount = FuseMount(fs: fs)
         let watcher = fs.watcher
         watcher.setListener { changes, everything in mount.invalidate(changes, everything: everything) }
-        try await watcher.catchUp()
+        Self.reportReachability(client.reachability, fs)
+        do {
+            try await watcher.catchUp()
+        } catch where ErrnoMapping.fsError(error) == .networkUnreachable {
+            offline = offline ?? "Dropbox is out of reach (\(error)): serving the cached view; changes wait in the queue until it is back"
+        }
         try mount.mount(at: mountpoint, options: options.fuse)
-        return Prepared(client: client, account: account, cacheRoot: cacheRoot, cache: cache, fs: fs, mount: mount, watcher: watcher)
+        return Prepared(client: client, account: account, cacheRoot: cacheRoot, cache: cache, fs: fs, mount: mount, watcher: watcher,
+                        offlineAtStart: offline)
     }
 
     static func defaultCacheDirectory() -> String {
@@ -180,7 +223,7 @@ struct StatusReporter: Sendable {
     func write() {
         let cache = prepared.cache
         let pending = prepared.fs.writeBack.pendingSummary(listing: Self.uploadsListed)
-        let report: [String: Any] = [
+        var report: [String: Any] = [
             "mountpoint": mountpoint, "pid": Int(getpid()), "account": prepared.account.email,
             "api": prepared.client.endpoints.api, "cache_dir": prepared.cacheRoot,
             "cache_bytes": cache.size, "cache_limit": cache.limit, "cache_hit_rate": cache.hitRate,
@@ -199,6 +242,7 @@ struct StatusReporter: Sendable {
             "folders_queued": prepared.fs.folders.count,
             "set_aside": prepared.fs.writeBack.setAside,
         ]
+        if let since = prepared.client.reachability.offlineSince { report["offline_since"] = since.formatted(.iso8601) }
         guard let path = file, let data = try? JSONSerialization.data(withJSONObject: report, options: [.sortedKeys]) else { return }
         let temporary = path + ".tmp"
         if FileManager.default.createFile(atPath: temporary, contents: data, attributes: [.posixPermissions: 0o600]) {

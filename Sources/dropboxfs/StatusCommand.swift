@@ -4,7 +4,7 @@ import Foundation
 
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "status", abstract: "Show dropboxfs mounts: account, cache, requests, pending uploads and their failures.")
+        commandName: "status", abstract: "Show dropboxfs mounts: account, offline or not, cache, requests, pending uploads and their failures.")
 
     @Argument(help: "Only this mountpoint.")
     var mountpoint: String?
@@ -27,6 +27,10 @@ struct StatusCommand: AsyncParsableCommand {
                 }
                 let int = { (key: String) in (report[key] as? NSNumber)?.int64Value ?? 0 }
                 print("  account     \(report["account"] as? String ?? "?") (\(report["api"] as? String ?? "?"))")
+                if let since = report["offline_since"] as? String {
+                    let waiting = int("uploads_pending") + int("folders_queued") + int("deletes_queued")
+                    print("  offline     since \(since): Dropbox is out of reach; \(waiting) change(s) wait to be sent")
+                }
                 print("  cache       \(ByteFormat.string(int("cache_bytes"))) of \(ByteFormat.string(int("cache_limit"))) in \(report["cache_dir"] as? String ?? "?")")
                 print("  hit rate    \(String(format: "%.1f%%", ((report["cache_hit_rate"] as? NSNumber)?.doubleValue ?? 0) * 100))")
                 print("  downloaded  \(ByteFormat.string(int("downloaded_bytes")))")

@@ -175,6 +175,13 @@ final class MountFixture: @unchecked Sendable {
         _ = try await client.uploadFile(file, to: CommitInfo(path: path, mode: mode))
     }
 
+    /// A file's content on Dropbox, as text.
+    func remoteText(_ path: String) async throws -> String {
+        guard let file = try await client.metadataIfExists(path)?.fileMetadata else { throw MountFailure(message: "\(path): no file on Dropbox") }
+        guard file.size > 0 else { return "" }
+        return String(decoding: try await client.downloadRange(path, range: 0..<file.size), as: UTF8.self)
+    }
+
     /// Stops the change feed: every longpoll fails from now on, so the mount hears of another
     /// client's change only at its own next catch-up. The longpoll under way is ended by a
     /// change made for it (`trigger`, uploaded elsewhere); once a longpoll counted after the

@@ -1,3 +1,5 @@
+import Foundation
+
 /// How a Dropbox call fails, as the official Swift SDK models it (`CallError`).
 public enum CallError<RouteError: Sendable>: Error, Sendable, CustomStringConvertible {
     /// 409: the route's own error union.
@@ -51,6 +53,8 @@ public enum ClientError: Error, Sendable, CustomStringConvertible {
     case notAuthenticated(String)
     case contentHashMismatch(expected: String, actual: String)
     case local(String)
+    /// Not sent: Dropbox has been out of reach since then (see `Reachability`).
+    case offline(since: Date, reason: String)
 
     public var description: String {
         switch self {
@@ -61,6 +65,8 @@ public enum ClientError: Error, Sendable, CustomStringConvertible {
         case .contentHashMismatch(let expected, let actual):
             return "content hash mismatch (expected \(expected.prefix(12))…, got \(actual.prefix(12))…)"
         case .local(let message): return message
+        case .offline(let since, let reason):
+            return "Dropbox out of reach since \(since.formatted(.iso8601)) (\(reason))"
         }
     }
 }

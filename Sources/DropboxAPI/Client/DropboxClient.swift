@@ -12,16 +12,20 @@ public final class DropboxClient: Sendable {
     public let transport: CurlTransport
     public let tokens: (any AccessTokenProvider)?
     public let retry: RetryPolicy
+    /// Whether Dropbox answers, as this client's calls find it.
+    public let reachability: Reachability
 
     public static let version = "0.1.0"
     public static let userAgent = "dropboxfs/\(version) (Swift; libcurl)"
 
     public init(endpoints: Endpoints, tokens: (any AccessTokenProvider)?, retry: RetryPolicy = RetryPolicy(),
-                transport: CurlTransport = CurlTransport(userAgent: DropboxClient.userAgent)) {
+                transport: CurlTransport = CurlTransport(userAgent: DropboxClient.userAgent),
+                reachability: Reachability = Reachability()) {
         self.endpoints = endpoints
         self.tokens = tokens
         self.retry = retry
         self.transport = transport
+        self.reachability = reachability
     }
 
     /// What a download route returned: its result and the response headers.
@@ -80,6 +84,7 @@ public final class DropboxClient: Sendable {
         var renewedToken = false
         var attempt = 0
         while true {
+            try refuseWhileOffline(E.self)
             var request = base
             var token: String?
             if route.authenticated {
@@ -90,6 +95,11 @@ public final class DropboxClient: Sendable {
             let outcome: Outcome<R, E>
             do {
                 let response = try await transport.perform(request)
+                if (500...599).contains(response.status) {
+                    reachability.serverFailed("HTTP \(response.status) from \(route.name)")
+                } else {
+                    reachability.answered()
+                }
                 outcome = try decode(route, response)
             } catch let error as TransportError {
                 outcome = .failed(.client(.transport(error)),
@@ -109,14 +119,29 @@ public final class DropboxClient: Sendable {
             case .failed(let failure, let retryable, let retryAfter):
                 attempt += 1
                 var limit = retry.maxAttempts
-                if case .client(.transport(let error)) = failure, error.kind == .cannotConnect { limit = retry.maxConnectAttempts }
-                guard retryable, attempt < limit else { throw failure }
+                var unreachable = false
+                if case .client(.transport(let error)) = failure {
+                    if error.kind == .cannotConnect { limit = retry.maxConnectAttempts }
+                    unreachable = error.kind == .cannotConnect || error.kind == .timedOut
+                }
+                guard retryable, attempt < limit else {
+                    if unreachable { reachability.unreachable(failure.description) }
+                    throw failure
+                }
+                try refuseWhileOffline(E.self)
                 let wait = retryAfter.map { min($0, retry.maxRetryAfter) } ?? retry.backoff(attempt: attempt - 1)
                 if let retryAfter, retryAfter > retry.maxRetryAfter { throw failure }
                 do { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) } catch { throw CallError<E>.client(.cancelled) }
                 try beforeRetry()
             }
         }
+    }
+
+    /// Fails a call at once while Dropbox is out of reach (unless it is a probe): no
+    /// connection attempts, no backoff.
+    private func refuseWhileOffline<E: Sendable>(_ type: E.Type) throws {
+        guard reachability.refusesCalls, case .offline(let since, let reason) = reachability.state else { return }
+        throw CallError<E>.client(.offline(since: since, reason: reason))
     }
 
     /// A token refresh failure, in the error type of the call that needed it.

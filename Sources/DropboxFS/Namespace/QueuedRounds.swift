@@ -48,7 +48,10 @@ final class QueuedRounds: Sendable {
             } catch {
                 if Task.isCancelled { return }
                 failures += 1
-                FuseLog.error("\(what) not sent to Dropbox yet (\(error)); they stay queued and are tried again")
+                // Out of reach, the reachability log says it once, not every round.
+                if ErrnoMapping.fsError(error) != .networkUnreachable {
+                    FuseLog.error("\(what) not sent to Dropbox yet (\(error)); they stay queued and are tried again")
+                }
                 await queue.signal.wait(after: queue.signal.generation, timeout: Self.retry.wait(attempt: failures))
             }
         }

@@ -128,6 +128,12 @@ public final class UploadQueue: @unchecked Sendable {
         }
     }
 
+    /// Makes every record written so far durable on disk (they are written with
+    /// `synchronous=NORMAL`: a crash of the process keeps them, a power loss may not).
+    public func syncToDisk() throws {
+        try durable { try db.execute("PRAGMA wal_checkpoint(FULL)") }
+    }
+
     public func remove(_ ids: [Int64]) throws {
         try durable { try db.transaction { for id in ids { try db.run("DELETE FROM uploads WHERE id = ?", [.int(id)]) } } }
     }

@@ -70,6 +70,16 @@ extension WriteBack {
         }
     }
 
+    /// fsync while Dropbox is out of reach: the versions' bytes and their queue records are
+    /// made durable on the local disk (a power loss keeps them), and they go to Dropbox when
+    /// it is back.
+    func keepOnDisk(_ versions: [LocalVersion]) async throws {
+        await flush(versions)
+        let unflushed = state.withLock { _ in versions.contains { $0.phase != .finished && $0.phase != .editing && !$0.flushed } }
+        if unflushed { throw FSError.io("fsync: the cache disk did not take the file") }
+        try queue.syncToDisk()
+    }
+
     /// A queued file the mount will not upload (`reason` says why): its bytes move to
     /// `recovered/` (beside the staging folder), its record leaves the queue, and the status
     /// and the log say where it went.

@@ -150,11 +150,17 @@ extension WriteBack {
             setCommittingLocked(&state, version, false)
             version.phase = .queued
             version.attempts += 1
-            version.failure = mapped == .noSpace ? .noSpace : (mapped == .accessDenied ? mapped : .io("\(error)"))
+            switch mapped {
+            case .noSpace, .accessDenied, .networkUnreachable: version.failure = mapped
+            default: version.failure = .io("\(error)")
+            }
             version.failureText = mapped == .noSpace ? "Dropbox account is full (insufficient_space)" : "\(error)"
             version.retryAt = .now + UploadSchedule.retryDelay(after: mapped, attempts: version.attempts)
         }
-        FuseLog.error("upload of \(version.path) failed (attempt \(version.attempts), will retry): \(version.failureText ?? "")")
+        // Out of reach, every queued file fails each try: the reachability log says it once.
+        if mapped != .networkUnreachable {
+            FuseLog.error("upload of \(version.path) failed (attempt \(version.attempts), will retry): \(version.failureText ?? "")")
+        }
         changed()
     }
 
@@ -170,6 +176,17 @@ extension WriteBack {
             version.setAside = true
             setAsideLocked(&state, version.record, because: "because Dropbox refuses the name (\(error))")
             finishLocked(&state, version)
+        }
+        changed()
+    }
+
+    /// Dropbox is back: uploads that failed because it was out of reach go now, not when
+    /// their backoff (minutes, after a long outage) ends.
+    public func retryUnreachable() {
+        state.withLock { state in
+            for version in state.versions.values where version.phase == .queued && version.failure == .networkUnreachable {
+                version.retryAt = nil
+            }
         }
         changed()
     }

@@ -76,8 +76,13 @@ public final class WriteBack: Sendable {
 
     static let ownCommitLimit = 10_000
 
+    /// True while Dropbox is out of reach (`Reachability`).
+    let isOffline: @Sendable () -> Bool
+
     init(queue: UploadQueue, stagingDirectory: String, reader: Reader, openFiles: OpenFiles) throws {
         self.queue = queue
+        let reachability = reader.client.reachability
+        isOffline = { reachability.offlineSince != nil }
         self.openFiles = openFiles
         self.stagingDirectory = stagingDirectory
         self.pool = StagingPool(directory: stagingDirectory)
@@ -595,6 +600,11 @@ public final class WriteBack: Sendable {
             switch outcome {
             case .success(true): return
             case .success(false): await signal.wait(after: seen)
+            case .failure(.networkUnreachable) where isOffline():
+                // Offline, fsync means what it means on a local disk (doc/SEMANTICS.md).
+                try await keepOnDisk([version])
+                return
+            case .failure(.networkUnreachable): await signal.wait(after: seen)  // back: retried now
             case .failure(let error): throw error
             }
         }

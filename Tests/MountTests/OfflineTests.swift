@@ -1,0 +1,78 @@
+import DropboxAPI
+import Foundation
+import Testing
+import TestSupport
+
+/// Dropbox out of reach (doc/SEMANTICS.md, "Offline"): the mount goes on serving its cache
+/// and queueing changes, fails fast where it needs Dropbox, and sends everything once it is
+/// back. The outage is the emulator's: connections refused (`setReachable(false)`) or 503s.
+@Suite("mount: Dropbox out of reach", .serialized, .timeLimit(.minutes(5)))
+struct OfflineTests {
+    @Test func anOutageIsServedFromTheCacheAndEveryChangeReachesDropboxAfter() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            for name in ["cached", "edited", "removed", "uncached"] {
+                try await m.uploadElsewhere("\(name)\n", to: "/work/\(name).txt")
+            }
+            try await eventually("the mount to see the files") {
+                (try? await m.sh("ls \"$M/work\"").stdout.split(separator: "\n").count) == 4
+            }
+            let warm = try await m.sh("cat \"$M/work/cached.txt\" \"$M/work/edited.txt\"")
+            #expect(warm.stdout == "cached\nedited\n")
+            // What will be copied in, and a reference of the copy as it should end.
+            let source = m.root.appendingPathComponent("source").path
+            let reference = m.root.appendingPathComponent("reference").path
+            let made = try await m.sh("""
+                mkdir -p '\(source)/sub' && for i in 1 2 3 4 5; do head -c $((i * 3000)) /dev/urandom > "\(source)/f$i.bin"; done
+                printf 'deep\\n' > '\(source)/sub/deep.txt'
+                cp -r '\(source)' '\(reference)' && mv '\(reference)/f1.bin' '\(reference)/first.bin'
+                """)
+            #expect(made.status == 0, "\(made.stderr)")
+
+            try await m.emulator.setReachable(false)
+            let offline = try await m.sh("""
+                set -e
+                cp -r '\(source)' "$M/work/copied"
+                mv "$M/work/copied/f1.bin" "$M/work/copied/first.bin"
+                rm "$M/work/removed.txt"
+                printf 'local line\\n' >> "$M/work/edited.txt"
+                mkdir "$M/work/made offline"
+                python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$M/work/copied/first.bin"
+                cat "$M/work/cached.txt"
+                ls "$M/work" | sort | tr '\\n' ' '
+                """)
+            #expect(offline.status == 0, "\(offline.stderr)\n\(m.log)")
+            #expect(offline.stdout == "cached\ncached.txt copied edited.txt made offline uncached.txt ")
+            // Content never fetched cannot be read, and says why at once.
+            let uncached = try await m.sh("cat \"$M/work/uncached.txt\"")
+            #expect(uncached.status != 0)
+            #expect(uncached.stderr.contains("Network is unreachable"), "\(uncached.stderr)")
+            try await eventually("the status to say offline") { try await m.status().contains("offline     since") }
+            // Another client edits the file this mount edited meanwhile.
+            try m.emulator.writeFileDirectly("/work/edited.txt", contents: Array("remote edit\n".utf8))
+
+            try await m.emulator.setReachable(true)
+            try await eventually("the copy to reach Dropbox", timeout: 60) {
+                (try? await m.expectOnDropbox(reference, at: "/work/copied")) != nil
+            }
+            try await eventually("the edit, the removal and the new folder to reach Dropbox", timeout: 60) {
+                let names = Set(try await m.client.listAll("/work").map(\.name))
+                return names.contains("made offline") && !names.contains("removed.txt")
+                    && names.contains { $0.hasPrefix("edited (conflicted copy ") }
+            }
+            // Both versions of the edited file are kept, on Dropbox and in the mount.
+            let entries = try await m.client.listAll("/work")
+            let copy = try #require(entries.first { $0.name.hasPrefix("edited (conflicted copy ") })
+            #expect(try await m.remoteText(copy.pathLower ?? "") == "edited\nlocal line\n")
+            #expect(try await m.remoteText("/work/edited.txt") == "remote edit\n")
+            try await eventually("the mount to show both versions") {
+                let shown = try await m.sh("cat \"$M/work/edited.txt\" \"$M/work/\(copy.name)\"")
+                return shown.stdout == "remote edit\nedited\nlocal line\n"
+            }
+            try await eventually("the status to be online") { try await !m.status().contains("offline") }
+            // The outage is in the log once, not once a request.
+            let log = m.log
+            #expect(log.components(separatedBy: "Dropbox is out of reach").count - 1 == 1, "\(log)")
+            #expect(log.components(separatedBy: "Dropbox is reachable again").count - 1 == 1, "\(log)")
+        }
+    }
+}
