@@ -75,4 +75,54 @@ struct OfflineTests {
             #expect(log.components(separatedBy: "Dropbox is reachable again").count - 1 == 1, "\(log)")
         }
     }
+
+    @Test func aMountStartedOfflineServesItsCacheAndOneWithoutACacheFailsInOneLine() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            try await m.uploadElsewhere("kept\n", to: "/notes/kept.txt")
+            try await eventually("the mount to show the file") { (try? await m.sh("cat \"$M/notes/kept.txt\"").stdout) == "kept\n" }
+            try await m.unmount()
+            try await m.emulator.setReachable(false)
+
+            let elsewhere = m.root.appendingPathComponent("another-cache").path
+            let fresh = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint, "--cache-dir", elsewhere], environment: m.environment)
+            #expect(fresh.status != 0)
+            #expect(fresh.stderr.contains("out of reach") && fresh.stderr.contains("no cache"), "\(fresh.stderr)")
+            #expect(fresh.stderr.split(separator: "\n").count == 1, "\(fresh.stderr)")
+            #expect(!m.isMounted)
+
+            let cached = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint, "--cache-dir", m.cacheDirectory], environment: m.environment)
+            #expect(cached.status == 0, "\(cached.stderr)")
+            #expect(cached.stderr.contains("serving the cached view"), "\(cached.stderr)")
+            #expect(cached.stderr.split(separator: "\n").count == 1, "\(cached.stderr)")
+            let served = try await m.sh("cat \"$M/notes/kept.txt\" && printf 'new\\n' > \"$M/notes/written offline.txt\" && ls \"$M/notes\"")
+            #expect(served.status == 0, "\(served.stderr)")
+            #expect(served.stdout == "kept\nkept.txt\nwritten offline.txt\n")
+            #expect(try await m.status().contains("offline     since"))
+
+            try await m.emulator.setReachable(true)
+            try await eventually("the file written offline to reach Dropbox", timeout: 60) {
+                (try? await m.remoteText("/notes/written offline.txt")) == "new\n"
+            }
+        }
+    }
+
+    /// A server that answers, but only 503, is out of reach too: after a run of them the
+    /// mount stops waiting on retries.
+    @Test func aRunOfServerErrorsIsAnOutageAndTheQueueDrainsAfter() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            try await m.uploadElsewhere("never read\n", to: "/storm/uncached.txt")
+            try await eventually("the mount to list the file") { (try? await m.sh("ls \"$M/storm\"").stdout) == "uncached.txt\n" }
+            try await m.emulator.setFaults(["503"])
+            let written = try await m.sh("mkdir \"$M/storm/in\" && printf 'during\\n' > \"$M/storm/in/during.txt\"")
+            #expect(written.status == 0, "\(written.stderr)")
+            try await eventually("the status to say offline", timeout: 60) { try await m.status().contains("offline     since") }
+            let uncached = try await m.sh("cat \"$M/storm/uncached.txt\"")
+            #expect(uncached.stderr.contains("Network is unreachable"), "\(uncached.stderr)")
+            try await m.emulator.setFaults([])
+            try await eventually("the file to reach Dropbox", timeout: 60) {
+                (try? await m.remoteText("/storm/in/during.txt")) == "during\n"
+            }
+            try await eventually("the status to be online") { try await !m.status().contains("offline") }
+        }
+    }
 }
