@@ -241,10 +241,13 @@ public final class Emulator: Sendable {
     }
 }
 
-/// Lets the accept loop reach the emulator, which is created after the loop starts.
+/// Lets the accept loop reach the emulator, which is created after the loop starts. Weak:
+/// the listener keeps its handler for as long as it lives (to listen again after an outage),
+/// and the emulator owns the listener; a strong reference here kept both, and the data
+/// directory's database open, after shutdown.
 private final class EmulatorBox: @unchecked Sendable {
     private let lock = NSLock()
-    private var value: Emulator?
+    private weak var value: Emulator?
     var emulator: Emulator? {
         get { lock.withLock { value } }
         set { lock.withLock { value = newValue } }

@@ -114,7 +114,8 @@ extension DropboxFileSystem {
         try writeBack.flushWithoutWaiting(handle: handle)
     }
 
-    /// fsync: returns once the file's content is on Dropbox.
+    /// fsync: returns once the file's content is on Dropbox, or, while Dropbox is out of
+    /// reach, once it is durable on the local disk.
     public func sync(_ inode: UInt64, handle: UInt64?) async throws {
         guard let path = inodes.path(of: inode) else { return }
         try await writeBack.sync(handle: handle, pathLower: path)
@@ -123,9 +124,14 @@ extension DropboxFileSystem {
     /// fsync of a folder: returns once every closed file at or below it is on Dropbox (its
     /// entries there, as a disk's fsync of a folder makes its entries durable), and every
     /// folder made or removed there.
+    /// Offline, it returns once they are durable on the local disk (as `sync` does).
     public func syncFolder(_ inode: UInt64) async throws {
         guard let path = inodes.path(of: inode) else { return }
-        try await folderSender.sendWithRemovals(touching: [path])
+        do {
+            try await folderSender.sendWithRemovals(touching: [path])
+        } catch where ErrnoMapping.fsError(error) == .networkUnreachable && writeBack.isOffline() {
+            try writeBack.queue.syncToDisk()  // the queued mkdirs and removals
+        }
         try await writeBack.sync(folder: path)
     }
 

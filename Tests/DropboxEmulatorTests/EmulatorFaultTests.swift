@@ -24,6 +24,27 @@ struct EmulatorFaultTests {
         }
     }
 
+    /// An outage: connections refused (an open one cut, a longpoll's included) until the
+    /// emulator is reachable again, on the same port, with its state kept; written to
+    /// directly meanwhile, as Dropbox changes while a client's uplink is down.
+    @Test func unreachableRefusesConnectionsAndComesBackOnTheSamePort() async throws {
+        try await withEmulator({ $0.longpollMaxWait = 480 }) { client in
+            _ = try await client.put("/kept.txt", "kept")
+            let cursor = try #require(try await client.rpc("files/list_folder/get_latest_cursor",
+                                                           #"{"path":"","recursive":true}"#).json["cursor"]?.stringValue)
+            let poll = Task { try await client.rpc("files/list_folder/longpoll", #"{"cursor":"\#(cursor)","timeout":480}"#, token: nil) }
+            try await client.emulator.setReachable(false)
+            #expect(!client.emulator.isReachable)
+            await #expect(throws: (any Error).self) { try await poll.value }
+            await #expect(throws: (any Error).self) { try await client.download("/kept.txt") }
+            try client.emulator.writeFileDirectly("/meanwhile.txt", contents: Array("meanwhile".utf8))
+            try await client.emulator.setReachable(true)
+            #expect(client.emulator.isReachable)
+            #expect(try await client.download("/kept.txt").text == "kept")
+            #expect(try await client.download("/meanwhile.txt").text == "meanwhile")
+        }
+    }
+
     @Test func serverErrorsAndWriteContention() async throws {
         try await withEmulator({ $0.faults = ["503:p=1,routes=files/download", "too_many_write_operations:every=1,routes=files/upload"] }) { client in
             #expect(try await client.download("/anything").status == 503)
