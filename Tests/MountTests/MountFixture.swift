@@ -18,6 +18,8 @@ final class MountFixture: @unchecked Sendable {
     let client: DropboxClient
     /// tmpfs mounts made for the test (detached at cleanup, after the dropboxfs mount).
     private var scratchDisks: [String] = []
+    /// Mountpoints of other mounts of the account (`mountAnother`), unmounted at cleanup.
+    private var otherMounts: [String] = []
 
     var environment: [String: String] {
         ["DROPBOXFS_ACCESS_TOKEN": Self.token, "DROPBOXFS_API_URL": emulator.baseURL,
@@ -119,7 +121,8 @@ final class MountFixture: @unchecked Sendable {
     }
 
     /// Processes serving this mountpoint.
-    func daemonPIDs() -> [Int32] {
+    func daemonPIDs(of mountpoint: String? = nil) -> [Int32] {
+        let mountpoint = mountpoint ?? self.mountpoint
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap(Int32.init).filter { pid in
             guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
@@ -128,7 +131,24 @@ final class MountFixture: @unchecked Sendable {
         }
     }
 
+    /// Another mount of the same account with its own mountpoint and cache directory, as on
+    /// another machine. Returns its mountpoint.
+    func mountAnother(_ name: String = "other") async throws -> String {
+        let point = root.appendingPathComponent("mnt-\(name)").path
+        try FileManager.default.createDirectory(atPath: point, withIntermediateDirectories: true)
+        otherMounts.append(point)
+        let result = try await ProcessRunner.run(Self.binary, ["mount", point, "--cache-dir", root.appendingPathComponent("cache-\(name)").path],
+                                                 environment: environment)
+        guard result.status == 0 else { throw MountFailure(message: "mount of \(point) failed (\(result.status)): \(result.stderr)") }
+        return point
+    }
+
     private func cleanUp() async {
+        for point in otherMounts {
+            _ = try? await ProcessRunner.run(Self.binary, ["unmount", point], environment: environment)
+            _ = try? await ProcessRunner.run("/usr/bin/env", ["fusermount3", "-u", "-z", point])
+            for pid in daemonPIDs(of: point) { kill(pid, SIGKILL) }
+        }
         if isMounted {
             _ = try? await ProcessRunner.run(Self.binary, ["unmount", mountpoint], environment: environment)
             if isMounted { _ = try? await ProcessRunner.run("/usr/bin/env", ["fusermount3", "-u", "-z", mountpoint]) }
