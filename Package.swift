@@ -51,7 +51,7 @@ let package = Package(
         .executableTarget(
             name: "dropboxfs",
             dependencies: [
-                "DropboxAPI", "DropboxFS", "SQLiteStore",
+                "DropboxAPI", "DropboxFS", "SQLiteStore", "CFuseShim",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings

@@ -6,6 +6,9 @@
 // fuse_session_loop_mt are macros, and the loop's configuration object wants a typed setup.
 #define FUSE_USE_VERSION 34
 #include <fuse3/fuse_lowlevel.h>
+// getxattr/setxattr/removexattr, which Glibc's module leaves out: `dropboxfs pin` sets the
+// mount's `user.dropbox.pinned` attribute.
+#include <sys/xattr.h>
 
 /// fuse_session_new over an argv (copied by libfuse): FUSE_ARGS_INIT is a macro.
 struct fuse_session *cfuse_session_new(int argc, char **argv, const struct fuse_lowlevel_ops *ops, void *userdata);

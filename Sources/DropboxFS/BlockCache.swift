@@ -14,9 +14,13 @@ import SQLiteStore
 public final class BlockCache: @unchecked Sendable {
     public let directory: URL
     public let limit: Int64
-    private let lock = NSLock()
-    private let db: SQLiteDatabase
+    let lock = NSLock()
+    let db: SQLiteDatabase
     private var total: Int64 = 0
+    /// Paths pinned (`BlockCache+Pins`), under `lock`.
+    var pinnedPaths: Set<String> = []
+    /// True while pinned blocks alone fill more than the limit (said in the log once).
+    private var overLimit = false
     private var lastTouch: [String: Int64] = [:]
     public private(set) var hits: Int64 = 0
     public private(set) var misses: Int64 = 0
@@ -29,7 +33,10 @@ public final class BlockCache: @unchecked Sendable {
         try db.execute("""
             CREATE TABLE IF NOT EXISTS blocks (key TEXT PRIMARY KEY, size INTEGER NOT NULL, last_used INTEGER NOT NULL) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS blocks_lru ON blocks(last_used);
+            CREATE TABLE IF NOT EXISTS pins (path_lower TEXT PRIMARY KEY) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS pinned_hashes (hash TEXT PRIMARY KEY) WITHOUT ROWID;
             """)
+        try db.query("SELECT path_lower FROM pins") { pinnedPaths.insert($0.text(0)) }
         total = try db.first("SELECT COALESCE(SUM(size), 0) FROM blocks") { $0.int(0) } ?? 0
         removeLeftoverTemporaries()
     }
@@ -47,6 +54,9 @@ public final class BlockCache: @unchecked Sendable {
     }
 
     public var size: Int64 { lock.withLock { total } }
+
+    /// True while pinned files alone fill more than the limit.
+    public var pinnedOverLimit: Bool { lock.withLock { overLimit } }
 
     public static func key(contentHash: String, index: Int64) -> String { "\(contentHash)-\(index)" }
 
@@ -135,17 +145,28 @@ public final class BlockCache: @unchecked Sendable {
         }
     }
 
-    private func evictIfNeeded() {
+    /// Evicts least recently used blocks down to 90 % of the limit, never a pinned file's.
+    func evictIfNeeded() {
+        var overLimitNow = false
         let victims: [(String, Int64)] = lock.withLock {
-            guard total > limit else { return [] }
+            guard total > limit else { overLimit = false; return [] }
             var chosen: [(String, Int64)] = []
             var freed: Int64 = 0
-            try? db.query("SELECT key, size FROM blocks ORDER BY last_used LIMIT 256") { row in
+            var looked = 0
+            try? db.query("""
+                SELECT key, size FROM blocks WHERE substr(key, 1, 64) NOT IN (SELECT hash FROM pinned_hashes)
+                ORDER BY last_used LIMIT 256
+                """) { row in
+                looked += 1
                 if total - freed > limit * 9 / 10 {
                     chosen.append((row.text(0), row.int(1)))
                     freed += row.int(1)
                 }
             }
+            // Nothing left to evict and still over: pinned blocks alone fill the cache.
+            let over = looked < 256 && total - freed > limit
+            overLimitNow = over && !overLimit
+            overLimit = over
             for (key, size) in chosen {
                 try? db.run("DELETE FROM blocks WHERE key = ?", [.text(key)])
                 total -= size
@@ -154,6 +175,9 @@ public final class BlockCache: @unchecked Sendable {
             return chosen
         }
         for (key, _) in victims { unlink(file(key)) }
+        if overLimitNow {
+            FuseLog.error("pinned files fill more than the cache limit (\(limit) bytes): they are all kept, over the limit, until some are unpinned")
+        }
     }
 
     private static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }

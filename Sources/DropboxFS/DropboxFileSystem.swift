@@ -44,6 +44,9 @@ public final class DropboxFileSystem: Sendable {
     let tree: TreeCalls
     public let options: Options
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
+    /// Wakes the loop that keeps pinned files downloaded (`DropboxFileSystem+Pins`).
+    let pinSignal = ChangeSignal()
+    let pinState = Mutex(PinProgress())
     /// Every open file handle (one table: the write-back moves handles between versions in it).
     let openFiles = OpenFiles()
     /// Folders open through opendir, with how many times: their node outlives their name.
@@ -70,8 +73,10 @@ public final class DropboxFileSystem: Sendable {
         self.deleteSender = DeleteSender(pending: deletes, calls: tree, store: store)
         self.folders = try PendingFolders(queue: queue, store: store)
         self.folderSender = FolderSender(pending: folders, deletes: deleteSender, calls: tree)
+        let pinSignal = pinSignal
         self.uploader = Uploader(writeBack: writeBack, client: client, watcher: watcher, store: store, folders: folderSender) { pathLower, lineage, contentHash in
             if let inode = inodes.existing(pathLower) { pages.uploaded(inode, lineage: lineage, contentHash: contentHash) }
+            if cache.isPinned(pathLower) { pinSignal.notify() }  // its bytes now live in the cache by their hash
         }
         self.options = options
     }
@@ -82,6 +87,7 @@ public final class DropboxFileSystem: Sendable {
         writeBack.retryUnreachable()
         deletes.signal.notify()
         folders.signal.notify()
+        pinSignal.notify()
     }
 
     // MARK: Metadata
@@ -442,6 +448,7 @@ public final class DropboxFileSystem: Sendable {
         case "user.dropbox.id": value = node.id.isEmpty ? nil : node.id
         case "user.dropbox.rev": value = node.rev
         case "user.dropbox.content_hash": value = node.contentHash
+        case Self.pinnedAttribute: value = reader.cache.isPinned(node.pathLower) ? "1" : nil
         default: value = nil
         }
         guard let value else { throw FSError.noAttribute }
@@ -450,7 +457,27 @@ public final class DropboxFileSystem: Sendable {
 
     public func extendedAttributeNames(_ inode: UInt64) throws -> [String] {
         let node = try node(inode)
-        if node.pathLower.isEmpty { return [] }
-        return node.isFolder ? ["user.dropbox.id"] : Self.xattrNames
+        let pinned = reader.cache.isPinned(node.pathLower) ? [Self.pinnedAttribute] : []
+        if node.pathLower.isEmpty { return pinned }
+        return (node.isFolder ? ["user.dropbox.id"] : Self.xattrNames) + pinned
+    }
+
+    /// `1` on a pinned file or folder (itself or through a folder above); absent otherwise.
+    /// The one attribute that can be set: `1` pins, `0` or removing it unpins.
+    public static let pinnedAttribute = "user.dropbox.pinned"
+
+    /// setxattr: only `user.dropbox.pinned` (`1` or `0`); Dropbox keeps no other attributes.
+    public func setExtendedAttribute(_ inode: UInt64, name: String, value: [UInt8]) throws {
+        guard name == Self.pinnedAttribute else { throw FSError.notSupported }
+        switch String(decoding: value, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) {
+        case "1": try setPinned(inode, true)
+        case "0": try setPinned(inode, false)
+        default: throw FSError.invalidArgument
+        }
+    }
+
+    public func removeExtendedAttribute(_ inode: UInt64, name: String) throws {
+        guard name == Self.pinnedAttribute else { throw FSError.notSupported }
+        try setPinned(inode, false)
     }
 }

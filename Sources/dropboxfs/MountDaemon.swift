@@ -39,6 +39,7 @@ struct MountDaemon {
         defer { signals.forEach { $0.cancel() } }
         let watching = Task { await prepared.watcher.run() }
         let uploading = Task { await prepared.fs.uploader.run() }
+        let pinning = Task { await prepared.fs.keepPinnedFilesDownloaded() }
         let status = StatusReporter(mountpoint: mountpoint, prepared: prepared)
         let reporting = Task { await status.run() }
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
@@ -54,6 +55,7 @@ struct MountDaemon {
             if !complete { FuseLog.write("dropboxfs: uploads left for the next mount: \(prepared.fs.writeBack.pendingCount)\n") }
         }
         uploading.cancel()
+        pinning.cancel()
         watching.cancel()
         reporting.cancel()
         await reporting.value
@@ -160,7 +162,10 @@ struct MountDaemon {
         try fs.writeBack.recover()
         let mount = FuseMount(fs: fs)
         let watcher = fs.watcher
-        watcher.setListener { changes, everything in mount.invalidate(changes, everything: everything) }
+        watcher.setListener { changes, everything in
+            mount.invalidate(changes, everything: everything)
+            fs.pinnedChanged(changes, everything: everything)
+        }
         Self.reportReachability(client.reachability, fs)
         do {
             try await watcher.catchUp()
@@ -242,6 +247,12 @@ struct StatusReporter: Sendable {
             "folders_queued": prepared.fs.folders.count,
             "set_aside": prepared.fs.writeBack.setAside,
         ]
+        let pins = prepared.fs.pinProgress
+        report["pins"] = cache.pins.map { $0.isEmpty ? "/" : $0 }
+        report["pinned_files"] = pins.files
+        report["pinned_bytes"] = pins.bytes
+        report["pinned_missing_bytes"] = pins.missing
+        report["pinned_over_limit"] = cache.pinnedOverLimit
         if let since = prepared.client.reachability.offlineSince { report["offline_since"] = since.formatted(.iso8601) }
         guard let path = file, let data = try? JSONSerialization.data(withJSONObject: report, options: [.sortedKeys]) else { return }
         let temporary = path + ".tmp"

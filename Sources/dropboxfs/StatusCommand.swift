@@ -33,6 +33,13 @@ struct StatusCommand: AsyncParsableCommand {
                 }
                 print("  cache       \(ByteFormat.string(int("cache_bytes"))) of \(ByteFormat.string(int("cache_limit"))) in \(report["cache_dir"] as? String ?? "?")")
                 print("  hit rate    \(String(format: "%.1f%%", ((report["cache_hit_rate"] as? NSNumber)?.doubleValue ?? 0) * 100))")
+                if let pins = report["pins"] as? [String], !pins.isEmpty {
+                    let missing = int("pinned_missing_bytes")
+                    var line = "  pinned      \(ByteFormat.string(int("pinned_bytes"))) in \(int("pinned_files")) file(s) under \(pins.joined(separator: ", ")); "
+                    line += missing > 0 ? "\(ByteFormat.string(missing)) still to download" : "all downloaded"
+                    if report["pinned_over_limit"] as? Bool == true { line += "; more than the cache limit (all kept)" }
+                    print(line)
+                }
                 print("  downloaded  \(ByteFormat.string(int("downloaded_bytes")))")
                 print("  requests    \(int("requests"))")
                 print("  inodes      \(int("inodes")) known to the kernel")

@@ -182,6 +182,17 @@ final class MountFixture: @unchecked Sendable {
         try await ProcessRunner.run(Self.binary, ["status", mountpoint], environment: environment).stdout
     }
 
+    /// The daemon's status report (rewritten every 2 s), as JSON: the one mount of the test.
+    func statusReport() throws -> [String: Any] {
+        let folder = runtimeDirectory + "/dropboxfs"
+        guard let name = try FileManager.default.contentsOfDirectory(atPath: folder).first(where: { $0.hasSuffix(".json") }),
+              let data = FileManager.default.contents(atPath: folder + "/" + name),
+              let report = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw MountFailure(message: "no status report in \(folder)")
+        }
+        return report
+    }
+
     /// The requests `routes` took together, in stats from `routeStats`.
     static func requests(_ stats: [String: [String: Int]], _ routes: [String]) -> Int {
         routes.reduce(0) { $0 + (stats[$1]?["requests"] ?? 0) }

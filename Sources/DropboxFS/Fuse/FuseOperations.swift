@@ -293,9 +293,28 @@ enum FuseOperations {
                                           noReplace: flags & renameNoReplace != 0)
             }
         }
-        // Dropbox keeps no extended attributes of ours; user.dropbox.* are read-only.
-        ops.setxattr = { req, _, _, _, _, _ in Request(raw: req!).fail(FSError.notSupported) }
-        ops.removexattr = { req, _, _ in Request(raw: req!).fail(FSError.notSupported) }
+        // Dropbox keeps no extended attributes of ours; of user.dropbox.* only `pinned` is set.
+        ops.setxattr = { req, ino, name, value, size, _ in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
+            do {
+                try mount.fs.setExtendedAttribute(UInt64(ino), name: String(cString: name!), value: bytes)
+                fuse_reply_err(request.raw, 0)
+            } catch {
+                request.fail(error)
+            }
+        }
+        ops.removexattr = { req, ino, name in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            do {
+                try mount.fs.removeExtendedAttribute(UInt64(ino), name: String(cString: name!))
+                fuse_reply_err(request.raw, 0)
+            } catch {
+                request.fail(error)
+            }
+        }
         ops.symlink = { req, _, _, _ in Request(raw: req!).fail(FSError.notPermitted) }
         ops.link = { req, _, _, _ in Request(raw: req!).fail(FSError.notPermitted) }
         return ops
