@@ -41,6 +41,7 @@ struct MountDaemon {
         let uploading = Task { await prepared.fs.uploader.run() }
         let pinning = Task { await prepared.fs.keepPinnedFilesDownloaded() }
         let status = StatusReporter(mountpoint: mountpoint, prepared: prepared)
+        Self.reportReachability(prepared.client.reachability, prepared.fs, status)
         let reporting = Task { await status.run() }
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
             let thread = Thread { continuation.resume(returning: prepared.mount.serve()) }
@@ -92,10 +93,11 @@ struct MountDaemon {
         let offlineAtStart: String?
     }
 
-    /// The log says each switch between online and offline once; back online, what waited
-    /// in the queues goes at once.
-    static func reportReachability(_ reachability: Reachability, _ fs: DropboxFileSystem) {
+    /// The log says each switch between online and offline once, and the status file says it
+    /// at once (not up to 2 s later); back online, what waited in the queues goes at once.
+    static func reportReachability(_ reachability: Reachability, _ fs: DropboxFileSystem, _ status: StatusReporter) {
         reachability.onChange { state in
+            defer { status.write() }
             switch state {
             case .offline(_, let reason):
                 FuseLog.error("Dropbox is out of reach (\(reason)): serving from the cache; changes wait in the queue")
@@ -166,7 +168,6 @@ struct MountDaemon {
             mount.invalidate(changes, everything: everything)
             fs.pinnedChanged(changes, everything: everything)
         }
-        Self.reportReachability(client.reachability, fs)
         do {
             try await watcher.catchUp()
         } catch where ErrnoMapping.fsError(error) == .networkUnreachable {

@@ -7,7 +7,8 @@ import Testing
 
 /// The differential, model-based suite (mountpoint-s3's reftests, done against a local
 /// folder): random sequences of system calls run side by side on the mount and on local
-/// disk, with uploads finishing and another client writing at random moments; every outcome
+/// disk, with uploads finishing, another client writing and Dropbox going out of reach and
+/// back at random moments; every outcome
 /// must match, and at the end Dropbox must hold what the local folder holds. A failing
 /// sequence is shrunk by PropertyBased to the shortest one that still fails, and printed.
 ///
@@ -49,7 +50,16 @@ extension DifferentialRunner where Tested == Kernel {
     static func run(_ operations: [Step], named name: String, base: String, localBase: String,
                     on m: MountFixture) async throws -> Result<Void, any Error> {
         let (tested, local) = (m.mountpoint + base + "/" + name, localBase + "/" + name)
-        let runner = DifferentialRunner(tested: Kernel(), testedRoot: tested, localRoot: local, remoteRoot: base + "/" + name, client: m.client)
+        var configured = DifferentialRunner(tested: Kernel(), testedRoot: tested, localRoot: local, remoteRoot: base + "/" + name, client: m.client)
+        let emulator = m.emulator
+        configured.network = { up in
+            try blocking {
+                try await emulator.setReachable(up)
+                // Back: once the mount has seen it (its status says so at the switch).
+                if up { try await eventually("the mount to see Dropbox again", timeout: 60) { try m.statusReport()["offline_since"] == nil } }
+            }
+        }
+        let runner = configured
         return try await offPool {
             _ = try Sys.mkdir(tested).value("mkdir \(name) on the mount")
             _ = try Sys.mkdir(local).value("mkdir \(name) locally")

@@ -84,6 +84,17 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     /// Descriptors open on both sides, in the order they were opened.
     private var open: [(tested: Int32, local: Int32, path: Int)] = []
 
+    /// Takes Dropbox out of reach (`false`) or brings it back, for `.network` steps; without
+    /// it they do nothing.
+    public var network: (@Sendable (Bool) throws -> Void)?
+    /// The network is down now.
+    private var offline = false
+    /// The network went down in this sequence: the tested side may answer ENETUNREACH until
+    /// it has seen Dropbox back (its next probe), and what it queued meanwhile may not be
+    /// on Dropbox yet: another client's change could then meet a pending upload, a conflict
+    /// no local disk models, so those steps are skipped from here on.
+    private var wentOffline = false
+
     /// `testedRoot` and `localRoot` exist and are empty; `remoteRoot` is `testedRoot` as
     /// Dropbox names it.
     public init(tested: Tested, testedRoot: String, localRoot: String, remoteRoot: String, client: DropboxClient) {
@@ -101,6 +112,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             if tested != local { throw Difference(step: index, operation: operation.description, tested: tested, local: local) }
         }
         let end = operations.count
+        if offline { try setNetwork(up: true) }
         for descriptor in open {
             let (tested, local) = (describe(self.tested.close(descriptor.tested)), describe(self.local.close(descriptor.local)))
             if tested != local { throw Difference(step: end, operation: "close at the end", tested: tested, local: local) }
@@ -109,8 +121,37 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         let (testedTree, localTree) = (tree(testedRoot, on: tested), tree(localRoot, on: local))
         if testedTree != localTree { throw Difference(step: end, operation: "compare trees", tested: testedTree, local: localTree) }
         settle()
-        let remote = remoteTree()
+        var remote = remoteTree()
+        // After an outage the mount may still take Dropbox for out of reach (settle then
+        // returns once the files are on the local disk): its queue drains once it looks again.
+        if wentOffline, remote != localFiles() {
+            let expected = localFiles()
+            _ = awaitShown({ settle(); remote = remoteTree(); return remote == expected }, { remote })
+        }
         if remote != localFiles() { throw Difference(step: end, operation: "compare Dropbox after the uploads", tested: remote, local: localFiles()) }
+    }
+
+    private mutating func setNetwork(up: Bool) throws {
+        guard let network else { return }
+        try network(up)
+        offline = !up
+        if !up { wentOffline = true }
+    }
+
+    /// Runs the tested side, then the local one, unless the tested call failed because
+    /// Dropbox was out of reach: that call must have changed nothing, so neither does the
+    /// local side.
+    private func both<T>(_ tested: () -> Sys.Outcome<T>, _ local: () -> Sys.Outcome<T>) -> (Sys.Outcome<T>, Sys.Outcome<T>?) {
+        let testedOutcome = tested()
+        if wentOffline, case .failure(let error) = testedOutcome, error.code == ENETUNREACH { return (testedOutcome, nil) }
+        return (testedOutcome, local())
+    }
+
+    /// `both`, as the texts compared.
+    private func compared<T>(_ tested: () -> Sys.Outcome<T>, _ local: () -> Sys.Outcome<T>) -> (String, String) {
+        let (t, l) = both(tested, local)
+        guard let l else { return ("out of reach: skipped", "out of reach: skipped") }
+        return (describe(t), describe(l))
     }
 
     private mutating func closeAll() {
@@ -136,7 +177,8 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         switch operation {
         case .open(let path, let mode):
             let (t, l) = paths(path)
-            let (tested, local) = (self.tested.open(t, mode.flags), self.local.open(l, mode.flags))
+            let (tested, local) = both({ self.tested.open(t, mode.flags) }, { self.local.open(l, mode.flags) })
+            guard let local else { return ("out of reach: skipped", "out of reach: skipped") }
             if case .success(let tfd) = tested, case .success(let lfd) = local {
                 open.append((tfd, lfd, path))
             } else {
@@ -151,55 +193,63 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         case .write(let slot, let offset, let length, let fill):
             guard let d = descriptor(slot) else { return ("none open", "none open") }
             let bytes = Self.bytes(length, fill: fill, offset: offset)
-            return (describe(tested.pwrite(d.tested, bytes, at: offset)), describe(local.pwrite(d.local, bytes, at: offset)))
+            return compared({ tested.pwrite(d.tested, bytes, at: offset) }, { local.pwrite(d.local, bytes, at: offset) })
         case .read(let slot, let offset, let length):
             guard let d = descriptor(slot) else { return ("none open", "none open") }
-            return (describe(tested.pread(d.tested, count: length, at: offset)), describe(local.pread(d.local, count: length, at: offset)))
+            return compared({ tested.pread(d.tested, count: length, at: offset) }, { local.pread(d.local, count: length, at: offset) })
         case .ftruncate(let slot, let size):
             guard let d = descriptor(slot) else { return ("none open", "none open") }
-            return (describe(tested.ftruncate(d.tested, size)), describe(local.ftruncate(d.local, size)))
+            return compared({ tested.ftruncate(d.tested, size) }, { local.ftruncate(d.local, size) })
         case .fsync(let slot):
             guard let d = descriptor(slot) else { return ("none open", "none open") }
-            return (describe(tested.fsync(d.tested)), describe(local.fsync(d.local)))
+            return compared({ tested.fsync(d.tested) }, { local.fsync(d.local) })
         case .fdatasync(let slot):
             guard let d = descriptor(slot) else { return ("none open", "none open") }
-            return (describe(tested.fdatasync(d.tested)), describe(local.fdatasync(d.local)))
+            return compared({ tested.fdatasync(d.tested) }, { local.fdatasync(d.local) })
         case .fstat(let slot):
             guard let d = descriptor(slot) else { return ("none open", "none open") }
-            return (describe(tested.fstat(d.tested)), describe(local.fstat(d.local)))
+            return compared({ tested.fstat(d.tested) }, { local.fstat(d.local) })
         case .truncate(let path, let size):
             let (t, l) = paths(path)
-            return (describe(tested.truncate(t, size)), describe(local.truncate(l, size)))
+            return compared({ tested.truncate(t, size) }, { local.truncate(l, size) })
         case .rename(let from, let to):
             let (tf, lf) = paths(from), (tt, lt) = paths(to)
-            return (describe(tested.rename(tf, tt)), describe(local.rename(lf, lt)))
+            return compared({ tested.rename(tf, tt) }, { local.rename(lf, lt) })
         case .caseRename(let path):
             let (t, l) = paths(path)
-            return (caseRename(t, on: tested), caseRename(l, on: local))
+            let tested = caseRename(t, on: self.tested)
+            if wentOffline, tested.hasPrefix(Sys.Errno(code: ENETUNREACH).description) { return ("out of reach: skipped", "out of reach: skipped") }
+            return (tested, caseRename(l, on: local))
         case .unlink(let path):
             let (t, l) = paths(path)
-            return (describe(tested.unlink(t)), describe(local.unlink(l)))
+            return compared({ tested.unlink(t) }, { local.unlink(l) })
         case .mkdir(let path):
             let (t, l) = paths(path)
-            return (describe(tested.mkdir(t)), describe(local.mkdir(l)))
+            return compared({ tested.mkdir(t) }, { local.mkdir(l) })
         case .rmdir(let path):
             let (t, l) = paths(path)
-            return (describe(tested.rmdir(t)), describe(local.rmdir(l)))
+            return compared({ tested.rmdir(t) }, { local.rmdir(l) })
         case .stat(let path):
             let (t, l) = paths(path)
-            return (describe(tested.stat(t)), describe(local.stat(l)))
+            return compared({ tested.stat(t) }, { local.stat(l) })
         case .list(let path):
             let (t, l) = paths(path)
-            return (describe(tested.list(t)), describe(local.list(l)))
+            return compared({ tested.list(t) }, { local.list(l) })
         case .remoteWrite(let path, let length, let fill):
+            if wentOffline { return ("skipped after an outage", "skipped after an outage") }
             return try remoteWrite(path, length: length, fill: fill)
         case .remoteDelete(let path):
+            if wentOffline { return ("skipped after an outage", "skipped after an outage") }
             return try remoteDelete(path)
         case .remoteRename(let from, let to):
+            if wentOffline { return ("skipped after an outage", "skipped after an outage") }
             return try remoteRename(from, to)
         case .settle:
             settle()
             return ("settled", "settled")
+        case .network(let up):
+            try setNetwork(up: up)
+            return ("network \(up ? "up" : "down")", "network \(up ? "up" : "down")")
         }
     }
 

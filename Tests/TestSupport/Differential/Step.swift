@@ -32,6 +32,10 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     case remoteRename(from: Int, to: Int)
     /// Every file's uploads finish now (fsync of each through the mount).
     case settle
+    /// Dropbox goes out of reach (connections refused) or comes back. Out of reach, a call
+    /// that needs it fails with ENETUNREACH and must change nothing (the local side is then
+    /// not run); everything else must go on matching local disk.
+    case network(up: Bool)
 
     /// The paths a sequence works in: enough to rename into and over, nest and collide.
     public static let paths = ["a", "b", "c", "d", "d/a", "d/b", "e", "e/f", "d/e"]
@@ -76,6 +80,7 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .remoteDelete(let p): return "remoteDelete(\(path(p)))"
         case .remoteRename(let from, let to): return "remoteRename(\(path(from)), \(path(to)))"
         case .settle: return "settle"
+        case .network(let up): return up ? "network up" : "network down"
         }
     }
 }
@@ -141,7 +146,7 @@ public struct SequenceGenerator {
         case 93..<95: return .remoteWrite(path: path, length: length(), fill: fill)
         case 95: return .remoteDelete(path: path)
         case 96: return .remoteRename(from: path, to: below(Step.paths.count))
-        default: return .settle
+        default: return below(3) == 0 ? .network(up: below(2) == 0) : .settle
         }
     }
 
