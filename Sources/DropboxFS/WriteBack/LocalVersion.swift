@@ -65,6 +65,11 @@ final class LocalVersion: @unchecked Sendable {
     var failureText: String?
     var retryAt: ContinuousClock.Instant?
     var attempts = 0
+    /// Content hashes of this path's versions (this one, or older ones it replaced) whose
+    /// commit may have happened without the mount hearing of it: the answer was lost and
+    /// Dropbox was out of reach to ask. Finding one of them on Dropbox is finding our own
+    /// commit, not another client's change (`Uploader.saveConflictedCopy`).
+    var maybeCommitted: [String] = []
     /// A concurrent upload session under way (large files), to resume after a crash.
     var sessionID: String?
     var sentChunks: Set<Int64> = []

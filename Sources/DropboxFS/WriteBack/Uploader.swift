@@ -285,10 +285,23 @@ public final class Uploader: Sendable {
     /// The path changed on Dropbox since the version's base revision (or a new file's name
     /// was taken): unless it already holds these very bytes, they go beside it as
     /// "name (conflicted copy YYYY-MM-DD).ext", and the path shows Dropbox's version.
+    ///
+    /// What Dropbox holds may be a commit of ours whose answer was lost while Dropbox was out
+    /// of reach (an older version of the path, replaced since): then this version replaces
+    /// it, as after any commit of ours, and goes to its path, not beside it.
     private func saveConflictedCopy(_ version: LocalVersion) async throws -> (FileMetadata, isCopy: Bool) {
         let path = version.path
         let hash = try ContentHasher.hash(file: version.file.bytesPath)
-        if let same = try await client.committedFile(at: path, hash: hash) { return (same, false) }
+        let current = try await client.metadataIfExists(path)?.fileMetadata
+        if let current, current.contentHash == hash { return (current, false) }
+        if let current, let there = current.contentHash, writeBack.maybeCommitted(version).contains(there) {
+            writeBack.rebase(version, onto: current.rev)
+            FuseLog.error("\(path): Dropbox holds a commit of this mount whose answer was lost; the newer local version replaces it")
+            let file = try await watcher.changingOwn([(version.pathLower, .commit)]) {
+                try await client.uploadFile(version.file.bytesPath, to: writeBack.commitInfo(version), tuning: tuning)
+            }
+            return (file, false)
+        }
         var commit = writeBack.commitInfo(version)
         commit.path = Node.parent(of: path) + "/" + Self.conflictedName(version.name, on: Date())
         commit.mode = .add

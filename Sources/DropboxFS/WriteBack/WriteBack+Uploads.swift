@@ -146,7 +146,12 @@ extension WriteBack {
     func failed(_ version: LocalVersion, _ error: any Error) {
         let mapped = ErrnoMapping.fsError(error)
         if mapped == .invalidName { return refused(version, error) }
+        // The commit may have happened: its answer was lost, or Dropbox went out of reach
+        // before the mount could ask (`DropboxClient.settle`'s check failing offline).
+        let unknown = (error as? any OutcomeUnknownError)?.outcomeUnknown == true || mapped == .networkUnreachable
+        let hash = unknown ? try? ContentHasher.hash(file: version.file.bytesPath) : nil
         state.withLock { state in
+            if let hash, !version.maybeCommitted.contains(hash) { version.maybeCommitted.append(hash) }
             setCommittingLocked(&state, version, false)
             version.phase = .queued
             version.attempts += 1
@@ -179,6 +184,18 @@ extension WriteBack {
         }
         changed()
     }
+
+    /// The version's path holds a commit of ours that the mount did not hear of (its answer
+    /// was lost): the version now replaces that revision, as after any commit of ours.
+    func rebase(_ version: LocalVersion, onto rev: String) {
+        state.withLock { _ in
+            version.baseRev = rev
+            version.descends(from: rev)
+            if version.phase != .editing { try? queue.save(version.record) }
+        }
+    }
+
+    func maybeCommitted(_ version: LocalVersion) -> [String] { state.withLock { _ in version.maybeCommitted } }
 
     /// Dropbox is back: uploads that failed because it was out of reach go now, not when
     /// their backoff (minutes, after a long outage) ends.

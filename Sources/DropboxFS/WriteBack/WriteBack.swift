@@ -458,6 +458,7 @@ public final class WriteBack: Sendable {
                 version.settledAt = .now
                 for old in replaced {
                     old.replacedBy = version
+                    version.maybeCommitted += old.maybeCommitted
                     finishLocked(&state, old)
                 }
                 catchUpHandlesLocked(&state, to: version)
