@@ -92,6 +92,10 @@ public final class Emulator: Sendable {
 
     public var isReachable: Bool { listener.isListening }
 
+    /// Replaces the active faults without a request (`POST /_emulator/faults` needs the
+    /// emulator reachable).
+    public func replaceFaults(_ specs: [String]) throws { try faults.replace(with: specs) }
+
     // MARK: Dispatch
 
     func respond(_ exchange: Exchange) async throws {

@@ -153,4 +153,33 @@ struct OfflineTests {
             #expect(try await m.sh("cat \"$M/lost/b.txt\"").stdout == "second\n")
         }
     }
+
+    /// A version sealed while the one before it was uploading, whose upload the outage then
+    /// cut: the two must not go up together after it, both replacing the same revision (the
+    /// second then conflicted with the first and went beside it as a conflicted copy; found
+    /// by the differential suite with outages, seed 2568679572159912355).
+    @Test func aVersionSealedDuringAnUploadTheOutageCutReplacesIt() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let first = try await m.sh("mkdir \"$M/cut\" && printf 'one\\n' > \"$M/cut/f.txt\" && python3 -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' \"$M/cut\"")
+            #expect(first.status == 0, "\(first.stderr)")
+            try await m.emulator.setFaults(["latency:ms=120000,routes=files/upload+files/upload_session/start"])
+            try await m.emulator.resetStats()
+            #expect(try await m.sh("printf 'two\\n' > \"$M/cut/f.txt\"").status == 0)
+            try await eventually("its upload to be under way") {
+                let stats = try await m.routeStats()
+                return (stats["files/upload"]?["delayed"] ?? 0) + (stats["files/upload_session/start"]?["delayed"] ?? 0) > 0
+            }
+            #expect(try await m.sh("printf 'three\\n' > \"$M/cut/f.txt\"").status == 0)
+            try await m.emulator.setReachable(false)
+            try await eventually("the mount to find Dropbox out of reach") { try m.statusReport()["offline_since"] != nil }
+            try m.emulator.replaceFaults([])
+            try await m.emulator.setReachable(true)
+            try await eventually("the newest version to reach Dropbox", timeout: 60) {
+                (try? await m.remoteText("/cut/f.txt")) == "three\n"
+            }
+            try await eventually("the queue to drain") { try m.statusReport()["uploads_pending"] as? Int == 0 }
+            let names = try await m.client.listAll("/cut").map(\.name)
+            #expect(names == ["f.txt"], "\(names)\n\(m.log)")
+        }
+    }
 }

@@ -11,11 +11,15 @@ extension WriteBack {
             let now = ContinuousClock.now
             let uploadingPaths = Set(state.versions.values.filter { $0.phase == .uploading }.map(\.pathLower))
             let queued = state.versions.values.filter { $0.phase == .queued }.sorted { $0.id < $1.id }
+            // One version of a path at a time, the oldest first: two in one batch would both
+            // replace the same revision, and the second would conflict with the first.
+            var oldestAt: [String: Int64] = [:]
+            for version in queued where oldestAt[version.pathLower] == nil { oldestAt[version.pathLower] = version.id }
             let candidates = queued.map { version in
                 UploadSchedule.Candidate(
                     id: version.id, size: version.file.size, settledAt: version.settledAt, urgent: version.urgent,
                     retryAt: version.retryAt, retriedInDrain: version.attempts > (state.drainStartedAttempts[version.id] ?? 0),
-                    blocked: uploadingPaths.contains(version.pathLower) || version.earlySends > 0
+                    blocked: uploadingPaths.contains(version.pathLower) || oldestAt[version.pathLower] != version.id || version.earlySends > 0
                         || state.held.keys.contains { version.isAt(orUnder: $0) })
             }
             let decision = UploadSchedule.decide(candidates, draining: state.draining, freeBatches: freeBatches, freeLarge: freeLarge, now: now)
@@ -150,10 +154,20 @@ extension WriteBack {
         // before the mount could ask (`DropboxClient.settle`'s check failing offline).
         let unknown = (error as? any OutcomeUnknownError)?.outcomeUnknown == true || mapped == .networkUnreachable
         let hash = unknown ? try? ContentHasher.hash(file: version.file.bytesPath) : nil
-        state.withLock { state in
+        let dropped: Bool = state.withLock { state in
             if let hash, !version.maybeCommitted.contains(hash) { version.maybeCommitted.append(hash) }
             setCommittingLocked(&state, version, false)
             version.phase = .queued
+            // A newer version of the path was sealed while this one was uploading: it carries
+            // these bytes' successor, and replaces this one now, as it would have had this
+            // one been waiting (and takes its unknown commits along).
+            if let newer = Self.versionsLocked(state, at: version.pathLower).filter({ $0.phase == .queued && $0.id > version.id }).max(by: { $0.id < $1.id }) {
+                version.replacedBy = newer
+                newer.maybeCommitted += version.maybeCommitted.filter { !newer.maybeCommitted.contains($0) }
+                try? queue.remove([version.id])
+                finishLocked(&state, version)
+                return true
+            }
             version.attempts += 1
             switch mapped {
             case .noSpace, .accessDenied, .networkUnreachable: version.failure = mapped
@@ -161,9 +175,10 @@ extension WriteBack {
             }
             version.failureText = mapped == .noSpace ? "Dropbox account is full (insufficient_space)" : "\(error)"
             version.retryAt = .now + UploadSchedule.retryDelay(after: mapped, attempts: version.attempts)
+            return false
         }
         // Out of reach, every queued file fails each try: the reachability log says it once.
-        if mapped != .networkUnreachable {
+        if !dropped && mapped != .networkUnreachable {
             FuseLog.error("upload of \(version.path) failed (attempt \(version.attempts), will retry): \(version.failureText ?? "")")
         }
         changed()
