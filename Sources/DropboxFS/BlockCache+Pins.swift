@@ -21,9 +21,6 @@ extension BlockCache {
         }
     }
 
-    /// True if the path itself is pinned (not through a folder above it).
-    public func isPinnedItself(_ pathLower: String) -> Bool { lock.withLock { pinnedPaths.contains(pathLower) } }
-
     public func addPin(_ pathLower: String) throws {
         try lock.withLock {
             try db.run("INSERT OR IGNORE INTO pins (path_lower) VALUES (?)", [.text(pathLower)])
@@ -50,12 +47,5 @@ extension BlockCache {
             }
         }
         evictIfNeeded()
-    }
-
-    /// Bytes of pinned files' blocks in the cache.
-    public var pinnedBytes: Int64 {
-        lock.withLock {
-            ((try? db.first("SELECT COALESCE(SUM(size), 0) FROM blocks WHERE substr(key, 1, 64) IN (SELECT hash FROM pinned_hashes)") { $0.int(0) }) ?? nil) ?? 0
-        }
     }
 }

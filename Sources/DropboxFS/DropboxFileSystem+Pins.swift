@@ -87,7 +87,7 @@ extension DropboxFileSystem {
     private func collectFiles(under pin: String, into files: inout [Node]) async throws {
         if !pin.isEmpty {  // "" is the root: everything
             guard let top = try remoteNode(pin, remember: false) else { return }  // gone: the pin waits for the name to come back
-                guard top.isFolder else { files.append(top); return }
+            guard top.isFolder else { files.append(top); return }
         }
         var folders = [pin]
         while let folder = folders.popLast() {

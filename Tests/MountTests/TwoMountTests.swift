@@ -105,5 +105,4 @@ struct TwoMountTests {
             #expect(try await Self.snapshot(m, a + "/both") == Self.snapshot(m, b + "/both"))
         }
     }
-
 }

@@ -32,7 +32,9 @@ struct DifferentialTests {
                 if case .failure(let difference) = outcome {
                     // Printed at once as well: a difference that depends on timing may not come
                     // back while the sequence is shrunk, and then only this line tells what it was.
-                    let logged = m.log.split(separator: "\n").filter { $0.contains("/seq-\(run)/") }.suffix(60)
+                    // Its paths' lines, and the last lines of all: an EIO's detail names no path.
+                    let lines = m.log.split(separator: "\n")
+                    let logged = lines.filter { $0.contains("/seq-\(run)/") }.suffix(60) + ["-- last lines:"] + lines.suffix(30)
                     print("differential: difference in seq-\(run): \(difference)\nin \(sequence)\ndaemon log:\n\(logged.joined(separator: "\n"))")
                     Issue.record("\(difference)\nin \(sequence)")
                 }
