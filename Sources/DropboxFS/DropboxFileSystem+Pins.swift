@@ -18,6 +18,8 @@ extension DropboxFileSystem {
         public var missing: Int64 = 0
     }
 
+    /// The walk also runs this often: the mount's own renames and copies into a pinned
+    /// folder are not announced as changes (only other clients' are).
     static let pinRecheck: Duration = .seconds(30)
     static let pinRetry = RetryPolicy(baseDelay: 1, maxDelay: 60)
     /// Blocks of one file fetched per request group: bounded parallelism for a large file.
@@ -64,20 +66,20 @@ extension DropboxFileSystem {
     }
 
     private func downloadPinned() async throws {
-        let pins = reader.cache.pins
         var files: [Node] = []
-        for pin in pins { try await collectFiles(under: pin, into: &files) }
+        for pin in reader.cache.pins { try await collectFiles(under: pin, into: &files) }
         try reader.cache.setPinnedHashes(Set(files.compactMap(\.contentHash)))
-        var progress = PinProgress(files: files.count, bytes: files.reduce(0) { $0 + $1.size })
-        progress.missing = files.reduce(0) { $0 + missingBytes(of: $1) }
-        pinState.withLock { $0 = progress }
-        for file in files where missingBytes(of: file) > 0 {
+        let missing = files.map { (file: $0, bytes: missingBytes(of: $0)) }.filter { $0.bytes > 0 }
+        pinState.withLock {
+            $0 = PinProgress(files: files.count, bytes: files.reduce(0) { $0 + $1.size }, missing: missing.reduce(0) { $0 + $1.bytes })
+        }
+        for (file, bytes) in missing {
             var offset: Int64 = 0
             while offset < file.size {
                 try await reader.ensureCached(file, offset: offset, size: Int(Self.pinChunk), stream: nil)
                 offset += Self.pinChunk
             }
-            pinState.withLock { $0.missing = max(0, $0.missing - file.size) }
+            pinState.withLock { $0.missing = max(0, $0.missing - bytes) }
         }
     }
 
@@ -92,9 +94,8 @@ extension DropboxFileSystem {
         var folders = [pin]
         while let folder = folders.popLast() {
             try await ensureListed(folder)
-            for child in deletes.visible(try store.children(folder)) {
-                if child.isFolder { folders.append(child.pathLower); continue }
-                if let full = try remoteNode(child.pathLower, remember: false), full.contentHash != nil { files.append(full) }
+            for child in deletes.visible(try store.children(folder, complete: true)) {
+                if child.isFolder { folders.append(child.pathLower) } else if child.contentHash != nil { files.append(child) }
             }
         }
     }

@@ -82,12 +82,13 @@ public final class MetadataStore: @unchecked Sendable {
     }
 
     /// A folder's children with what `stat` shows of them (`Node.attributesOnly`), in the
-    /// order of the index by name (no sort: `find` opens a million entries' folders).
-    public func children(_ folderLower: String) throws -> [Node] {
+    /// order of the index by name (no sort: `find` opens a million entries' folders);
+    /// `complete` adds each one's revision, content hash and id.
+    public func children(_ folderLower: String, complete: Bool = false) throws -> [Node] {
         try lock.withLock {
             var result: [Node] = []
-            try db.query("\(Self.selectAttributes) WHERE parent_lower = ? ORDER BY name", [.text(folderLower)]) {
-                result.append(Self.attributes($0))
+            try db.query("\(complete ? Self.select : Self.selectAttributes) WHERE parent_lower = ? ORDER BY name", [.text(folderLower)]) {
+                result.append(complete ? Self.node($0) : Self.attributes($0))
             }
             return result
         }

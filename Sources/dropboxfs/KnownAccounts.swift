@@ -18,12 +18,7 @@ struct KnownAccounts {
 
     /// The key for the credentials `AccountStore.client` would use.
     static func key(api: String, accountName: String?) -> String {
-        let environment = ProcessInfo.processInfo.environment
-        if let token = environment["DROPBOXFS_ACCESS_TOKEN"], !token.isEmpty {
-            return api + " token " + ContentHasher.hash(Array(token.utf8)).prefix(24)
-        }
-        let chosen = (try? AccountStore().account(accountName).0) ?? accountName ?? ""
-        return api + " account " + chosen
+        api + " " + AccountStore().credentialsName(account: accountName)
     }
 
     func lookup(_ key: String) -> Known? {

@@ -121,7 +121,7 @@ extension AccountStore {
     public func client(account name: String?, apiURL: String?, retry: RetryPolicy = RetryPolicy(), savedOnly: Bool = false) throws -> DropboxClient {
         let environment = ProcessInfo.processInfo.environment
         let transport = CurlTransport(userAgent: DropboxClient.userAgent)
-        if !savedOnly, let token = environment["DROPBOXFS_ACCESS_TOKEN"], !token.isEmpty {
+        if !savedOnly, let token = Self.environmentToken {
             return DropboxClient(endpoints: try Endpoints.fromEnvironment(apiURL), tokens: StaticAccessToken(token), retry: retry, transport: transport)
         }
         let (chosen, account) = try self.account(name)
@@ -146,6 +146,17 @@ extension AccountStore {
             throw ClientError.notAuthenticated("account '\(chosen)' has no token")
         }
         return DropboxClient(endpoints: endpoints, tokens: tokens, retry: retry, transport: transport)
+    }
+
+    /// Which credentials `client(account:)` uses, as a name that never holds the token: the
+    /// saved account's name, or a SHA-256 fingerprint of `DROPBOXFS_ACCESS_TOKEN`.
+    public func credentialsName(account name: String?) -> String {
+        if let token = Self.environmentToken { return "token " + ContentHasher.hash(Array(token.utf8)).prefix(24) }
+        return "account " + ((try? account(name).0) ?? name ?? "")
+    }
+
+    private static var environmentToken: String? {
+        ProcessInfo.processInfo.environment["DROPBOXFS_ACCESS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
     }
 }
 

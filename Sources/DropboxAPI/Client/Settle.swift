@@ -26,12 +26,19 @@ extension DropboxClient {
             do {
                 return try await change()
             } catch where (error as? any OutcomeUnknownError)?.outcomeUnknown == true {
-                if let done = try await check() { return done }
+                if let done = try await checkAfter(error, check) { return done }
                 attempt += 1
                 guard attempt < retry.maxAttempts else { throw error }
                 try await Task.sleep(for: .milliseconds(Int(retry.backoff(attempt: attempt - 1) * 1000)))
             }
         }
+    }
+
+    /// Looks whether a change whose outcome is unknown (`unknown`) happened. If the look
+    /// fails too (Dropbox went out of reach meanwhile), the outcome is as unknown as before,
+    /// and `unknown` is what is thrown: the caller must not take the change for not made.
+    func checkAfter<T>(_ unknown: any Error, _ check: () async throws -> T?) async throws -> T? {
+        do { return try await check() } catch { throw unknown }
     }
 
     /// The entry at a path now, or nil when there is none.

@@ -57,7 +57,7 @@ extension DropboxClient {
                     // Unknown outcome: a file holding our bytes was committed; others are
                     // retried while the budget lasts.
                     for item in group {
-                        if let file = try await committedFile(at: items[item.index].commit.path, hash: item.hash) {
+                        if let file = try await checkAfter(error, { try await committedFile(at: items[item.index].commit.path, hash: item.hash) }) {
                             results[item.index] = .success(file)
                         } else if rounds < self.retry.maxAttempts {
                             retry.append(item)

@@ -150,10 +150,11 @@ extension WriteBack {
     func failed(_ version: LocalVersion, _ error: any Error) {
         let mapped = ErrnoMapping.fsError(error)
         if mapped == .invalidName { return refused(version, error) }
-        // The commit may have happened: its answer was lost, or Dropbox went out of reach
-        // before the mount could ask (`DropboxClient.settle`'s check failing offline).
-        let unknown = (error as? any OutcomeUnknownError)?.outcomeUnknown == true || mapped == .networkUnreachable
+        // The commit may have happened: its answer was lost, and Dropbox could not be asked
+        // (`DropboxClient.checkAfter`). A call refused offline was never sent.
+        let unknown = (error as? any OutcomeUnknownError)?.outcomeUnknown == true
         let hash = unknown ? try? ContentHasher.hash(file: version.file.bytesPath) : nil
+        let offline = mapped == .networkUnreachable || (unknown && isOffline())
         let dropped: Bool = state.withLock { state in
             if let hash, !version.maybeCommitted.contains(hash) { version.maybeCommitted.append(hash) }
             setCommittingLocked(&state, version, false)
@@ -169,16 +170,17 @@ extension WriteBack {
                 return true
             }
             version.attempts += 1
-            switch mapped {
-            case .noSpace, .accessDenied, .networkUnreachable: version.failure = mapped
-            default: version.failure = .io("\(error)")
+            if offline {
+                version.failure = .networkUnreachable
+            } else {
+                version.failure = mapped == .noSpace || mapped == .accessDenied ? mapped : .io("\(error)")
             }
             version.failureText = mapped == .noSpace ? "Dropbox account is full (insufficient_space)" : "\(error)"
             version.retryAt = .now + UploadSchedule.retryDelay(after: mapped, attempts: version.attempts)
             return false
         }
         // Out of reach, every queued file fails each try: the reachability log says it once.
-        if !dropped && mapped != .networkUnreachable {
+        if !dropped && !offline {
             FuseLog.error("upload of \(version.path) failed (attempt \(version.attempts), will retry): \(version.failureText ?? "")")
         }
         changed()

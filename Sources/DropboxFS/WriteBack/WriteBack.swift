@@ -577,12 +577,19 @@ public final class WriteBack: Sendable {
             await flush(sealed, hashing: false)
         }
         defer { flushing.cancel() }
-        for version in sealed { try await awaitUpload(of: version) }
+        var keptOffline: [LocalVersion] = []
+        for version in sealed {
+            if let offline = try await awaitUpload(of: version) { keptOffline.append(offline) }
+        }
+        // Offline, fsync means what it means on a local disk (doc/SEMANTICS.md): one flush
+        // for all of them.
+        if !keptOffline.isEmpty { try await keepOnDisk(keptOffline) }
     }
 
     /// Waits until a sealed version (or the newer one that replaced it) is on Dropbox, and
-    /// throws the failure that keeps it from going.
-    private func awaitUpload(of sealed: LocalVersion) async throws {
+    /// throws the failure that keeps it from going. Returns the version instead while
+    /// Dropbox is out of reach: it is to be kept on the local disk.
+    private func awaitUpload(of sealed: LocalVersion) async throws -> LocalVersion? {
         var version = sealed
         while true {
             let seen = signal.generation
@@ -599,12 +606,9 @@ public final class WriteBack: Sendable {
             }
             if madeUrgent { uploaderSignal.notify() }
             switch outcome {
-            case .success(true): return
+            case .success(true): return nil
             case .success(false): await signal.wait(after: seen)
-            case .failure(.networkUnreachable) where isOffline():
-                // Offline, fsync means what it means on a local disk (doc/SEMANTICS.md).
-                try await keepOnDisk([version])
-                return
+            case .failure(.networkUnreachable) where isOffline(): return version
             case .failure(.networkUnreachable): await signal.wait(after: seen)  // back: retried now
             case .failure(let error): throw error
             }
