@@ -91,9 +91,11 @@ extension DropboxFileSystem {
             guard let top = try remoteNode(pin, remember: false) else { return }  // gone: the pin waits for the name to come back
             guard top.isFolder else { files.append(top); return }
         }
-        var folders = [pin]
+        // Walked where Dropbox has it now (a rename of it may be pending).
+        guard let stored = moves.isEmpty ? pin : try storeFolder(pin) else { return }
+        var folders = [stored]
         while let folder = folders.popLast() {
-            try await ensureListed(folder)
+            try await ensureStoreListed(folder)
             for child in deletes.visible(try store.children(folder, complete: true)) {
                 if child.isFolder { folders.append(child.pathLower) } else if child.contentHash != nil { files.append(child) }
             }

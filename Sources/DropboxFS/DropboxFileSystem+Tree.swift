@@ -3,13 +3,10 @@ import Foundation
 
 /// Tree operations that need no file content: mkdir, rmdir, unlink, rename.
 ///
-/// mkdir, unlink and rmdir are answered here: the change is queued durably and shows in the
-/// view at once (`PendingFolders`, `PendingDeletes`), and goes to Dropbox in the background,
-/// batched (`FolderSender`, `DeleteSender`). A rename of what Dropbox holds is one call
-/// (`move_v2`), after the new folders and removals pending where it acts; then the store
-/// catches up with the account's changes before the kernel is answered, so the next lookup
-/// sees the result and changes are applied in Dropbox's order (applying our result directly
-/// could be undone by an older change the watcher had not applied yet).
+/// All four are answered here: the change is queued durably and shows in the view at once
+/// (`PendingFolders`, `PendingDeletes`, `PendingMoves`), and goes to Dropbox in the
+/// background, in the order the user made them (`NamespaceOrder`): new folders and removals
+/// batched (`FolderSender`, `DeleteSender`), renames one `move_v2` each (`MoveSender`).
 ///
 /// Files with local versions not yet uploaded take part: a delete drops them, a rename takes
 /// them along (a file that exists only here is renamed here alone). Both run `holding` the
@@ -23,6 +20,9 @@ extension DropboxFileSystem {
         try Self.checkName(name)
         if try childIgnoringCase(of: parentPath, named: name) != nil { throw FSError.exists }
         let pathLower = Node.child(parentPath, name)
+        // A folder made here at this name and renamed away is still pending: it goes first
+        // (the queue keeps one new folder a name).
+        if folders.isPending(pathLower) { try await namespace.send(touching: [pathLower]) }
         try folders.add(path: parentPath + "/" + name)
         guard let node = folders.node(pathLower) else { throw FSError.io("mkdir \(pathLower): not queued") }
         return (inodes.inode(for: pathLower), node)
@@ -40,7 +40,7 @@ extension DropboxFileSystem {
         // A new folder not sent yet is taken back (no request); one being sent is removed
         // from Dropbox once it is there.
         if folder, folders.isPending(node.pathLower), try !folders.takeBack(node.pathLower) {
-            try await folderSender.send(touching: [node.pathLower])
+            try await namespace.send(touching: [node.pathLower])
         }
         try await writeBack.holding([node.pathLower]) {
             if let unqueued = try removeHeld(node) {
@@ -61,11 +61,11 @@ extension DropboxFileSystem {
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
-        guard try store.isListed(folder.pathLower) else { return false }
+        guard try isListed(folder.pathLower) else { return false }
         guard let node = try child(of: folder.pathLower, named: name) else { throw FSError.notFound }
         try checkRemovable(node, folder: isFolder)
         if isFolder {
-            guard try store.isListed(node.pathLower) else { return false }
+            guard try isListed(node.pathLower) else { return false }
             if try !visibleChildren(node.pathLower).isEmpty { throw FSError.notEmpty }
         }
         // Nothing changed yet when this is not true: a commit under way there, a new folder
@@ -153,69 +153,37 @@ extension DropboxFileSystem {
         } else if source.name == newName && fromParent == toParent {
             return  // the same name: nothing to do
         }
-        // A move on Dropbox takes along what is below the source, and needs it there: new
-        // folders at either end are made first, removals pending there are sent first. A
-        // file only here is renamed here alone.
-        if try remoteNode(source.pathLower) != nil || folders.isPending(source.pathLower) || folders.isPending(targetLower) {
-            try await folderSender.sendWithRemovals(touching: [source.pathLower, targetLower])
+        // A new folder at the target not sent yet is taken back (no request): the rename
+        // replaces it. One being sent is on Dropbox next, and removed before the move.
+        if target != nil, folders.isPending(targetLower), try !folders.takeBack(targetLower) {
+            try await namespace.send(touching: [targetLower])
         }
         try await writeBack.holding([source.pathLower, targetLower]) {
             if target != nil { adoptRemoteHandles(at: targetLower) }
-            let remoteSource = try remoteNode(source.pathLower)
+            // What goes to Dropbox as a move: what it holds, or a folder made here (made
+            // there before the move: the order of namespace changes says so).
+            let movedOnDropbox = try remoteNode(source.pathLower) ?? (source.isFolder ? source : nil)
             let remoteTarget = try remoteNode(targetLower).flatMap { $0.pathLower == source.pathLower ? nil : $0 }
             if let remoteTarget {
                 if remoteTarget.isFolder { try await requireEmpty(remoteTarget) }
                 // A file only here replaces the target by uploading over it, later (a target
                 // changed on Dropbox meanwhile then keeps its name, the upload goes beside).
-                if remoteSource != nil || remoteTarget.isFolder {
-                    let deleted = try await tree.delete(remoteTarget.pathLower, unlessChangedSince: remoteTarget.isFolder ? nil : remoteTarget.rev)
-                    if !deleted { try await moveAside(remoteTarget) }
-                }
+                // Otherwise the target's removal is queued before the move: if Dropbox keeps
+                // it (changed elsewhere), the move finds it there and sets it aside.
+                if movedOnDropbox != nil || remoteTarget.isFolder { try deletes.add(remoteTarget) }
             }
-            // A folder is on Dropbox by now (sent above), or could not be made there.
-            if remoteSource == nil && source.isFolder { throw FSError.io("rename: \(source.pathLower) is not on Dropbox") }
-            guard remoteSource != nil else {
+            if let movedOnDropbox {
+                // Queued: the view shows the rename at once, Dropbox gets it in order.
+                try moves.add(movedOnDropbox, to: toParent + "/" + newName)
+                try writeBack.move(from: source.pathLower, to: targetLower, toName: newName, rebase: .none)
+            } else {
                 // The file exists only here: it is renamed here, and its upload goes to the
                 // new name, replacing what Dropbox holds there.
                 try writeBack.move(from: source.pathLower, to: targetLower, toName: newName, rebase: .target(remoteTarget?.rev))
-                if let target { inodes.detach(targetLower, folder: target.isFolder) }
-                inodes.rename(from: source.pathLower, to: targetLower)
-                return
             }
-            let entry = try await moveOnDropbox(source, to: toParent + "/" + newName)
-            guard let moved = Node(entry) else { throw FSError.io("move_v2 returned a deleted entry") }
-            await watcher.catchUp(after: [Node.deletion(name: source.name, pathLower: source.pathLower), entry])
-            // The store keeps what the change feed brings for a folder only once it has listed
-            // it: a moved folder is listed again at once. Unlisted, a file the kernel still held
-            // in it (one uploading into it, say) was "not found" once its upload was done.
-            if moved.isFolder { try await ensureListed(moved.pathLower) }
-            try writeBack.move(from: source.pathLower, to: moved.pathLower, toName: moved.name,
-                               rebase: moved.isFolder ? .none : .moved(from: remoteSource?.rev, to: moved.rev))
             if let target { inodes.detach(targetLower, folder: target.isFolder) }
-            inodes.rename(from: source.pathLower, to: moved.pathLower)
+            inodes.rename(from: source.pathLower, to: targetLower)
         }
-    }
-
-    /// move_v2, settled by looking when its outcome is unknown. A case-only rename goes
-    /// through a temporary name in two moves (Dropbox refuses a move onto the same path);
-    /// the store learns only the end result, so readers of the mount never see the
-    /// temporary name.
-    private func moveOnDropbox(_ source: Node, to destination: String) async throws -> Metadata {
-        guard Node.key(of: destination) == source.pathLower else { return try await tree.moveOnce(source, to: destination) }
-        let temporary = TreeCalls.hiddenName(beside: destination, for: "rename")
-        guard let step = Node(try await tree.moveOnce(source, to: temporary)) else { throw FSError.io("move_v2 returned a deleted entry") }
-        return try await tree.moveOnce(step, to: destination)
-    }
-
-    /// A rename's target changed on Dropbox since this mount saw it: that version moves aside
-    /// as a conflicted copy (Dropbox numbers it if the name is taken), and the rename goes
-    /// on. A rename over it must not lose an edit the user never saw. The change feed tells
-    /// the kernel of the new name, as of another client's change.
-    private func moveAside(_ target: Node) async throws {
-        let parent = Node.parent(of: target.pathLower)
-        let aside = parent + "/" + Uploader.conflictedName(target.name, on: Date())
-        try await tree.moveNumbered(target.pathLower, to: aside, sourceIsOwn: false)
-        FuseLog.error("rename: \(target.pathLower) changed on Dropbox since this mount saw it; that version is kept as a conflicted copy")
     }
 
     /// The path of a folder inode, listed in the store.

@@ -19,7 +19,7 @@ extension DropboxFileSystem {
         if options.readOnly { throw FSError.readOnly }
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
-        guard try store.isListed(folder.pathLower) else { return nil }
+        guard try isListed(folder.pathLower) else { return nil }
         return try create(in: folder, name: name, exclusive: exclusive)
     }
 
@@ -99,7 +99,7 @@ extension DropboxFileSystem {
 
     private func setModified(_ current: Node, attached: Bool, to modified: timespec?) throws {
         guard let modified, !current.isFolder, attached else { return }
-        if try writeBack.setModified(current.pathLower, to: modified) == nil, let rev = try store.node(current.pathLower)?.rev {
+        if try writeBack.setModified(current.pathLower, to: modified) == nil, let rev = try remoteNode(current.pathLower)?.rev {
             try store.setModified(rev: rev, to: modified)
         }
     }
@@ -118,7 +118,20 @@ extension DropboxFileSystem {
     /// reach, once it is durable on the local disk.
     public func sync(_ inode: UInt64, handle: UInt64?) async throws {
         guard let path = inodes.path(of: inode) else { return }
+        // A rename of the file (or of a folder above) still queued goes first: the file is
+        // on Dropbox at the name the user sees once fsync returns.
+        if moves.touches([path]) { try await sendNamespaceOrKeepOnDisk(touching: path) }
         try await writeBack.sync(handle: handle, pathLower: path)
+    }
+
+    /// Sends the namespace changes at, above or below `path`; offline, makes sure they are
+    /// on the local disk instead (as `sync` makes the file's bytes).
+    private func sendNamespaceOrKeepOnDisk(touching path: String) async throws {
+        do {
+            try await namespace.send(touching: [path])
+        } catch where ErrnoMapping.fsError(error) == .networkUnreachable && writeBack.isOffline() {
+            try writeBack.queue.syncToDisk()  // the queued mkdirs, removals and renames
+        }
     }
 
     /// fsync of a folder: returns once every closed file at or below it is on Dropbox (its
@@ -127,11 +140,7 @@ extension DropboxFileSystem {
     /// Offline, it returns once they are durable on the local disk (as `sync` does).
     public func syncFolder(_ inode: UInt64) async throws {
         guard let path = inodes.path(of: inode) else { return }
-        do {
-            try await folderSender.sendWithRemovals(touching: [path])
-        } catch where ErrnoMapping.fsError(error) == .networkUnreachable && writeBack.isOffline() {
-            try writeBack.queue.syncToDisk()  // the queued mkdirs and removals
-        }
+        try await sendNamespaceOrKeepOnDisk(touching: path)
         try await writeBack.sync(folder: path)
     }
 
@@ -148,7 +157,7 @@ extension DropboxFileSystem {
             throw FSError.notSupported
         }
         let targetPath = targetVersion.path
-        try await folderSender.sendWithRemovals(touching: [targetVersion.pathLower])
+        try await namespace.send(touching: [targetVersion.pathLower, source.node.pathLower])
         return try await writeBack.holding([targetVersion.pathLower]) {
             // Dropbox's copy cannot replace: an older file at the target goes first.
             if let old = try remoteNode(targetVersion.pathLower), !old.isFolder { try await tree.delete(old.pathLower) }

@@ -41,6 +41,11 @@ public final class DropboxFileSystem: Sendable {
     /// mkdirs answered here, and their way to Dropbox.
     public let folders: PendingFolders
     let folderSender: FolderSender
+    /// renames answered here, and their way to Dropbox.
+    public let moves: PendingMoves
+    let moveSender: MoveSender
+    /// Sends the namespace changes something is about to need on Dropbox, in their order.
+    let namespace: NamespaceSender
     let tree: TreeCalls
     public let options: Options
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
@@ -69,12 +74,16 @@ public final class DropboxFileSystem: Sendable {
         self.pages = pages
         let tree = TreeCalls(client: client, watcher: watcher)
         self.tree = tree
-        self.deletes = try PendingDeletes(queue: queue)
+        let order = NamespaceOrder(after: try queue.largestNamespaceID())
+        self.deletes = try PendingDeletes(queue: queue, order: order)
         self.deleteSender = DeleteSender(pending: deletes, calls: tree, store: store)
-        self.folders = try PendingFolders(queue: queue, store: store)
+        self.folders = try PendingFolders(queue: queue, store: store, order: order)
         self.folderSender = FolderSender(pending: folders, deletes: deleteSender, calls: tree)
+        self.moves = try PendingMoves(queue: queue, order: order, deletes: deletes)
+        self.moveSender = MoveSender(pending: moves, folders: folderSender, calls: tree, store: store, writeBack: writeBack)
+        self.namespace = NamespaceSender(folders: folderSender, moves: moveSender)
         let pinSignal = pinSignal
-        self.uploader = Uploader(writeBack: writeBack, client: client, watcher: watcher, store: store, folders: folderSender) { pathLower, lineage, contentHash in
+        self.uploader = Uploader(writeBack: writeBack, client: client, watcher: watcher, store: store, namespace: namespace) { pathLower, lineage, contentHash in
             if let inode = inodes.existing(pathLower) { pages.uploaded(inode, lineage: lineage, contentHash: contentHash) }
             if cache.isPinned(pathLower) { pinSignal.notify() }  // its bytes now live in the cache by their hash
         }
@@ -87,6 +96,7 @@ public final class DropboxFileSystem: Sendable {
         writeBack.retryUnreachable()
         deletes.signal.notify()
         folders.signal.notify()
+        moves.signal.notify()
         pinSignal.notify()
     }
 
@@ -118,7 +128,7 @@ public final class DropboxFileSystem: Sendable {
     public func openDirectoryWithoutWaiting(_ inode: UInt64) throws -> [Node]? {
         let folder = try node(inode)
         guard folder.isFolder else { throw FSError.notDirectory }
-        guard try store.isListed(folder.pathLower) else { return nil }
+        guard try isListed(folder.pathLower) else { return nil }
         return try openListedDirectory(inode, folder)
     }
 
@@ -151,13 +161,23 @@ public final class DropboxFileSystem: Sendable {
     /// `remember: false` for a one-off question (see `MetadataStore.node`).
     func node(at pathLower: String, remember: Bool = true) throws -> Node? {
         if let local = writeBack.overlay(pathLower) { return local }
+        if !moves.isEmpty { return try resolvedNode(pathLower, remember: remember) }
         return try remoteNode(pathLower, remember: remember) ?? folders.node(pathLower)
     }
 
     /// What Dropbox holds at a path as the mount shows it: the store's node, unless a delete
-    /// of it (or of a folder above) is pending.
+    /// of it (or of a folder above) is pending. While renames are pending, through them (a
+    /// new folder a rename brought here counts: it is made on Dropbox before the rename).
     func remoteNode(_ pathLower: String, remember: Bool = true) throws -> Node? {
-        deletes.hides(pathLower) ? nil : try store.node(pathLower, remember: remember)
+        if !moves.isEmpty { return try resolvedNode(pathLower, remember: remember, remoteOnly: true) }
+        return deletes.hides(pathLower) ? nil : try store.node(pathLower, remember: remember)
+    }
+
+    /// Whether a folder of the view has all its children in the store.
+    func isListed(_ folderLower: String) throws -> Bool {
+        if moves.isEmpty { return try store.isListed(folderLower) }
+        guard let stored = try storeFolder(folderLower) else { return true }  // made here: empty on Dropbox
+        return try store.isListed(stored)
     }
 
     /// A child by its exact name, local versions first. Names are case-sensitive in the
@@ -172,6 +192,7 @@ public final class DropboxFileSystem: Sendable {
     func childIgnoringCase(of folderLower: String, named name: String) throws -> Node? {
         let key = Node.child(folderLower, name)
         if let local = writeBack.overlay(key) { return local }
+        if !moves.isEmpty { return try resolvedNode(key) }
         return try store.child(of: folderLower, named: name).flatMap { deletes.hides($0.pathLower) ? nil : $0 } ?? folders.node(key)
     }
 
@@ -179,7 +200,7 @@ public final class DropboxFileSystem: Sendable {
     /// when Dropbox must be asked.
     public func cachedLookup(parent: UInt64, name: String) throws -> (UInt64, Node)? {
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
-        guard let parentPath = inodes.path(of: parent), try store.isListed(parentPath) else { return nil }
+        guard let parentPath = inodes.path(of: parent), try isListed(parentPath) else { return nil }
         guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
         return (inodes.inode(for: node.pathLower), node)
     }
@@ -196,6 +217,7 @@ public final class DropboxFileSystem: Sendable {
     /// with new folders beside them and local versions over them; only what `stat` shows of
     /// each (`Node.attributesOnly`).
     func visibleChildren(_ folderLower: String) throws -> [Node] {
+        if !moves.isEmpty { return try resolvedChildren(folderLower) }
         let remote = deletes.visible(try store.children(folderLower))
         let made = folders.children(of: folderLower)
         let local = writeBack.overlayChildren(folderLower)
@@ -208,7 +230,15 @@ public final class DropboxFileSystem: Sendable {
 
     /// Lists a folder from Dropbox unless the store already has it complete. Concurrent
     /// callers for one folder share one listing.
-    func ensureListed(_ folderLower: String) async throws {
+    func ensureListed(_ viewFolder: String) async throws {
+        // While renames are pending, the folder is listed where Dropbox has it now.
+        if moves.isEmpty { return try await ensureStoreListed(viewFolder) }
+        guard let stored = try storeFolder(viewFolder) else { return }  // made here: empty on Dropbox
+        try await ensureStoreListed(stored)
+    }
+
+    /// `ensureListed` of a path of the store (what Dropbox holds now).
+    func ensureStoreListed(_ folderLower: String) async throws {
         if try store.isListed(folderLower) { return }
         // Made here, not on Dropbox yet: empty there. (Listed when made; a removal of the
         // name before it, reaching the store, unlisted it.)
@@ -390,7 +420,7 @@ public final class DropboxFileSystem: Sendable {
     func following(_ handle: UInt64, beforeDetach: Bool = false) -> OpenFiles.Entry? {
         guard let file = openFiles[handle] else { return nil }
         guard !file.local, let rev = file.node.rev, let path = inodes.path(of: file.inode) else { return file }
-        let latest = try? store.node(path)
+        let latest = moves.isEmpty ? try? store.node(path) : try? resolvedNode(path, remoteOnly: true)
         if !beforeDetach && latest?.rev == rev && !writeBack.hasVersion(path) { return file }
         if writeBack.adopt(handle: handle, pathLower: path, revision: rev) { return openFiles[handle] }
         guard let latest, let latestRev = latest.rev, latestRev != rev, writeBack.isOwnCommit(latestRev, madeFrom: rev) else { return file }

@@ -200,6 +200,40 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
+    /// A move the mount made on Dropbox, learnt at once: the source's rows (with everything
+    /// below, and which folders are listed) move to `moved`'s path, and `moved` replaces the
+    /// top one. The change feed brings the same later; until then, older changes it brings
+    /// for the source's paths find nothing listed there and are dropped (the move's own
+    /// entries at the new paths carry what they changed).
+    public func applyMove(from sourceLower: String, to moved: Node) throws {
+        try lock.withLock {
+            forgetCachedLocked()
+            try db.transaction {
+                let target = moved.pathLower
+                // The change feed brought the move already: the store has it where it went.
+                let sourceKnown = try db.first("SELECT 1 FROM nodes WHERE path_lower = ?", [.text(sourceLower)]) { _ in true } ?? false
+                if !sourceKnown, try db.first("SELECT 1 FROM nodes WHERE path_lower = ?", [.text(target)], map: { _ in true }) == true {
+                    return try upsertLocked(moved)
+                }
+                if target != sourceLower { try removeSubtreeLocked(target) }
+                let below: [SQLValue] = [.text(sourceLower + "/"), .text(sourceLower + "0")]
+                // Character counts, as SQLite's substr counts: keys may hold any letter.
+                try db.run("""
+                    UPDATE nodes SET path_lower = ? || substr(path_lower, length(?) + 1),
+                                     parent_lower = ? || substr(parent_lower, length(?) + 1)
+                    WHERE path_lower > ? AND path_lower < ?
+                    """, [.text(target), .text(sourceLower), .text(target), .text(sourceLower)] + below)
+                try db.run("UPDATE listed SET path_lower = ? || substr(path_lower, length(?) + 1) WHERE path_lower > ? AND path_lower < ?",
+                           [.text(target), .text(sourceLower)] + below)
+                let wasListed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(sourceLower)]) { _ in true } ?? false
+                try db.run("DELETE FROM nodes WHERE path_lower = ?", [.text(sourceLower)])
+                try db.run("DELETE FROM listed WHERE path_lower = ?", [.text(sourceLower)])
+                try upsertLocked(moved)
+                if wasListed && moved.isFolder { try markListedLocked(target) }
+            }
+        }
+    }
+
     /// Deletes a path and everything below it ("/a/" < key < "/a0": '0' follows '/').
     private func removeSubtreeLocked(_ pathLower: String) throws {
         let subtree: [SQLValue] = [.text(pathLower), .text(pathLower + "/"), .text(pathLower + "0")]

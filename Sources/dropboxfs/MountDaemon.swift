@@ -102,7 +102,7 @@ struct MountDaemon {
             case .offline(_, let reason):
                 FuseLog.error("Dropbox is out of reach (\(reason)): serving from the cache; changes wait in the queue")
             case .online:
-                FuseLog.error("Dropbox is reachable again: sending the \(fs.writeBack.pendingCount + fs.deletes.count + fs.folders.count) change(s) queued meanwhile")
+                FuseLog.error("Dropbox is reachable again: sending the \(fs.writeBack.pendingCount + fs.deletes.total + fs.folders.total + fs.moves.count) change(s) queued meanwhile")
                 fs.sendQueuedNow()
             }
         }
@@ -244,8 +244,9 @@ struct StatusReporter: Sendable {
                 return item
             },
             "uploaded_files": prepared.fs.writeBack.uploadedFiles,
-            "deletes_queued": prepared.fs.deletes.count,
-            "folders_queued": prepared.fs.folders.count,
+            "deletes_queued": prepared.fs.deletes.total,
+            "folders_queued": prepared.fs.folders.total,
+            "renames_queued": prepared.fs.moves.count,
             "set_aside": prepared.fs.writeBack.setAside,
         ]
         let pins = prepared.fs.pinProgress

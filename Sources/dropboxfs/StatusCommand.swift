@@ -28,7 +28,7 @@ struct StatusCommand: AsyncParsableCommand {
                 let int = { (key: String) in (report[key] as? NSNumber)?.int64Value ?? 0 }
                 print("  account     \(report["account"] as? String ?? "?") (\(report["api"] as? String ?? "?"))")
                 if let since = report["offline_since"] as? String {
-                    let waiting = int("uploads_pending") + int("folders_queued") + int("deletes_queued")
+                    let waiting = int("uploads_pending") + int("folders_queued") + int("deletes_queued") + int("renames_queued")
                     print("  offline     since \(since): Dropbox is out of reach; \(waiting) change(s) wait to be sent")
                 }
                 print("  cache       \(ByteFormat.string(int("cache_bytes"))) of \(ByteFormat.string(int("cache_limit"))) in \(report["cache_dir"] as? String ?? "?")")
@@ -56,6 +56,7 @@ struct StatusCommand: AsyncParsableCommand {
                 if int("uploads_pending") > uploads.count { print("    and \(int("uploads_pending") - Int64(uploads.count)) more") }
                 print("  new folders \(int("folders_queued")) not yet made on Dropbox")
                 print("  removals    \(int("deletes_queued")) not yet sent to Dropbox")
+                print("  renames     \(int("renames_queued")) not yet made on Dropbox")
                 for line in report["set_aside"] as? [String] ?? [] { print("  set aside   \(line)") }
             }
         }

@@ -260,6 +260,7 @@ struct FileLifeTests {
             let renamed = try await m.sh("mv \"$M/mine.txt\" \"$M/README.txt\" && cat \"$M/README.txt\"")
             #expect(renamed.status == 0, "\(renamed.stderr)")
             #expect(renamed.stdout == "mine\n")
+            #expect(try await m.syncFolder("\"$M\"").status == 0)  // renames are queued: fsync sends them
             let kept = try await m.client.listAll("", recursive: false).filter { $0.name.hasPrefix("README (conflicted copy") }
             #expect(kept.count == 1 && kept.first?.fileMetadata?.size == 17, "\(kept)")
             try await m.emulator.setFaults([])

@@ -41,6 +41,7 @@ struct TreeOperationTests {
             // Into another folder, keeping the id.
             let before = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/Photos/IMG_1000.jpg")).fileMetadata
             #expect(try await m.sh("mv \"$M/Photos/IMG_1000.jpg\" \"$M/Documents/holiday.jpg\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)  // renames are queued: fsync sends them
             let after = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/Documents/holiday.jpg")).fileMetadata
             #expect(after?.id == before?.id)
             let downloaded = m.root.appendingPathComponent("holiday.jpg").path
@@ -49,6 +50,7 @@ struct TreeOperationTests {
 
             // Over an existing file: POSIX rename replaces it.
             #expect(try await m.sh("mv \"$M/Photos/IMG_1001.jpg\" \"$M/Photos/IMG_1002.jpg\"").status == 0)
+            #expect(try await m.syncFolder("\"$M/Photos\"").status == 0)
             let replaced = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/Photos/IMG_1002.jpg")).fileMetadata
             #expect(replaced?.size == 1 << 20)
             #expect(try await m.client.listAll("/Photos").count == 1)
@@ -60,6 +62,7 @@ struct TreeOperationTests {
             // A case-only rename goes through another name: to the kernel, "Music" and "music"
             // are one file here, so rename(2) between them does nothing (doc/SEMANTICS.md).
             #expect(try await m.sh("mv \"$M/Music\" \"$M/tmp-name\" && mv \"$M/tmp-name\" \"$M/music\" && ls \"$M\" | grep -c '^music$'").stdout == "1\n")
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
             #expect(try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/music")).name == "music")
             // A folder cannot go into itself.
             #expect(try await m.sh("mv \"$M/Documents\" \"$M/Documents/Projects/inside\"").status != 0)
@@ -201,6 +204,7 @@ struct TreeOperationTests {
             #expect(other.stderr.contains("File exists"), "\(other)")
             let moved = try await m.sh("mv \"$M/İstanbul/İzmir.txt\" \"$M/İstanbul/İnci.txt\" && ls \"$M/İstanbul\"")
             #expect(moved.stdout == "İnci.txt\n", "\(moved)")
+            #expect(try await m.syncFolder("\"$M/İstanbul\"").status == 0)
             #expect(try await m.client.listAll("/istanbul").map(\.name) == ["İnci.txt"])
         }
     }
@@ -239,6 +243,7 @@ struct TreeOperationTests {
                 print(len(failures), failures)
                 """)
             #expect(result.status == 0 && result.stdout.hasPrefix("0 "), "\(result)")
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
             #expect(try await m.client.metadataIfExists("/d1moved/f")?.fileMetadata?.size == 1)
             #expect(try await m.client.metadataIfExists("/d0/f")?.fileMetadata?.size == 1)
         }
@@ -257,6 +262,7 @@ struct TreeOperationTests {
             #expect(result.status == 0, "\(result.stderr)")
             #expect(result.stdout == "R.txt\nReports\nnotes.md\n")
             try await m.emulator.setFaults([])
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
             #expect(try await m.client.listAll("/moved").isEmpty)
             #expect(try await m.client.metadataIfExists("/README.txt") == nil)
         }

@@ -138,7 +138,7 @@ public final class FuseMount: @unchecked Sendable {
     /// teardown clears it, then waits for the queue, and only then frees the session.
     public func invalidate(_ changes: [StoreChange], everything: Bool) {
         guard let session = lock.withLock({ self.session }).map(SessionPointer.init) else { return }
-        let plan = everything ? [Invalidation.inode(InodeTable.root, pages: true)] : planInvalidations(changes)
+        let plan = everything ? [Invalidation.inode(InodeTable.root, pages: true)] : planInvalidations(fs.viewChanges(changes))
         guard !plan.isEmpty else { return }
         invalidations.async { [self] in
             guard notifying.load(ordering: .sequentiallyConsistent) else { return }

@@ -35,15 +35,6 @@ final class FolderSender: Sendable {
         while pending.touches(paths) { try await sendAll() }
     }
 
-    /// What must be on Dropbox before something else reaches it at `paths` (a commit, a
-    /// copy, a move, an fsync of a folder): the new folders above, at or below them (an
-    /// upload would make them itself, but in lower case: a local version's path is a key),
-    /// then the removals there.
-    func sendWithRemovals(touching paths: [String]) async throws {
-        try await send(touching: paths)
-        try await deletes.send(touching: paths)
-    }
-
     /// One round after those already running.
     func sendAll() async throws { try await rounds.sendAll { try await self.sendRound() } }
 

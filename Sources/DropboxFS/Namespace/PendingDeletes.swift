@@ -12,29 +12,45 @@ import Synchronization
 /// paths commute among themselves.
 public final class PendingDeletes: RoundQueue {
     let queue: UploadQueue
+    let order: NamespaceOrder
     let signal = ChangeSignal()
     private let state: Mutex<State>
 
     private struct State {
-        var nextID: Int64
-        var byPath: [String: QueuedDelete] = [:]
+        /// Usually one a path; more when a rename brought something else there in between
+        /// (`rm B; mv A B; rm B`), oldest first.
+        var byPath: [String: [QueuedDelete]] = [:]
         /// Hidden names folders take on Dropbox while their delete is checked: hidden too.
         var aside: Set<String> = []
         var lastAdded = ContinuousClock.now
     }
 
     /// Takes up the deletes a previous mount left.
-    init(queue: UploadQueue) throws {
+    init(queue: UploadQueue, order: NamespaceOrder) throws {
         self.queue = queue
-        let records = try queue.allDeletes()
-        var state = State(nextID: (records.map(\.id).max() ?? 0) + 1)
-        for record in records where state.byPath[record.pathLower] == nil { state.byPath[record.pathLower] = record }
+        self.order = order
+        var state = State()
+        for record in try queue.allDeletes() { state.byPath[record.pathLower, default: []].append(record) }
         self.state = Mutex(state)
+        order.wakes(signal)
     }
 
     /// Whether a path, or a folder above it, has a delete pending (or is a folder being deleted).
     public func hides(_ pathLower: String) -> Bool {
         state.withLock { Self.hides(pathLower, $0) }
+    }
+
+    /// Whether a delete numbered in `ids` is pending at the path or a folder above it (a
+    /// path resolved through pending renames: each range of the order has its own paths).
+    func hides(_ pathLower: String, ids: Range<Int64>) -> Bool {
+        state.withLock { state in
+            if state.byPath.isEmpty && state.aside.isEmpty { return false }
+            let oldest = ids.lowerBound == .min  // the store's own paths: names set aside are hidden too
+            return Node.selfAndAncestors(pathLower).contains { key in
+                let key = String(key)
+                return state.byPath[key]?.contains { ids.contains($0.id) } ?? false || (oldest && state.aside.contains(key))
+            }
+        }
     }
 
     /// `nodes` less those `hides` hides (one look at the state for a whole listing).
@@ -59,12 +75,13 @@ public final class PendingDeletes: RoundQueue {
     /// `DeleteSender` finds it done and the store has caught up.
     func add(_ node: Node, durable: Bool = true) throws {
         let first: Bool = try state.withLock { state in
-            if state.byPath[node.pathLower] != nil { return false }
-            let record = QueuedDelete(id: state.nextID, pathLower: node.pathLower, name: node.name,
+            // The same delete twice changes nothing; with a rename pending, a second one
+            // at a path removes what the rename brought there.
+            if state.byPath[node.pathLower] != nil && order.barrier == .max { return false }
+            let record = QueuedDelete(id: order.take(), pathLower: node.pathLower, name: node.name,
                                       rev: node.isFolder ? nil : node.rev, isFolder: node.isFolder)
             if durable { try queue.saveDelete(record) }
-            state.nextID += 1
-            state.byPath[node.pathLower] = record
+            state.byPath[node.pathLower, default: []].append(record)
             state.lastAdded = .now
             return state.byPath.count == 1
         }
@@ -73,13 +90,32 @@ public final class PendingDeletes: RoundQueue {
         if first { signal.notify() }
     }
 
-    /// Whether a delete is pending at, above or below any of `paths`.
-    func touches(_ paths: [String]) -> Bool { state.withLock { Node.anyTouches(paths, pending: $0.byPath) } }
+    /// Whether a delete that may be sent now (older than every pending rename; `waiting`:
+    /// one that waits behind a rename) is pending at, above or below any of `paths`.
+    func touches(_ paths: [String], waiting: Bool = false) -> Bool {
+        let barrier = order.barrier
+        return state.withLock { state in
+            if barrier == .max { return waiting ? false : Node.anyTouches(paths, pending: state.byPath) }
+            return Node.anyTouches(paths, pending: state.byPath.filter { $0.value.contains { ($0.id < barrier) != waiting } })
+        }
+    }
 
-    /// Every pending delete, oldest first.
-    var all: [QueuedDelete] { state.withLock { $0.byPath.values.sorted { $0.id < $1.id } } }
+    /// Every pending delete that may be sent now (older than every pending rename), oldest first.
+    var all: [QueuedDelete] {
+        let barrier = order.barrier
+        return state.withLock { $0.byPath.values.flatMap { $0 }.filter { $0.id < barrier }.sorted { $0.id < $1.id } }
+    }
 
-    public var count: Int { state.withLock { $0.byPath.count } }
+    /// Deletes that may be sent now.
+    public var count: Int {
+        let barrier = order.barrier
+        return state.withLock { state in
+            barrier == .max ? state.byPath.count : state.byPath.values.reduce(0) { $0 + $1.filter { $0.id < barrier }.count }
+        }
+    }
+
+    /// Every pending delete, also those waiting behind a rename.
+    public var total: Int { state.withLock { $0.byPath.values.reduce(0) { $0 + $1.count } } }
 
     /// When the newest delete was added.
     var lastAdded: ContinuousClock.Instant { state.withLock { $0.lastAdded } }
@@ -88,12 +124,32 @@ public final class PendingDeletes: RoundQueue {
     func finished(_ records: [QueuedDelete]) throws {
         guard !records.isEmpty else { return }
         try queue.removeDeletes(records.map(\.id))
+        let ids = Set(records.map(\.id))
         state.withLock { state in
-            for record in records where state.byPath[record.pathLower]?.id == record.id {
-                state.byPath.removeValue(forKey: record.pathLower)
+            for path in Set(records.map(\.pathLower)) {
+                let left = state.byPath[path]?.filter { !ids.contains($0.id) } ?? []
+                state.byPath[path] = left.isEmpty ? nil : left
             }
         }
         signal.notify()
+    }
+
+    /// A file renamed on Dropbox got a new revision: deletes made of the old one name the new.
+    func rebase(from old: String, to new: String) throws {
+        let changed: [QueuedDelete] = state.withLock { state in
+            var changed: [QueuedDelete] = []
+            for (path, records) in state.byPath {
+                state.byPath[path] = records.map { record in
+                    guard record.rev == old else { return record }
+                    var record = record
+                    record.rev = new
+                    changed.append(record)
+                    return record
+                }
+            }
+            return changed
+        }
+        for record in changed { try queue.saveDelete(record) }
     }
 
     /// A folder's hidden name while its delete is checked there, hidden from the view.

@@ -15,11 +15,11 @@ import Synchronization
 public final class PendingFolders: RoundQueue {
     let queue: UploadQueue
     let store: MetadataStore
+    let order: NamespaceOrder
     let signal = ChangeSignal()
     private let state: Mutex<State>
 
     private struct State {
-        var nextID: Int64
         var byPath: [String: QueuedFolder] = [:]
         /// The new folders in each folder (keys by parent key): a listing asks for them.
         var byParent: [String: Set<String>] = [:]
@@ -42,21 +42,31 @@ public final class PendingFolders: RoundQueue {
     }
 
     /// Takes up the folders a previous mount left.
-    init(queue: UploadQueue, store: MetadataStore) throws {
+    init(queue: UploadQueue, store: MetadataStore, order: NamespaceOrder) throws {
         self.queue = queue
         self.store = store
+        self.order = order
         let records = try queue.allFolders()
-        var state = State(nextID: (records.map(\.id).max() ?? 0) + 1)
+        var state = State()
         for record in records where state.byPath[record.pathLower] == nil {
             state.insert(record)
             try store.beginMakingFolder(record.pathLower)
         }
         self.state = Mutex(state)
+        order.wakes(signal)
     }
 
     /// The folder as the mount shows it while it is not on Dropbox.
     func node(_ pathLower: String) -> Node? {
         state.withLock { $0.byPath[pathLower].map(Self.node) }
+    }
+
+    /// The pending folder at a path, with its place in the order (`record.id`).
+    func record(_ pathLower: String) -> QueuedFolder? { state.withLock { $0.byPath[pathLower] } }
+
+    /// The pending folders directly in a folder, with their places in the order.
+    func childRecords(of folderLower: String) -> [QueuedFolder] {
+        state.withLock { state in (state.byParent[folderLower] ?? []).compactMap { state.byPath[$0] } }
     }
 
     /// The new folders directly in a folder.
@@ -69,7 +79,7 @@ public final class PendingFolders: RoundQueue {
 
     func isPending(_ pathLower: String) -> Bool { state.withLock { $0.byPath[pathLower] != nil } }
 
-    private static func node(_ record: QueuedFolder) -> Node {
+    static func node(_ record: QueuedFolder) -> Node {
         Node(pathLower: record.pathLower, name: record.name, isFolder: true)
     }
 
@@ -81,10 +91,9 @@ public final class PendingFolders: RoundQueue {
             if state.byPath[pathLower] != nil { return false }
             // In a new folder: its path as typed too (Dropbox shows what it was sent).
             let parent = state.byPath[Node.parent(of: pathLower)].map { $0.path + path[path.lastIndex(of: "/")!...] }
-            let record = QueuedFolder(id: state.nextID, pathLower: pathLower, path: parent ?? path)
+            let record = QueuedFolder(id: order.take(), pathLower: pathLower, path: parent ?? path)
             try queue.saveFolder(record)
             try store.beginMakingFolder(pathLower)
-            state.nextID += 1
             state.insert(record)
             state.lastAdded = .now
             return state.byPath.count == 1
@@ -107,13 +116,22 @@ public final class PendingFolders: RoundQueue {
         return true
     }
 
-    /// Whether a new folder is pending at, above or below any of `paths`.
-    func touches(_ paths: [String]) -> Bool { state.withLock { Node.anyTouches(paths, pending: $0.byPath) } }
+    /// Whether a new folder that may be sent now (older than every pending rename; `waiting`:
+    /// one that waits behind a rename) is pending at, above or below any of `paths`.
+    func touches(_ paths: [String], waiting: Bool = false) -> Bool {
+        let barrier = order.barrier
+        return state.withLock { state in
+            if barrier == .max { return waiting ? false : Node.anyTouches(paths, pending: state.byPath) }
+            return Node.anyTouches(paths, pending: state.byPath.filter { ($0.value.id < barrier) != waiting })
+        }
+    }
 
-    /// Every pending folder, oldest first, now marked as being sent.
+    /// Every pending folder that may be sent now (older than every pending rename), oldest
+    /// first, now marked as being sent.
     func startSending() -> [QueuedFolder] {
-        state.withLock { state in
-            let records = state.byPath.values.sorted { $0.id < $1.id }
+        let barrier = order.barrier
+        return state.withLock { state in
+            let records = state.byPath.values.filter { $0.id < barrier }.sorted { $0.id < $1.id }
             state.sending.formUnion(records.map(\.pathLower))
             return records
         }
@@ -124,7 +142,14 @@ public final class PendingFolders: RoundQueue {
         state.withLock { state in for record in records { state.sending.remove(record.pathLower) } }
     }
 
-    public var count: Int { state.withLock { $0.byPath.count } }
+    /// New folders that may be sent now.
+    public var count: Int {
+        let barrier = order.barrier
+        return state.withLock { state in barrier == .max ? state.byPath.count : state.byPath.values.filter { $0.id < barrier }.count }
+    }
+
+    /// Every pending new folder, also those waiting behind a rename.
+    public var total: Int { state.withLock { $0.byPath.count } }
     var lastAdded: ContinuousClock.Instant { state.withLock { $0.lastAdded } }
 
     /// Folders Dropbox has made (the store has them now), or refused for good: they leave

@@ -80,6 +80,7 @@ public final class UploadQueue: @unchecked Sendable {
         if !columns.contains("content_hash") { try db.execute("ALTER TABLE uploads ADD COLUMN content_hash TEXT") }
         try createDeletesTable()
         try createFoldersTable()
+        try createMovesTable()
     }
 
     /// This boot of the machine (Linux's random boot id; empty where there is none, which

@@ -19,20 +19,19 @@ public final class Uploader: Sendable {
     let client: DropboxClient
     let watcher: ChangeWatcher
     let store: MetadataStore
-    /// New folders and removals pending where a file is committed go first (mkdir, or an
-    /// unlink, then a new file there); it sends the removals too (`deletes`).
-    let folders: FolderSender
-    var deletes: DeleteSender { folders.deletes }
+    /// New folders, removals and renames pending where a file is committed go first (mkdir,
+    /// an unlink, or a rename of the folder, then a new file there).
+    let namespace: NamespaceSender
     let tuning: UploadTuning
     /// Hears (path, lineage, content hash) when the newest local version of a path is on
     /// Dropbox, before the change is seen (the kernel's pages of it may then stay).
     let uploaded: @Sendable (String, Int64, String) -> Void
     private let running = Mutex<(batches: Int, large: Int, early: Int)>((0, 0, 0))
 
-    init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore, folders: FolderSender,
+    init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore, namespace: NamespaceSender,
          uploaded: @escaping @Sendable (String, Int64, String) -> Void = { _, _, _ in }) {
         self.writeBack = writeBack
-        self.folders = folders
+        self.namespace = namespace
         self.uploaded = uploaded
         self.client = client
         self.watcher = watcher
@@ -47,8 +46,7 @@ public final class Uploader: Sendable {
     public func run() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.writeBack.flushPeriodically() }
-            group.addTask { await self.deletes.run() }
-            group.addTask { await self.folders.run() }
+            group.addTask { await self.namespace.run() }
             var lastPass = ContinuousClock.now - UploadSchedule.passInterval
             var gap = UploadSchedule.passInterval
             while !Task.isCancelled {
@@ -102,12 +100,8 @@ public final class Uploader: Sendable {
     public func drain() async -> Bool {
         await writeBack.sealAllForDrain()
         var namespaceSent = true
-        do { try await folders.sendAll() } catch {
-            FuseLog.error("new folders left for the next mount: \(folders.pending.count) (\(error))")
-            namespaceSent = false
-        }
-        do { try await deletes.sendAll() } catch {
-            FuseLog.error("deletes left for the next mount: \(deletes.pending.count) (\(error))")
+        do { try await namespace.sendAll() } catch {
+            FuseLog.error("new folders, removals and renames left for the next mount: \(namespace.total) (\(error))")
             namespaceSent = false
         }
         while true {
@@ -128,7 +122,7 @@ public final class Uploader: Sendable {
     /// of what was just written).
     private func upload(_ job: [LocalVersion]) async {
         if Self.isLarge(job) { return await uploadLarge(job[0]) }  // expects its commit itself
-        do { try await folders.sendWithRemovals(touching: job.map(\.pathLower)) } catch {
+        do { try await namespace.send(touching: job.map(\.pathLower)) } catch {
             for version in job { await failed(version, error) }
             return
         }
@@ -191,7 +185,7 @@ public final class Uploader: Sendable {
                 sending.cancel()
             }
             guard let commit = await writeBack.beginCommit(version) else { return }
-            try await folders.sendWithRemovals(touching: [version.pathLower])
+            try await namespace.send(touching: [version.pathLower])
             let file = try await watcher.changingOwn([(version.pathLower, .commit)]) {
                 try await client.finishSession(session, size: size, hash: hash, commit: commit)
             }

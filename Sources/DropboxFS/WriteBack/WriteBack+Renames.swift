@@ -126,4 +126,21 @@ extension WriteBack {
         }
         changed()
     }
+
+    /// A queued rename reached Dropbox and the file got a new revision: versions based on
+    /// the old one (wherever they are now: they went with the rename when it was made) are
+    /// based on the new one, as `move(rebase: .moved)` does for a rename made at once.
+    public func rebase(from old: String, to new: String) {
+        let saved: Void? = try? state.withLock { state in
+            for version in Array(state.versions.values) + openFiles.servingVersions where !version.detached {
+                var changed = false
+                if version.baseRev == old { version.baseRev = new; changed = true }
+                if version.committedRev == old { version.committedRev = new; changed = true }
+                if version.ancestry.contains(old) { version.descends(from: new); changed = true }
+                if changed && version.phase == .queued { try queue.save(version.record) }
+            }
+        }
+        if saved == nil { FuseLog.error("a renamed file's new revision \(new) not recorded in the upload queue; its upload may go beside as a conflicted copy") }
+        changed()
+    }
 }

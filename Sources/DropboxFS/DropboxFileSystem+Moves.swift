@@ -1,0 +1,191 @@
+import Foundation
+
+/// The view while renames are pending (`PendingMoves`): the store holds what Dropbox holds,
+/// so after `mv A B` the view's `B/x` is the store's `A/x` until the move is done there.
+///
+/// A path is resolved by walking the pending namespace changes from the newest back
+/// (`origin`): in each range of the order between two renames, a new folder made at the path
+/// shows, a removal at or above it hides it; then a rename whose destination holds the path
+/// turns it into the source's path (older changes speak of that one), and a rename whose
+/// source holds it means it was moved away. What is left at the end is a path of the store.
+///
+/// With no rename pending (nearly always) none of this runs: the view is the store, less
+/// pending removals, plus new folders and local versions, as before.
+extension DropboxFileSystem {
+    enum Origin: Equatable {
+        /// The store's entry at this path, or at `landing` (where the rename in flight puts it,
+        /// should the change feed have brought that already); `name` is the name a rename gave it.
+        case store(String, name: String?, landing: String? = nil)
+        /// A new folder made here, not yet on Dropbox; `moved` when a rename brought it here.
+        case newFolder(QueuedFolder, name: String?, moved: Bool)
+        case nothing
+    }
+
+    func origin(of pathLower: String, moves: [QueuedMove], inFlight: PendingMoves.InFlight? = nil) -> Origin {
+        var path = pathLower
+        var upper = Int64.max
+        var name: String?
+        var landing: String?
+        for move in moves.reversed() {
+            if let shown = changeOrigin(path, ids: (move.id + 1)..<upper, name: name, moved: path != pathLower) { return shown }
+            if path == move.toLower || path.hasPrefix(move.toLower + "/") {
+                if name == nil && path == move.toLower { name = move.name }
+                // The rename in flight is the oldest: nothing older translates the path further.
+                if let inFlight, inFlight.id == move.id { landing = inFlight.landing + path.dropFirst(move.toLower.count) }
+                path = move.fromLower + path.dropFirst(move.toLower.count)
+            } else if path == move.fromLower || path.hasPrefix(move.fromLower + "/") {
+                return .nothing
+            }
+            upper = move.id
+        }
+        return changeOrigin(path, ids: Int64.min..<upper, name: name, moved: path != pathLower) ?? .store(path, name: name, landing: landing)
+    }
+
+    /// What a new folder or a removal numbered in `ids` makes of a path, if anything.
+    private func changeOrigin(_ path: String, ids: Range<Int64>, name: String?, moved: Bool) -> Origin? {
+        if let folder = folders.record(path), ids.contains(folder.id) { return .newFolder(folder, name: name, moved: moved) }
+        if deletes.hides(path, ids: ids) { return .nothing }
+        return nil
+    }
+
+    /// Resolves a path against one generation of the pending renames, made again if a rename
+    /// finished meanwhile (the store then changed under it).
+    func resolving<T>(_ body: ([QueuedMove], PendingMoves.InFlight?) throws -> T) throws -> T {
+        while true {
+            let (pending, inFlight, generation) = moves.snapshot
+            let result = try body(pending, inFlight)
+            if moves.generation == generation { return result }
+        }
+    }
+
+    /// The node the view shows at a path with no local version while renames are pending;
+    /// `remoteOnly` leaves out new folders made at the path itself (not brought by a rename).
+    func resolvedNode(_ pathLower: String, remember: Bool = true, remoteOnly: Bool = false) throws -> Node? {
+        try resolving { pending, flight in
+            try node(at: pathLower, from: origin(of: pathLower, moves: pending, inFlight: flight), remember: remember, remoteOnly: remoteOnly)
+        }
+    }
+
+    private func node(at pathLower: String, from origin: Origin, remember: Bool, remoteOnly: Bool = false) throws -> Node? {
+        switch origin {
+        case .nothing:
+            return nil
+        case .newFolder(let record, let name, let moved):
+            if remoteOnly && !moved { return nil }
+            return Self.shown(PendingFolders.node(record), at: pathLower, name: name)
+        case .store(let path, let name, let landing):
+            let stored = try store.node(path, remember: remember) ?? landing.flatMap { try store.node($0, remember: remember) }
+            return stored.map { Self.shown($0, at: pathLower, name: name) }
+        }
+    }
+
+    private static func shown(_ node: Node, at pathLower: String, name: String?) -> Node {
+        var node = node
+        node.pathLower = pathLower
+        if let name { node.name = name }
+        return node
+    }
+
+    /// Where a folder of the view is in the store (nil for a new folder, which the store does
+    /// not have: listed and empty), while renames are pending.
+    func storeFolder(_ folderLower: String) throws -> String? {
+        try resolving { pending, flight in
+            switch origin(of: folderLower, moves: pending, inFlight: flight) {
+            case .store(let path, _, let landing):
+                // Where the store has it: the feed may have brought the move in flight.
+                if let landing, try store.node(path) == nil, try store.node(landing) != nil { return landing }
+                return path
+            case .newFolder, .nothing: return nil
+            }
+        }
+    }
+
+    /// A listed folder's children while renames are pending: every name that could be there
+    /// (the store's children of each path the folder had in the order, new folders made and
+    /// renames made into it), each resolved on its own.
+    func resolvedChildren(_ folderLower: String) throws -> [Node] {
+        try resolving { pending, flight in
+            var candidates = Set<String>()
+            var fromStore: [String: Node] = [:]
+            var path = folderLower
+            var upper = Int64.max
+            var landing: String?
+            var reachesStore = true
+            func collect(_ ids: Range<Int64>) {
+                for record in folders.childRecords(of: path) where ids.contains(record.id) {
+                    candidates.insert(folderLower + record.pathLower.dropFirst(path.count))
+                }
+                for move in pending where ids.contains(move.id) && Node.parent(of: move.toLower) == path {
+                    candidates.insert(folderLower + move.toLower.dropFirst(path.count))
+                }
+            }
+            for move in pending.reversed() {
+                collect(move.id..<upper)  // a rename's destination is a path of the range after it
+                if changeOrigin(path, ids: (move.id + 1)..<upper, name: nil, moved: false) != nil { reachesStore = false; break }
+                if path == move.toLower || path.hasPrefix(move.toLower + "/") {
+                    if let flight, flight.id == move.id { landing = flight.landing + path.dropFirst(move.toLower.count) }
+                    path = move.fromLower + path.dropFirst(move.toLower.count)
+                } else if path == move.fromLower || path.hasPrefix(move.fromLower + "/") {
+                    reachesStore = false
+                    break
+                }
+                upper = move.id
+            }
+            if reachesStore {
+                collect(Int64.min..<upper)
+                if changeOrigin(path, ids: Int64.min..<upper, name: nil, moved: false) == nil {
+                    // The folder's own move in flight, brought early by the change feed: the
+                    // store has its children at the landing.
+                    let stored = try landing.flatMap { try store.node(path) == nil ? $0 : nil } ?? path
+                    for child in try store.children(stored) {
+                        candidates.insert(folderLower + child.pathLower.dropFirst(stored.count))
+                        fromStore[child.pathLower] = child
+                    }
+                }
+            }
+            var shown: [String: Node] = [:]
+            for key in candidates {
+                let origin = origin(of: key, moves: pending, inFlight: flight)
+                if case .store(let storePath, let name, let landing) = origin,
+                   let child = fromStore[storePath] ?? landing.flatMap({ fromStore[$0] }) {
+                    shown[key] = Self.shown(child, at: key, name: name)
+                } else if let child = try node(at: key, from: origin, remember: false) {
+                    shown[key] = child.attributesOnly
+                }
+            }
+            for node in writeBack.overlayChildren(folderLower) { shown[node.pathLower] = node.attributesOnly }
+            return shown.values.sorted { $0.pathLower < $1.pathLower }
+        }
+    }
+
+    /// The path the view shows a store path at (for the kernel's invalidations): renamed by
+    /// every pending rename of it or of a folder above it, oldest first.
+    func viewPath(ofStorePath pathLower: String) -> (path: String, name: String?) {
+        var path = pathLower
+        var name: String?
+        for move in moves.snapshot.moves where path == move.fromLower || path.hasPrefix(move.fromLower + "/") {
+            if path == move.fromLower { name = move.name }
+            path = move.toLower + path.dropFirst(move.fromLower.count)
+        }
+        return (path, name)
+    }
+
+    /// Changes of the store as the view shows them (paths and names renamed by pending renames).
+    func viewChanges(_ changes: [StoreChange]) -> [StoreChange] {
+        if moves.isEmpty { return changes }
+        return changes.map { change in
+            let (path, name) = viewPath(ofStorePath: change.pathLower)
+            guard path != change.pathLower || name != nil else { return change }
+            var shown = change
+            shown.pathLower = path
+            if let name {
+                shown.name = name
+                shown.old?.name = name
+                shown.new?.name = name
+            }
+            shown.old?.pathLower = path
+            shown.new?.pathLower = path
+            return shown
+        }
+    }
+}

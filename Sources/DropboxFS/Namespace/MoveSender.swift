@@ -1,0 +1,139 @@
+import DropboxAPI
+import Foundation
+
+/// Sends the pending renames (`PendingMoves`) to Dropbox, oldest first, one `move_v2` each:
+/// in the background once renames stop coming for a moment, and at once when something must
+/// reach Dropbox after one (an upload into the renamed folder, an fsync, an unmount).
+///
+/// Before a rename, the new folders and removals numbered before it go (a removal of the
+/// destination, say: `rename` over a file). When the move is done, the store learns it at
+/// once (`MetadataStore.applyMove`), in the same step as the rename leaves the queue, so
+/// the view never shows the file at neither name; the change feed then brings the same.
+///
+/// When Dropbox refuses:
+/// - the destination is taken (another client put something there, or a removal before it
+///   kept a version changed elsewhere): that entry moves aside as a conflicted copy and the
+///   rename is made again: as `rename` over a changed file always did, nothing is lost;
+/// - the source is gone (deleted or moved elsewhere meanwhile): the rename is dropped, and
+///   the view shows what Dropbox holds; local versions that went with it upload at the new
+///   name as new files;
+/// - anything else Dropbox will never do (a name it refuses): dropped, logged.
+final class MoveSender: Sendable {
+    let pending: PendingMoves
+    let folders: FolderSender
+    let calls: TreeCalls
+    let store: MetadataStore
+    let writeBack: WriteBack
+    private let rounds = QueuedRounds()
+
+    var deletes: DeleteSender { folders.deletes }
+
+    init(pending: PendingMoves, folders: FolderSender, calls: TreeCalls, store: MetadataStore, writeBack: WriteBack) {
+        self.pending = pending
+        self.folders = folders
+        self.calls = calls
+        self.store = store
+        self.writeBack = writeBack
+    }
+
+    /// How long renames wait for the next one before they go.
+    static let quiet: Duration = .milliseconds(100)
+
+    /// Sends renames until cancelled; failures wait and try again (they stay queued).
+    func run() async {
+        await rounds.run(pending, quiet: Self.quiet, what: "renames") {
+            while let move = self.pending.oldest { try await self.send(move) }
+        }
+    }
+
+    /// Sends the oldest pending rename (after those already being sent).
+    func sendOldest() async throws {
+        try await rounds.sendAll { if let move = self.pending.oldest { try await self.send(move) } }
+    }
+
+    private func send(_ move: QueuedMove) async throws {
+        let ends = [move.fromLower, move.toLower]
+        // What is older and touches it: every such change may be sent now (none waits behind
+        // a rename, this being the oldest).
+        while folders.pending.touches(ends) { try await folders.sendAll() }
+        while deletes.pending.touches(ends) { try await deletes.sendAll() }
+
+        var move = move
+        var source = try store.node(move.fromLower)
+            ?? Node(pathLower: move.fromLower, name: String(move.fromLower.split(separator: "/").last ?? ""), isFolder: move.isFolder)
+        if source.id.isEmpty { source.id = move.sourceID }
+        let sourceRev = source.rev
+        defer { pending.setInFlight(nil) }
+        var movedAside = false
+        while true {
+            do {
+                if Node.key(of: move.toPath) == move.fromLower {
+                    // A case-only rename: Dropbox refuses a move onto the same path, so the
+                    // source first goes to a hidden name, which the view never shows; the
+                    // rename then goes on from there (also after a crash).
+                    let temporary = TreeCalls.hiddenName(beside: move.toPath, for: "rename")
+                    pending.deletes.setAside(Node.key(of: temporary), true)
+                    defer { pending.deletes.setAside(Node.key(of: temporary), false) }
+                    pending.setInFlight(.init(id: move.id, landing: Node.key(of: temporary)))
+                    guard let step = Node(try await calls.moveOnce(source, to: temporary)) else { throw FSError.io("move_v2 returned a deleted entry") }
+                    let from = move.fromLower
+                    move = try pending.advance(move, from: step.pathLower) { try store.applyMove(from: from, to: step) }
+                    source = step
+                }
+                pending.setInFlight(.init(id: move.id, landing: move.toLower))
+                let entry = try await calls.moveOnce(source, to: move.toPath)
+                return try await done(move, entry, sourceRev: sourceRev)
+            } catch let error as CallError<RelocationError> {
+                pending.setInFlight(nil)
+                guard case .route(let refusal, _, _, _) = error else { throw error }
+                switch refusal {
+                case .to(.conflict) where !movedAside:
+                    // Something else holds the name: it goes beside, as a conflicted copy.
+                    if let occupant = try await calls.client.metadataIfExists(move.toPath).flatMap(Node.init) {
+                        let aside = Node.parent(of: occupant.pathLower) + "/" + Uploader.conflictedName(occupant.name, on: Date())
+                        try await calls.moveNumbered(occupant.pathLower, to: aside, sourceIsOwn: false)
+                        FuseLog.error("rename to \(move.toPath): Dropbox held another version there; it is kept as a conflicted copy")
+                    }
+                    movedAside = true
+                case .fromLookup(.notFound):
+                    // Done already (the daemon stopped before it learnt so)?
+                    if !source.id.isEmpty, let there = try await calls.client.metadataIfExists(move.toPath), there.id == source.id {
+                        return try await done(move, there, sourceRev: sourceRev)
+                    }
+                    FuseLog.error("rename of \(move.fromLower) to \(move.toPath) not made: it is gone from Dropbox")
+                    return try await dropped(move)
+                default:
+                    if refusal.isTransient || refusal == .insufficientQuota { throw error }
+                    FuseLog.error("rename of \(move.fromLower) to \(move.toPath) refused by Dropbox (\(error)); dropped")
+                    return try await dropped(move)
+                }
+            }
+        }
+    }
+
+    /// The move is done on Dropbox: the store learns it as the rename leaves the queue.
+    private func done(_ move: QueuedMove, _ entry: Metadata, sourceRev: String?) async throws {
+        guard let moved = Node(entry) else { throw FSError.io("move_v2 returned a deleted entry") }
+        try pending.finished(move) { try store.applyMove(from: move.fromLower, to: moved) }
+        defer { pending.settled(move) }
+        // A revision Dropbox renumbered: what was based on the old one is based on the new.
+        if let old = sourceRev, let new = moved.rev, old != new {
+            writeBack.rebase(from: old, to: new)
+            try deletes.pending.rebase(from: old, to: new)
+        }
+        await calls.watcher.catchUp(after: [Node.deletion(name: moved.name, pathLower: move.fromLower), entry])
+    }
+
+    /// A rename Dropbox will not make leaves the queue: the view shows what Dropbox holds at
+    /// both names again, and the kernel hears so.
+    private func dropped(_ move: QueuedMove) async throws {
+        try pending.finished(move) {}
+        defer { pending.settled(move) }
+        try? await calls.watcher.catchUp()
+        let shown = [move.fromLower, move.toLower].map { path in
+            let node: Node? = (try? store.node(path)) ?? nil
+            return StoreChange(pathLower: path, name: node?.name ?? move.name, old: nil, new: node)
+        }
+        calls.watcher.announce(shown)
+    }
+}

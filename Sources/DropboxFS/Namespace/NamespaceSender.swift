@@ -1,0 +1,64 @@
+import Foundation
+
+/// Sends the pending namespace changes (new folders, removals, renames) that something is
+/// about to need on Dropbox, in their order (`NamespaceOrder`): an upload, a copy, an fsync of
+/// a folder, an unmount. Each sender also runs on its own in the background.
+final class NamespaceSender: Sendable {
+    let folders: FolderSender
+    let moves: MoveSender
+    var deletes: DeleteSender { folders.deletes }
+
+    init(folders: FolderSender, moves: MoveSender) {
+        self.folders = folders
+        self.moves = moves
+    }
+
+    /// Sends every pending change at, above or below `paths`, and whatever is older than
+    /// those: new folders and removals that may go now first (they are older than every
+    /// rename), then the oldest rename, until none touches `paths`.
+    func send(touching paths: [String]) async throws {
+        while true {
+            if folders.pending.touches(paths) {
+                try await folders.sendAll()
+            } else if deletes.pending.touches(paths) {
+                try await deletes.sendAll()
+            } else if moves.pending.touches(paths) || waitsBehindARename(paths) {
+                try await moves.sendOldest()
+            } else {
+                return
+            }
+        }
+    }
+
+    /// Whether a new folder or removal at, above or below `paths` waits for a rename.
+    private func waitsBehindARename(_ paths: [String]) -> Bool {
+        folders.pending.touches(paths, waiting: true) || deletes.pending.touches(paths, waiting: true)
+    }
+
+    /// Sends everything pending (an unmount); throws if some of it is left.
+    func sendAll() async throws {
+        while true {
+            if folders.pending.count > 0 {
+                try await folders.sendAll()
+            } else if deletes.pending.count > 0 {
+                try await deletes.sendAll()
+            } else if !moves.pending.isEmpty {
+                try await moves.sendOldest()
+            } else {
+                return
+            }
+        }
+    }
+
+    /// Changes pending, also those waiting behind a rename.
+    var total: Int { folders.pending.total + deletes.pending.total + moves.pending.count }
+
+    /// Sends each kind in the background until cancelled.
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.deletes.run() }
+            group.addTask { await self.folders.run() }
+            group.addTask { await self.moves.run() }
+        }
+    }
+}

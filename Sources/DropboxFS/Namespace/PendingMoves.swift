@@ -1,0 +1,143 @@
+import Foundation
+import Synchronization
+
+/// Renames answered here, waiting to be done on Dropbox (`MoveSender` sends them, one at a
+/// time, oldest first). Each is in the durable queue before the call returns. Until Dropbox
+/// has done it and the store has learnt so, the view shows the source at its new name
+/// (`DropboxFileSystem+Moves` resolves every path through them), while the store goes on
+/// holding what Dropbox holds.
+public final class PendingMoves: RoundQueue {
+    let queue: UploadQueue
+    let order: NamespaceOrder
+    /// Hides the hidden names renames pass through (as removals hide theirs).
+    let deletes: PendingDeletes
+    let signal = ChangeSignal()
+    private let state: Mutex<State>
+    /// How many are pending, read without the lock: every lookup asks whether any is.
+    private let pendingCount = Atomic<Int>(0)
+
+    private struct State {
+        /// Oldest first.
+        var moves: [QueuedMove] = []
+        /// Done on Dropbox and in the store, while the change feed is caught up past them:
+        /// until then they still touch their paths (an fsync waits for them, so a change
+        /// another client makes there after it returns is never taken for the mount's own).
+        var settling: [QueuedMove] = []
+        /// The rename whose call is under way, and where its source lands if the change feed
+        /// brings the move before the call returns (the store then has it there already).
+        var inFlight: InFlight?
+        /// Counts every change to `moves`: a resolution made while one happened is made again.
+        var generation: UInt64 = 0
+        var lastAdded = ContinuousClock.now
+    }
+
+    /// Takes up the renames a previous mount left.
+    init(queue: UploadQueue, order: NamespaceOrder, deletes: PendingDeletes) throws {
+        self.queue = queue
+        self.order = order
+        self.deletes = deletes
+        self.state = Mutex(State(moves: try queue.allMoves()))
+        pendingCount.store(state.withLock { $0.moves.count }, ordering: .releasing)
+        order.setBarrier(state.withLock { $0.moves.first?.id ?? .max })
+    }
+
+    struct InFlight: Sendable, Equatable {
+        var id: Int64
+        var landing: String
+    }
+
+    /// The pending renames, oldest first, the one in flight, and the generation they belong to.
+    var snapshot: (moves: [QueuedMove], inFlight: InFlight?, generation: UInt64) {
+        state.withLock { ($0.moves, $0.inFlight, $0.generation) }
+    }
+
+    /// A move call of the oldest rename starts (`landing`: its destination) or ends (nil).
+    func setInFlight(_ flight: InFlight?) {
+        state.withLock { state in
+            state.inFlight = flight
+            state.generation += 1
+        }
+    }
+
+    /// A case-only rename's first step is done (the source is at a hidden name now, and the
+    /// store has learnt it through `apply`): the rename goes on from there.
+    func advance(_ record: QueuedMove, from newSource: String, apply: () throws -> Void) throws -> QueuedMove {
+        var advanced = record
+        advanced.fromLower = newSource
+        try state.withLock { state in
+            guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return }
+            try apply()
+            state.moves[index] = advanced
+            state.inFlight = nil
+            state.generation += 1
+        }
+        try queue.saveMove(advanced)
+        return advanced
+    }
+
+    var generation: UInt64 { state.withLock { $0.generation } }
+
+    var isEmpty: Bool { pendingCount.load(ordering: .acquiring) == 0 }
+
+    var oldest: QueuedMove? { state.withLock { $0.moves.first } }
+
+    public var count: Int { state.withLock { $0.moves.count } }
+
+    var lastAdded: ContinuousClock.Instant { state.withLock { $0.lastAdded } }
+
+    /// Records a rename of `source` (a node of the view) to `toPath` (the parent's key and the
+    /// name as typed) durably; returns once it would survive a crash of the daemon.
+    func add(_ source: Node, to toPath: String) throws {
+        let first: Bool = try state.withLock { state in
+            let record = QueuedMove(id: order.take(), fromLower: source.pathLower, toPath: toPath,
+                                    isFolder: source.isFolder, sourceID: source.id)
+            try queue.saveMove(record)
+            state.moves.append(record)
+            pendingCount.store(state.moves.count, ordering: .releasing)
+            state.generation += 1
+            state.lastAdded = .now
+            return state.moves.count == 1
+        }
+        if first {
+            order.setBarrier(oldest?.id ?? .max)
+            signal.notify()
+        }
+    }
+
+    /// Whether a pending rename's source or destination lies at, above or below any of `paths`.
+    func touches(_ paths: [String]) -> Bool {
+        state.withLock { state in
+            if state.moves.isEmpty && state.settling.isEmpty { return false }
+            var ends: [String: Bool] = [:]
+            for move in state.moves + state.settling {
+                ends[move.fromLower] = true
+                ends[move.toLower] = true
+            }
+            return Node.anyTouches(paths, pending: ends)
+        }
+    }
+
+    /// The oldest rename is done on Dropbox (or refused for good): `apply` brings the store
+    /// to what Dropbox now holds, while no path is resolved through the rename (a resolution
+    /// running meanwhile sees the generation change and is made again). It touches its paths
+    /// until `settled`.
+    func finished(_ record: QueuedMove, apply: () throws -> Void) throws {
+        try state.withLock { state in
+            guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return }
+            try apply()
+            state.moves.remove(at: index)
+            state.settling.append(record)
+            state.inFlight = nil
+            pendingCount.store(state.moves.count, ordering: .releasing)
+            state.generation += 1
+        }
+        try queue.removeMoves([record.id])
+        order.setBarrier(oldest?.id ?? .max)
+        signal.notify()
+    }
+
+    /// The change feed is caught up past a finished rename.
+    func settled(_ record: QueuedMove) {
+        state.withLock { $0.settling.removeAll { $0.id == record.id } }
+    }
+}
