@@ -1,5 +1,5 @@
 /// `files/create_folder_v2`, `files/create_folder_batch`, `files/delete_v2`,
-/// `files/delete_batch`, `files/move_v2` and `files/copy_v2`.
+/// `files/delete_batch`, `files/move_v2`, `files/move_batch_v2` and `files/copy_v2`.
 extension Emulator {
     func createFolder(_ call: RouteCall) throws -> JSON {
         let args = try call.args()
@@ -118,13 +118,58 @@ extension Emulator {
                              : try namespace.move(from: from, to: to, autorename: autorename)
             return .object([("metadata", entry.metadata())])
         } catch let failure as RelocationFailure {
-            switch failure {
-            case .fromLookup(let lookup): throw APIFailure.route(.tagged("from_lookup", [("from_lookup", lookup.json)]))
-            case .fromWrite(let write): throw APIFailure.route(.tagged("from_write", [("from_write", write.json)]))
-            case .to(let write): throw APIFailure.route(.tagged("to", [("to", write.json)]))
-            case .intoItself: throw APIFailure.route(.tagged("cant_move_folder_into_itself"))
-            case .insufficientQuota: throw APIFailure.route(.tagged("insufficient_quota"))
+            throw APIFailure.route(failure.json)
+        }
+    }
+
+    /// `files/move_batch_v2`: up to 1,000 moves, each made or failing on its own, in order.
+    /// Done at once; answered as a job for `move_batch/check_v2` (`checkBatchJob`), as
+    /// Dropbox does for all but the smallest batches.
+    func moveBatch(_ call: RouteCall) throws -> JSON {
+        let args = try call.args()
+        let items = try args.list("entries")
+        let autorename = try args.bool("autorename")
+        _ = try args.bool("allow_ownership_transfer")
+        try args.finish()
+        guard !items.isEmpty, items.count <= Self.maximumBatchEntries else { throw args.failure("'entries': 1 to 1000 entries") }
+        let requests = try items.map { item -> (PathArgument, PathArgument) in
+            let entry = try Args(item, route: call.route, context: "request body: 'entries'")
+            let from = try PathArgument.parse(try entry.string("from_path"), field: "from_path", allowRoot: false)
+            let to = try PathArgument.parse(try entry.string("to_path"), field: "to_path", allowRoot: false, allowID: false)
+            try entry.finish()
+            return (from, to)
+        }
+        let results: [JSON] = requests.map { fromArgument, toArgument in
+            do {
+                let from: DropboxPath
+                do { from = try namespace.resolve(fromArgument) } catch let failure as NamespaceFailure {
+                    throw RelocationFailure.fromLookup(failure.asLookup)
+                }
+                let to: DropboxPath
+                do { to = try namespace.resolve(toArgument) } catch let failure as NamespaceFailure {
+                    throw RelocationFailure.to(failure.asWrite)
+                }
+                let entry = try namespace.move(from: from, to: to, autorename: autorename)
+                return .tagged("success", [("success", entry.metadata())])
+            } catch let failure as RelocationFailure {
+                return .tagged("failure", [("failure", .tagged("relocation_error", [("relocation_error", failure.json)]))])
+            } catch {
+                return .tagged("failure", [("failure", .tagged("internal_error"))])
             }
+        }
+        return .tagged("async_job_id", [("async_job_id", .string(batchJobs.store(results)))])
+    }
+}
+
+extension RelocationFailure {
+    /// The `RelocationError` Dropbox answers.
+    var json: JSON {
+        switch self {
+        case .fromLookup(let lookup): return .tagged("from_lookup", [("from_lookup", lookup.json)])
+        case .fromWrite(let write): return .tagged("from_write", [("from_write", write.json)])
+        case .to(let write): return .tagged("to", [("to", write.json)])
+        case .intoItself: return .tagged("cant_move_folder_into_itself")
+        case .insufficientQuota: return .tagged("insufficient_quota")
         }
     }
 }

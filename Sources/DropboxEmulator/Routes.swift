@@ -72,6 +72,8 @@ enum Routes {
         "files/create_folder_batch/check": RouteSpec(style: .rpc { try $0.emulator.checkBatchJob($0) }),
         "files/delete_batch": RouteSpec(style: .rpc { try $0.emulator.deleteBatch($0) }),
         "files/delete_batch/check": RouteSpec(style: .rpc { try $0.emulator.checkBatchJob($0) }),
+        "files/move_batch_v2": RouteSpec(style: .rpc { try $0.emulator.moveBatch($0) }),
+        "files/move_batch/check_v2": RouteSpec(style: .rpc { try $0.emulator.checkBatchJob($0) }),
         "files/move_v2": RouteSpec(style: .rpc { try $0.emulator.relocate($0, copy: false) }),
         "files/copy_v2": RouteSpec(style: .rpc { try $0.emulator.relocate($0, copy: true) }),
         "files/download": RouteSpec(style: .download { try $0.emulator.download($0) }),

@@ -21,7 +21,7 @@ extension DropboxFileSystem {
         case nothing
     }
 
-    func origin(of pathLower: String, moves: [QueuedMove], inFlight: PendingMoves.InFlight? = nil) -> Origin {
+    func origin(of pathLower: String, moves: [QueuedMove], inFlight: [Int64: String] = [:]) -> Origin {
         var path = pathLower
         var upper = Int64.max
         var name: String?
@@ -30,8 +30,8 @@ extension DropboxFileSystem {
             if let shown = changeOrigin(path, ids: (move.id + 1)..<upper, name: name, moved: path != pathLower) { return shown }
             if path == move.toLower || path.hasPrefix(move.toLower + "/") {
                 if name == nil && path == move.toLower { name = move.name }
-                // The rename in flight is the oldest: nothing older translates the path further.
-                if let inFlight, inFlight.id == move.id { landing = inFlight.landing + path.dropFirst(move.toLower.count) }
+                // A rename in flight has nothing older touching it: nothing translates the path further.
+                if let flight = inFlight[move.id] { landing = flight + path.dropFirst(move.toLower.count) }
                 path = move.fromLower + path.dropFirst(move.toLower.count)
             } else if path == move.fromLower || path.hasPrefix(move.fromLower + "/") {
                 return .nothing
@@ -50,7 +50,7 @@ extension DropboxFileSystem {
 
     /// Resolves a path against one generation of the pending renames, made again if a rename
     /// finished meanwhile (the store then changed under it).
-    func resolving<T>(_ body: ([QueuedMove], PendingMoves.InFlight?) throws -> T) throws -> T {
+    func resolving<T>(_ body: ([QueuedMove], [Int64: String]) throws -> T) throws -> T {
         while true {
             let (pending, inFlight, generation) = moves.snapshot
             let result = try body(pending, inFlight)
@@ -123,7 +123,7 @@ extension DropboxFileSystem {
                 collect(move.id..<upper)  // a rename's destination is a path of the range after it
                 if changeOrigin(path, ids: (move.id + 1)..<upper, name: nil, moved: false) != nil { reachesStore = false; break }
                 if path == move.toLower || path.hasPrefix(move.toLower + "/") {
-                    if let flight, flight.id == move.id { landing = flight.landing + path.dropFirst(move.toLower.count) }
+                    if let flying = flight[move.id] { landing = flying + path.dropFirst(move.toLower.count) }
                     path = move.fromLower + path.dropFirst(move.toLower.count)
                 } else if path == move.fromLower || path.hasPrefix(move.fromLower + "/") {
                     reachesStore = false

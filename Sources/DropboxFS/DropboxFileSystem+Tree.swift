@@ -150,6 +150,7 @@ extension DropboxFileSystem {
             if source.isFolder && !target.isFolder { throw FSError.notDirectory }
             if !source.isFolder && target.isFolder { throw FSError.isDirectory }
             if target.isFolder && writeBack.hasVersions(under: target.pathLower) { throw FSError.notEmpty }
+            if target.isFolder { try await requireEmpty(target) }  // a new folder too, before it is taken back
         } else if source.name == newName && fromParent == toParent {
             return  // the same name: nothing to do
         }
@@ -165,7 +166,6 @@ extension DropboxFileSystem {
             let movedOnDropbox = try remoteNode(source.pathLower) ?? (source.isFolder ? source : nil)
             let remoteTarget = try remoteNode(targetLower).flatMap { $0.pathLower == source.pathLower ? nil : $0 }
             if let remoteTarget {
-                if remoteTarget.isFolder { try await requireEmpty(remoteTarget) }
                 // A file only here replaces the target by uploading over it, later (a target
                 // changed on Dropbox meanwhile then keeps its name, the upload goes beside).
                 // Otherwise the target's removal is queued before the move: if Dropbox keeps

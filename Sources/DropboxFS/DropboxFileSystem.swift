@@ -322,7 +322,7 @@ public final class DropboxFileSystem: Sendable {
     /// at the last open).
     public func open(_ inode: UInt64, writable: Bool, truncate: Bool = false) throws -> (handle: UInt64, keepCache: Bool, directIO: Bool) {
         if writable && options.readOnly { throw FSError.readOnly }
-        let file = try node(inode)
+        var file = try node(inode)
         if file.isFolder { throw FSError.isDirectory }
         let handle = openFiles.open(inode: inode, node: file)
         let lineage: Int64?
@@ -338,6 +338,14 @@ public final class DropboxFileSystem: Sendable {
         }
         if let lineage {
             return (handle, openedLocal(inode, lineage: lineage, truncate: truncate), false)
+        }
+        // Read from Dropbox: by the revision the store has. The node came from a local version
+        // if that version's upload finished between the look and the attach (it has no
+        // revision to read by: such a read failed with EIO, seen twice in 1,000s of random
+        // sequences with outages).
+        if file.rev == nil || file.contentHash == nil, let stored = try remoteNode(file.pathLower), !stored.isFolder {
+            file = stored
+            _ = openFiles.follow(handle, to: stored)
         }
         // The page cache belongs to the inode, while each handle reads the revision it opened:
         // keep the cache only if it can hold nothing but this content. If another handle still

@@ -1,11 +1,12 @@
-"""files/create_folder_v2, files/delete_v2, files/delete_batch (and its check), files/move_v2, files/copy_v2."""
+"""files/create_folder_v2, files/delete_v2, files/delete_batch (and its check), files/move_v2,
+files/move_batch_v2 (and its check), files/copy_v2."""
 
 import time
 
 import pytest
 
 from dropbox import exceptions as dbx_exc
-from dropbox.files import DeleteArg, DeletedMetadata, FileMetadata, FolderMetadata, WriteMode
+from dropbox.files import DeleteArg, DeletedMetadata, FileMetadata, FolderMetadata, RelocationPath, WriteMode
 
 from dbxemu import payload
 
@@ -239,3 +240,39 @@ def test_copy_onto_existing_conflicts(dbx, base):
     assert ei.value.error.is_to() and ei.value.error.get_to().is_conflict()
     md = dbx.files_copy_v2(base + "/one.txt", base + "/two.txt", autorename=True).metadata
     assert md.name == "two (1).txt"
+
+
+# --------------------------------------------------------------------------- move_batch_v2
+
+
+def test_move_batch_each_entry_succeeds_or_fails_on_its_own(dbx, base):
+    moved = dbx.files_upload(b"a", base + "/mb/a.txt")
+    dbx.files_upload(b"taken", base + "/mb/taken.txt")
+    dbx.files_upload(b"d", base + "/mb/dir/inner.txt")
+    launch = dbx.files_move_batch_v2([
+        RelocationPath(base + "/mb/a.txt", base + "/mb/A moved.txt"),
+        RelocationPath(base + "/mb/dir", base + "/mb/elsewhere/dir"),
+        RelocationPath(base + "/mb/none.txt", base + "/mb/x.txt"),
+        RelocationPath(base + "/mb/A moved.txt", base + "/mb/taken.txt"),
+    ])
+    assert launch.is_async_job_id() or launch.is_complete()
+    if launch.is_async_job_id():
+        status = dbx.files_move_batch_check_v2(launch.get_async_job_id())
+        while status.is_in_progress():
+            time.sleep(0.05)
+            status = dbx.files_move_batch_check_v2(launch.get_async_job_id())
+        assert status.is_complete()
+        entries = status.get_complete().entries
+    else:
+        entries = launch.get_complete().entries
+    first, second, third, fourth = entries
+    assert first.is_success() and first.get_success().name == "A moved.txt"
+    assert first.get_success().id == moved.id  # a move keeps the id
+    assert second.is_success() and second.get_success().path_lower == (base + "/mb/elsewhere/dir").lower()
+    assert third.is_failure() and third.get_failure().is_relocation_error()
+    assert third.get_failure().get_relocation_error().is_from_lookup()
+    assert third.get_failure().get_relocation_error().get_from_lookup().is_not_found()
+    assert fourth.is_failure() and fourth.get_failure().get_relocation_error().is_to()
+    assert fourth.get_failure().get_relocation_error().get_to().is_conflict()
+    assert_gone(dbx, base + "/mb/a.txt")
+    assert dbx.files_download(base + "/mb/elsewhere/dir/inner.txt")[1].content == b"d"

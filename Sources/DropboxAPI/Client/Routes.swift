@@ -54,4 +54,8 @@ public enum Routes {
     public static let createFolderBatchCheck = Route<AsyncJobArgument, CreateFolderBatchJobStatus, NoRouteError>(
         "files/create_folder_batch/check")
     public static let copy = Route<RelocationArgument, MetadataResult, RelocationError>("files/copy_v2", retry: .notProcessed)
+    /// Not sent again after an unknown outcome (a move done answers `from_lookup/not_found`):
+    /// the caller settles each move by looking, as it does a `move_v2`'s.
+    public static let moveBatch = Route<MoveBatchArgument, MoveBatchLaunch, NoRouteError>("files/move_batch_v2", retry: .notProcessed)
+    public static let moveBatchCheck = Route<AsyncJobArgument, MoveBatchJobStatus, NoRouteError>("files/move_batch/check_v2")
 }

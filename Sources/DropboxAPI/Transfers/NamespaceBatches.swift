@@ -1,6 +1,7 @@
 import Foundation
 
-/// Batch routes of the namespace: `files/delete_batch` and `files/create_folder_batch`.
+/// Batch routes of the namespace: `files/delete_batch`, `files/move_batch_v2` and
+/// `files/create_folder_batch`.
 extension DropboxClient {
     /// Deletes through `files/delete_batch`, 1,000 entries a call, polling each job until it
     /// is done. One result per entry, in order. A job Dropbox fails as a whole (too many
@@ -24,6 +25,16 @@ extension DropboxClient {
                                check: Routes.createFolderBatchCheck)
         }
     }
+
+    /// Moves through `files/move_batch_v2`, 1,000 a call, polling each job until it is done.
+    /// One result per entry, in order. A job failed as a whole is thrown.
+    public func moveBatch(_ entries: [MoveBatchArgument.Entry]) async throws -> [MoveBatchResultEntry] {
+        try await inBatches(entries, of: Self.moveBatchLimit, route: "move_batch_v2") { part in
+            try await awaitJob(try await rpc(Routes.moveBatch, MoveBatchArgument(entries: part)), check: Routes.moveBatchCheck)
+        }
+    }
+
+    public static let moveBatchLimit = 1000
 
     /// Dropbox takes 10,000; 1,000 keeps each request and its answer small.
     public static let folderBatchLimit = 1000

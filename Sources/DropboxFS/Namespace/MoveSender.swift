@@ -1,9 +1,11 @@
 import DropboxAPI
 import Foundation
 
-/// Sends the pending renames (`PendingMoves`) to Dropbox, oldest first, one `move_v2` each:
-/// in the background once renames stop coming for a moment, and at once when something must
-/// reach Dropbox after one (an upload into the renamed folder, an fsync, an unmount).
+/// Sends the pending renames (`PendingMoves`) to Dropbox, oldest first: in the background once
+/// renames stop coming for a moment, and at once when something must reach Dropbox after one
+/// (an upload into the renamed folder, an fsync, an unmount). Renames in a row that touch
+/// nothing of one another's go together in one `move_batch_v2` (`mv dir/* elsewhere/`); the
+/// others one `move_v2` each.
 ///
 /// Before a rename, the new folders and removals numbered before it go (a removal of the
 /// destination, say: `rename` over a file). When the move is done, the store learns it at
@@ -42,13 +44,47 @@ final class MoveSender: Sendable {
     /// Sends renames until cancelled; failures wait and try again (they stay queued).
     func run() async {
         await rounds.run(pending, quiet: Self.quiet, what: "renames") {
-            while let move = self.pending.oldest { try await self.send(move) }
+            while !self.pending.isEmpty { try await self.sendNext() }
         }
     }
 
-    /// Sends the oldest pending rename (after those already being sent).
+    /// Sends the oldest pending renames (after those already being sent).
     func sendOldest() async throws {
-        try await rounds.sendAll { if let move = self.pending.oldest { try await self.send(move) } }
+        try await rounds.sendAll { try await self.sendNext() }
+    }
+
+    /// The oldest rename, with those after it that can go in the same `move_batch_v2`.
+    private func sendNext() async throws {
+        let before = min(folders.pending.oldestWaiting, deletes.pending.oldestWaiting)
+        let batch = pending.batchFromOldest(before: before, limit: DropboxClient.moveBatchLimit)
+        if batch.count > 1 { return try await sendBatch(batch) }
+        if let move = pending.oldest { try await send(move) }
+    }
+
+    /// Renames that touch nothing of one another's, with nothing numbered between them that
+    /// waits, in one `move_batch_v2`. One Dropbox refuses goes again on its own (`send`),
+    /// where its refusal is handled.
+    private func sendBatch(_ batch: [QueuedMove]) async throws {
+        let ends = batch.flatMap { [$0.fromLower, $0.toLower] }
+        while folders.pending.touches(ends) { try await folders.sendAll() }
+        while deletes.pending.touches(ends) { try await deletes.sendAll() }
+        let sources = try batch.map { move in try store.node(move.fromLower) }
+        pending.setInFlight(Dictionary(uniqueKeysWithValues: batch.map { ($0.id, $0.toLower) }))
+        defer { pending.setInFlight([:]) }
+        let expected = batch.flatMap { [($0.fromLower, OwnChanges.Expectation.absent), ($0.toLower, .subtree)] }
+        let results = try await calls.watcher.changingOwn(expected) {
+            try await calls.client.moveBatch(batch.map { MoveBatchArgument.Entry(from: $0.fromLower, to: $0.toPath) })
+        }
+        var made: [(QueuedMove, Metadata)] = [], again: [QueuedMove] = []
+        for (index, (move, result)) in zip(batch, results).enumerated() {
+            guard case .success(let entry) = result, Node(entry) != nil else { again.append(move); continue }
+            if let lower = entry.pathLower, lower != move.toLower { calls.watcher.expectOwn(lower, .subtree) }
+            try finish(move, entry, sourceRev: sources[index]?.rev)
+            made.append((move, entry))
+        }
+        defer { for (move, _) in made { pending.settled(move) } }
+        await calls.watcher.catchUp(after: made.flatMap { move, entry in [Node.deletion(name: entry.name, pathLower: move.fromLower), entry] })
+        for move in again { try await send(move) }
     }
 
     private func send(_ move: QueuedMove) async throws {
@@ -63,7 +99,7 @@ final class MoveSender: Sendable {
             ?? Node(pathLower: move.fromLower, name: String(move.fromLower.split(separator: "/").last ?? ""), isFolder: move.isFolder)
         if source.id.isEmpty { source.id = move.sourceID }
         let sourceRev = source.rev
-        defer { pending.setInFlight(nil) }
+        defer { pending.setInFlight([:]) }
         var movedAside = false
         while true {
             do {
@@ -74,17 +110,17 @@ final class MoveSender: Sendable {
                     let temporary = TreeCalls.hiddenName(beside: move.toPath, for: "rename")
                     pending.deletes.setAside(Node.key(of: temporary), true)
                     defer { pending.deletes.setAside(Node.key(of: temporary), false) }
-                    pending.setInFlight(.init(id: move.id, landing: Node.key(of: temporary)))
+                    pending.setInFlight([move.id: Node.key(of: temporary)])
                     guard let step = Node(try await calls.moveOnce(source, to: temporary)) else { throw FSError.io("move_v2 returned a deleted entry") }
                     let from = move.fromLower
                     move = try pending.advance(move, from: step.pathLower) { try store.applyMove(from: from, to: step) }
                     source = step
                 }
-                pending.setInFlight(.init(id: move.id, landing: move.toLower))
+                pending.setInFlight([move.id: move.toLower])
                 let entry = try await calls.moveOnce(source, to: move.toPath)
                 return try await done(move, entry, sourceRev: sourceRev)
             } catch let error as CallError<RelocationError> {
-                pending.setInFlight(nil)
+                pending.setInFlight([:])
                 guard case .route(let refusal, _, _, _) = error else { throw error }
                 switch refusal {
                 case .to(.conflict) where !movedAside:
@@ -111,17 +147,24 @@ final class MoveSender: Sendable {
         }
     }
 
-    /// The move is done on Dropbox: the store learns it as the rename leaves the queue.
+    /// The move is done on Dropbox: the store learns it as the rename leaves the queue, and
+    /// the change feed is caught up past it.
     private func done(_ move: QueuedMove, _ entry: Metadata, sourceRev: String?) async throws {
+        defer { pending.settled(move) }
+        try finish(move, entry, sourceRev: sourceRev)
+        await calls.watcher.catchUp(after: [Node.deletion(name: entry.name, pathLower: move.fromLower), entry])
+    }
+
+    /// The store learns a move done on Dropbox as the rename leaves the queue (it settles
+    /// once the caller has caught up with the change feed).
+    private func finish(_ move: QueuedMove, _ entry: Metadata, sourceRev: String?) throws {
         guard let moved = Node(entry) else { throw FSError.io("move_v2 returned a deleted entry") }
         try pending.finished(move) { try store.applyMove(from: move.fromLower, to: moved) }
-        defer { pending.settled(move) }
         // A revision Dropbox renumbered: what was based on the old one is based on the new.
         if let old = sourceRev, let new = moved.rev, old != new {
             writeBack.rebase(from: old, to: new)
             try deletes.pending.rebase(from: old, to: new)
         }
-        await calls.watcher.catchUp(after: [Node.deletion(name: moved.name, pathLower: move.fromLower), entry])
     }
 
     /// A rename Dropbox will not make leaves the queue: the view shows what Dropbox holds at

@@ -114,6 +114,12 @@ public final class PendingDeletes: RoundQueue {
         }
     }
 
+    /// The oldest delete that waits behind a rename (`Int64.max` when none).
+    var oldestWaiting: Int64 {
+        let barrier = order.barrier
+        return state.withLock { $0.byPath.values.joined().map(\.id).filter { $0 > barrier }.min() ?? .max }
+    }
+
     /// Every pending delete, also those waiting behind a rename.
     public var total: Int { state.withLock { $0.byPath.values.reduce(0) { $0 + $1.count } } }
 

@@ -148,6 +148,12 @@ public final class PendingFolders: RoundQueue {
         return state.withLock { state in barrier == .max ? state.byPath.count : state.byPath.values.filter { $0.id < barrier }.count }
     }
 
+    /// The oldest new folder that waits behind a rename (`Int64.max` when none).
+    var oldestWaiting: Int64 {
+        let barrier = order.barrier
+        return state.withLock { $0.byPath.values.map(\.id).filter { $0 > barrier }.min() ?? .max }
+    }
+
     /// Every pending new folder, also those waiting behind a rename.
     public var total: Int { state.withLock { $0.byPath.count } }
     var lastAdded: ContinuousClock.Instant { state.withLock { $0.lastAdded } }

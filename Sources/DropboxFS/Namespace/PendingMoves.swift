@@ -23,9 +23,9 @@ public final class PendingMoves: RoundQueue {
         /// until then they still touch their paths (an fsync waits for them, so a change
         /// another client makes there after it returns is never taken for the mount's own).
         var settling: [QueuedMove] = []
-        /// The rename whose call is under way, and where its source lands if the change feed
-        /// brings the move before the call returns (the store then has it there already).
-        var inFlight: InFlight?
+        /// The renames whose calls are under way, each with where its source lands if the
+        /// change feed brings the move before the call returns (the store then has it there).
+        var inFlight: [Int64: String] = [:]
         /// Counts every change to `moves`: a resolution made while one happened is made again.
         var generation: UInt64 = 0
         var lastAdded = ContinuousClock.now
@@ -41,21 +41,35 @@ public final class PendingMoves: RoundQueue {
         order.setBarrier(state.withLock { $0.moves.first?.id ?? .max })
     }
 
-    struct InFlight: Sendable, Equatable {
-        var id: Int64
-        var landing: String
-    }
-
-    /// The pending renames, oldest first, the one in flight, and the generation they belong to.
-    var snapshot: (moves: [QueuedMove], inFlight: InFlight?, generation: UInt64) {
+    /// The pending renames, oldest first, those in flight (id: landing), and the generation
+    /// they belong to.
+    var snapshot: (moves: [QueuedMove], inFlight: [Int64: String], generation: UInt64) {
         state.withLock { ($0.moves, $0.inFlight, $0.generation) }
     }
 
-    /// A move call of the oldest rename starts (`landing`: its destination) or ends (nil).
-    func setInFlight(_ flight: InFlight?) {
+    /// Move calls start (each rename's id with its destination's key), or end (empty).
+    func setInFlight(_ flights: [Int64: String]) {
         state.withLock { state in
-            state.inFlight = flight
+            state.inFlight = flights
             state.generation += 1
+        }
+    }
+
+    /// The oldest renames that can go in one `move_batch_v2`: in order, each numbered before
+    /// `before` (the oldest new folder or removal that waits behind a rename), none touching
+    /// another's paths, none case-only (those go through a hidden name, alone).
+    func batchFromOldest(before: Int64, limit: Int) -> [QueuedMove] {
+        state.withLock { state in
+            var batch: [QueuedMove] = []
+            var ends: [String: Bool] = [:]
+            for move in state.moves {
+                guard batch.count < limit, move.id < before, move.toLower != move.fromLower,
+                      !Node.anyTouches([move.fromLower, move.toLower], pending: ends) else { break }
+                batch.append(move)
+                ends[move.fromLower] = true
+                ends[move.toLower] = true
+            }
+            return batch
         }
     }
 
@@ -68,7 +82,7 @@ public final class PendingMoves: RoundQueue {
             guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return }
             try apply()
             state.moves[index] = advanced
-            state.inFlight = nil
+            state.inFlight[record.id] = nil
             state.generation += 1
         }
         try queue.saveMove(advanced)
@@ -127,7 +141,7 @@ public final class PendingMoves: RoundQueue {
             try apply()
             state.moves.remove(at: index)
             state.settling.append(record)
-            state.inFlight = nil
+            state.inFlight[record.id] = nil
             pendingCount.store(state.moves.count, ordering: .releasing)
             state.generation += 1
         }

@@ -2,6 +2,14 @@
 /// the mount's and the core's differential suites run them.
 public enum KeptSequences {
     public static let all: [(name: String, operations: [Step])] = [
+        // Seed 8674040872121054176: a rename over a new folder not yet sent took it back
+        // without looking inside (renames queued: the folder had not been made first).
+        ("a rename over a new folder that is not empty", [
+            .mkdir(path: 2),  // c
+            .mkdir(path: 6),  // e
+            .mkdir(path: 7),  // e/f
+            .rename(from: 2, to: 6),  // c → e: ENOTEMPTY
+        ]),
         // Seed 28: a descriptor whose file was uploaded by `settle`, then renamed: its next
         // write recreated the file at the old name (renames moved only queued versions).
         ("a write through a descriptor after its uploaded file was renamed", [
