@@ -6,7 +6,8 @@ import Foundation
 /// All four are answered here: the change is queued durably and shows in the view at once
 /// (`PendingFolders`, `PendingDeletes`, `PendingMoves`), and goes to Dropbox in the
 /// background, in the order the user made them (`NamespaceOrder`): new folders and removals
-/// batched (`FolderSender`, `DeleteSender`), renames one `move_v2` each (`MoveSender`).
+/// batched (`FolderSender`, `DeleteSender`), renames as moves, batched where they can be
+/// (`MoveSender`).
 ///
 /// Files with local versions not yet uploaded take part: a delete drops them, a rename takes
 /// them along (a file that exists only here is renamed here alone). Both run `holding` the

@@ -21,6 +21,12 @@ public final class MetadataStore: @unchecked Sendable {
     /// client's files) are kept. Dropped as children of a folder not yet listed, they were
     /// missing from it until they changed again.
     private var foldersBeingMade: [String: Int] = [:]
+    /// Where folders listed here land while this mount's move of them is under way (a count
+    /// per path): the change feed may bring the move before the call returns, a delete of
+    /// the source and the moved entries at their new paths; such a folder counts as listed
+    /// when its entry comes, so the entries below it are kept (dropped as children of a
+    /// folder not listed, a file the kernel held in it was "not found").
+    private var landingFolders: [String: Int] = [:]
 
     public init(path: String) throws {
         db = try SQLiteDatabase(path: path, exclusive: true)
@@ -156,7 +162,7 @@ public final class MetadataStore: @unchecked Sendable {
                         let parentKnown = node.parentLower.isEmpty || parentListed
                         if parentKnown || old != nil {
                             try upsertLocked(node)
-                            if node.isFolder, foldersBeingMade[lower] != nil {
+                            if node.isFolder, foldersBeingMade[lower] != nil || landingFolders[lower] != nil {
                                 try markListedLocked(lower)
                             }
                             applied.append(StoreChange(pathLower: lower, name: node.name, old: old, new: node))
@@ -179,6 +185,31 @@ public final class MetadataStore: @unchecked Sendable {
             foldersBeingMade[pathLower, default: 0] += 1
             forgetCachedLocked()
             try markListedLocked(pathLower)
+        }
+    }
+
+    /// A move of `source` to `target` starts: the folders listed at or below the source
+    /// count as listed where they land, should the change feed bring them first. Returns
+    /// their new keys, for `endLanding`.
+    public func beginLanding(from source: String, to target: String) throws -> [String] {
+        try lock.withLock {
+            var keys: [String] = []
+            try db.query("SELECT path_lower FROM listed WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)",
+                         [.text(source), .text(source + "/"), .text(source + "0")]) { row in
+                keys.append(target + row.text(0).dropFirst(source.count))
+            }
+            for key in keys { landingFolders[key, default: 0] += 1 }
+            return keys
+        }
+    }
+
+    /// The move is over (done, and the store has learnt it, or failed).
+    public func endLanding(_ keys: [String]) {
+        lock.withLock {
+            for key in keys {
+                let left = landingFolders[key, default: 1] - 1
+                landingFolders[key] = left > 0 ? left : nil
+            }
         }
     }
 

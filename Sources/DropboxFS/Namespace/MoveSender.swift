@@ -69,6 +69,8 @@ final class MoveSender: Sendable {
         while folders.pending.touches(ends) { try await folders.sendAll() }
         while deletes.pending.touches(ends) { try await deletes.sendAll() }
         let sources = try batch.map { move in try store.node(move.fromLower) }
+        let landing = try batch.flatMap { try store.beginLanding(from: $0.fromLower, to: $0.toLower) }
+        defer { store.endLanding(landing) }
         pending.setInFlight(Dictionary(uniqueKeysWithValues: batch.map { ($0.id, $0.toLower) }))
         defer { pending.setInFlight([:]) }
         let expected = batch.flatMap { [($0.fromLower, OwnChanges.Expectation.absent), ($0.toLower, .subtree)] }
@@ -111,12 +113,16 @@ final class MoveSender: Sendable {
                     pending.deletes.setAside(Node.key(of: temporary), true)
                     defer { pending.deletes.setAside(Node.key(of: temporary), false) }
                     pending.setInFlight([move.id: Node.key(of: temporary)])
+                    let landing = try store.beginLanding(from: move.fromLower, to: Node.key(of: temporary))
+                    defer { store.endLanding(landing) }
                     guard let step = Node(try await calls.moveOnce(source, to: temporary)) else { throw FSError.io("move_v2 returned a deleted entry") }
                     let from = move.fromLower
                     move = try pending.advance(move, from: step.pathLower) { try store.applyMove(from: from, to: step) }
                     source = step
                 }
                 pending.setInFlight([move.id: move.toLower])
+                let landing = try store.beginLanding(from: move.fromLower, to: move.toLower)
+                defer { store.endLanding(landing) }
                 let entry = try await calls.moveOnce(source, to: move.toPath)
                 return try await done(move, entry, sourceRev: sourceRev)
             } catch let error as CallError<RelocationError> {
