@@ -41,10 +41,12 @@ extension DropboxFileSystem {
         return changeOrigin(path, ids: Int64.min..<upper, name: name, moved: path != pathLower) ?? .store(path, name: name, landing: landing)
     }
 
-    /// What a new folder or a removal numbered in `ids` makes of a path, if anything.
+    /// What a new folder or a removal numbered in `ids` makes of a path, if anything. The
+    /// hidden names of removals and renames under way hide a path of the store only as
+    /// itself (`moved`: a rename resolved the view's path to it).
     private func changeOrigin(_ path: String, ids: Range<Int64>, name: String?, moved: Bool) -> Origin? {
         if let folder = folders.record(path), ids.contains(folder.id) { return .newFolder(folder, name: name, moved: moved) }
-        if deletes.hides(path, ids: ids) { return .nothing }
+        if deletes.hides(path, ids: ids, aside: ids.lowerBound == .min && !moved) { return .nothing }
         return nil
     }
 
@@ -121,7 +123,7 @@ extension DropboxFileSystem {
             }
             for move in pending.reversed() {
                 collect(move.id..<upper)  // a rename's destination is a path of the range after it
-                if changeOrigin(path, ids: (move.id + 1)..<upper, name: nil, moved: false) != nil { reachesStore = false; break }
+                if changeOrigin(path, ids: (move.id + 1)..<upper, name: nil, moved: path != folderLower) != nil { reachesStore = false; break }
                 if path == move.toLower || path.hasPrefix(move.toLower + "/") {
                     if let flying = flight[move.id] { landing = flying + path.dropFirst(move.toLower.count) }
                     path = move.fromLower + path.dropFirst(move.toLower.count)
@@ -133,7 +135,7 @@ extension DropboxFileSystem {
             }
             if reachesStore {
                 collect(Int64.min..<upper)
-                if changeOrigin(path, ids: Int64.min..<upper, name: nil, moved: false) == nil {
+                if changeOrigin(path, ids: Int64.min..<upper, name: nil, moved: path != folderLower) == nil {
                     // The folder's own move in flight, brought early by the change feed: the
                     // store has its children at the landing.
                     let stored = try landing.flatMap { try store.node(path) == nil ? $0 : nil } ?? path

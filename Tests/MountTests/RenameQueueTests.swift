@@ -63,7 +63,7 @@ struct RenameQueueTests {
     /// move calls are refused meanwhile): the next mount shows the new names and sends it.
     @Test func renamesSurviveAKillOfTheDaemon() async throws {
         try await MountFixture.with { m in
-            try await m.emulator.setFaults(["403:p=1,routes=files/move_v2"])
+            try await m.emulator.setFaults(["403:p=1,routes=files/move_v2+files/move_batch_v2"])
             let renamed = try await m.sh("mv \"$M/README.txt\" \"$M/READ ME.txt\" && mv \"$M/Documents\" \"$M/Docs\" && ls \"$M\"")
             #expect(renamed.status == 0, "\(renamed.stderr)")
             #expect(renamed.stdout.contains("READ ME.txt") && renamed.stdout.contains("Docs") && !renamed.stdout.contains("Documents"))
@@ -160,6 +160,29 @@ extension RenameQueueTests {
             let stats = try await m.routeStats()
             #expect(MountFixture.requests(stats, ["files/move_batch_v2"]) == 1, "\(stats)")
             #expect(MountFixture.requests(stats, ["files/move_v2"]) == 0, "\(stats)")
+        }
+    }
+}
+
+extension RenameQueueTests {
+    /// A case-only rename of a folder goes through a hidden name in two moves; while the
+    /// second is under way (held back at the emulator), the folder shows under its new name
+    /// and lists, and its file reads.
+    @Test func aFolderShowsWhileItsCaseOnlyRenameIsUnderWay() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/cf\" && printf 'in\\n' > \"$M/cf/in.txt\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            try await m.emulator.resetStats()
+            try await m.emulator.setFaults(["latency:ms=3000,routes=files/move_v2"])
+            #expect(try await m.sh("mv \"$M/cf\" \"$M/CF\"").status == 0)
+            try await eventually("the second move to be held back", timeout: 60) {
+                (try await m.emulator.routeStats()["files/move_v2"]?["delayed"] ?? 0) >= 2
+            }
+            let shown = try await m.sh("ls \"$M\" && cat \"$M/CF/in.txt\"")
+            #expect(shown.stdout == "CF\nin\n", "\(shown)")
+            try await m.emulator.setFaults([])
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            #expect(try await m.client.listAll("").map(\.name) == ["CF"])
         }
     }
 }

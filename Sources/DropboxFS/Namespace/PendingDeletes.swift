@@ -8,8 +8,9 @@ import Synchronization
 /// elsewhere since) shows the file again, as it would be after a failed delete.
 ///
 /// Order: whatever else reaches Dropbox at a path with a delete pending (an upload, a mkdir,
-/// a move) first has the deletes sent (`DeleteSender.send(touching:)`). Deletes of distinct
-/// paths commute among themselves.
+/// a move) first has the deletes sent (`NamespaceSender.send(touching:)`); a delete made after
+/// a pending rename waits for it (`NamespaceOrder`). Deletes of distinct paths commute among
+/// themselves.
 public final class PendingDeletes: RoundQueue {
     let queue: UploadQueue
     let order: NamespaceOrder
@@ -42,13 +43,14 @@ public final class PendingDeletes: RoundQueue {
 
     /// Whether a delete numbered in `ids` is pending at the path or a folder above it (a
     /// path resolved through pending renames: each range of the order has its own paths).
-    func hides(_ pathLower: String, ids: Range<Int64>) -> Bool {
+    /// `aside`: whether hidden names set aside count too (for a path of the view as it is,
+    /// not one a rename in flight resolved to: a case-only rename passes through such a name).
+    func hides(_ pathLower: String, ids: Range<Int64>, aside: Bool) -> Bool {
         state.withLock { state in
-            if state.byPath.isEmpty && state.aside.isEmpty { return false }
-            let oldest = ids.lowerBound == .min  // the store's own paths: names set aside are hidden too
+            if state.byPath.isEmpty && (state.aside.isEmpty || !aside) { return false }
             return Node.selfAndAncestors(pathLower).contains { key in
                 let key = String(key)
-                return state.byPath[key]?.contains { ids.contains($0.id) } ?? false || (oldest && state.aside.contains(key))
+                return state.byPath[key]?.contains { ids.contains($0.id) } ?? false || (aside && state.aside.contains(key))
             }
         }
     }
