@@ -311,8 +311,10 @@ struct WriteTests {
             #expect(changed.status == 0, "\(changed.stderr)")
             #expect(changed.stdout == "moved.bin\n")
             // At the capped rate the bytes take far longer than the rename: it did not wait
-            // (Dropbox moved the one-byte revision, the edit follows).
-            #expect(try await m.client.metadataIfExists("/moved.bin")?.fileMetadata?.size == 1)
+            // (Dropbox moved the one-byte revision, the edit follows). The rename is queued:
+            // it reaches Dropbox moments later.
+            try await eventually("the rename on Dropbox, ahead of the bytes", timeout: 60) {
+                try await m.client.metadataIfExists("/moved.bin")?.fileMetadata?.size == 1 }
             try await eventually("the renamed file on Dropbox", timeout: 600) {
                 try await m.client.metadataIfExists("/moved.bin")?.fileMetadata?.size == Int64(size) }
             #expect(try await m.sh("tail -c 3 \"$M/moved.bin\"").stdout == "end")
