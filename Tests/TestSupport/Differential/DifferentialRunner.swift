@@ -359,7 +359,8 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     private func tree<Side: SystemCalls>(_ root: String, on side: Side) -> String {
         var lines: [String] = []
         func walk(_ relative: String) {
-            guard case .success(let names) = side.list(root + relative) else { return lines.append("\(relative): unlistable") }
+            let listed = side.list(root + relative)
+            guard case .success(let names) = listed else { return lines.append("\(relative): unlistable (\(describe(listed)))") }
             for name in names {
                 let path = relative + "/" + name
                 switch side.stat(root + path) {
