@@ -106,19 +106,23 @@ extension Emulator {
         let fromArgument = try PathArgument.parse(rawFrom, field: "from_path", allowRoot: false)
         let toArgument = try PathArgument.parse(rawTo, field: "to_path", allowRoot: false, allowID: false)
         do {
-            let from: DropboxPath
-            do { from = try namespace.resolve(fromArgument) } catch let failure as NamespaceFailure {
-                throw RelocationFailure.fromLookup(failure.asLookup)
-            }
-            let to: DropboxPath
-            do { to = try namespace.resolve(toArgument) } catch let failure as NamespaceFailure {
-                throw RelocationFailure.to(failure.asWrite)
-            }
+            let (from, to) = try relocationPaths(fromArgument, toArgument)
             let entry = copy ? try namespace.copy(from: from, to: to, autorename: autorename)
                              : try namespace.move(from: from, to: to, autorename: autorename)
             return .object([("metadata", entry.metadata())])
         } catch let failure as RelocationFailure {
             throw APIFailure.route(failure.json)
+        }
+    }
+
+    /// A move's or copy's paths, a failure to find either answered on its side.
+    private func relocationPaths(_ fromArgument: PathArgument, _ toArgument: PathArgument) throws -> (DropboxPath, DropboxPath) {
+        let from: DropboxPath
+        do { from = try namespace.resolve(fromArgument) } catch let failure as NamespaceFailure {
+            throw RelocationFailure.fromLookup(failure.asLookup)
+        }
+        do { return (from, try namespace.resolve(toArgument)) } catch let failure as NamespaceFailure {
+            throw RelocationFailure.to(failure.asWrite)
         }
     }
 
@@ -141,14 +145,7 @@ extension Emulator {
         }
         let results: [JSON] = requests.map { fromArgument, toArgument in
             do {
-                let from: DropboxPath
-                do { from = try namespace.resolve(fromArgument) } catch let failure as NamespaceFailure {
-                    throw RelocationFailure.fromLookup(failure.asLookup)
-                }
-                let to: DropboxPath
-                do { to = try namespace.resolve(toArgument) } catch let failure as NamespaceFailure {
-                    throw RelocationFailure.to(failure.asWrite)
-                }
+                let (from, to) = try relocationPaths(fromArgument, toArgument)
                 let entry = try namespace.move(from: from, to: to, autorename: autorename)
                 return .tagged("success", [("success", entry.metadata())])
             } catch let failure as RelocationFailure {

@@ -162,10 +162,10 @@ extension DropboxFileSystem {
 
     /// The path the view shows a store path at (for the kernel's invalidations): renamed by
     /// every pending rename of it or of a folder above it, oldest first.
-    func viewPath(ofStorePath pathLower: String) -> (path: String, name: String?) {
+    func viewPath(ofStorePath pathLower: String, moves pending: [QueuedMove]) -> (path: String, name: String?) {
         var path = pathLower
         var name: String?
-        for move in moves.snapshot.moves where path == move.fromLower || path.hasPrefix(move.fromLower + "/") {
+        for move in pending where path == move.fromLower || path.hasPrefix(move.fromLower + "/") {
             if path == move.fromLower { name = move.name }
             path = move.toLower + path.dropFirst(move.fromLower.count)
         }
@@ -175,8 +175,9 @@ extension DropboxFileSystem {
     /// Changes of the store as the view shows them (paths and names renamed by pending renames).
     func viewChanges(_ changes: [StoreChange]) -> [StoreChange] {
         if moves.isEmpty { return changes }
+        let pending = moves.snapshot.moves
         return changes.map { change in
-            let (path, name) = viewPath(ofStorePath: change.pathLower)
+            let (path, name) = viewPath(ofStorePath: change.pathLower, moves: pending)
             guard path != change.pathLower || name != nil else { return change }
             var shown = change
             shown.pathLower = path

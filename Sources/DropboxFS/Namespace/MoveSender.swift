@@ -65,9 +65,7 @@ final class MoveSender: Sendable {
     /// waits, in one `move_batch_v2`. One Dropbox refuses goes again on its own (`send`),
     /// where its refusal is handled.
     private func sendBatch(_ batch: [QueuedMove]) async throws {
-        let ends = batch.flatMap { [$0.fromLower, $0.toLower] }
-        while folders.pending.touches(ends) { try await folders.sendAll() }
-        while deletes.pending.touches(ends) { try await deletes.sendAll() }
+        try await sendOlderChanges(touching: batch.flatMap { [$0.fromLower, $0.toLower] })
         let sources = try batch.map { move in try store.node(move.fromLower) }
         let landing = try batch.flatMap { try store.beginLanding(from: $0.fromLower, to: $0.toLower) }
         defer { store.endLanding(landing) }
@@ -89,12 +87,15 @@ final class MoveSender: Sendable {
         for move in again { try await send(move) }
     }
 
-    private func send(_ move: QueuedMove) async throws {
-        let ends = [move.fromLower, move.toLower]
-        // What is older and touches it: every such change may be sent now (none waits behind
-        // a rename, this being the oldest).
+    /// The new folders and removals older than the oldest renames that touch their paths:
+    /// every such change may be sent now (none waits behind a rename, these being the oldest).
+    private func sendOlderChanges(touching ends: [String]) async throws {
         while folders.pending.touches(ends) { try await folders.sendAll() }
         while deletes.pending.touches(ends) { try await deletes.sendAll() }
+    }
+
+    private func send(_ move: QueuedMove) async throws {
+        try await sendOlderChanges(touching: [move.fromLower, move.toLower])
 
         var move = move
         var source = try store.node(move.fromLower)
