@@ -62,6 +62,38 @@ struct RenameQueueTests {
         }
     }
 
+    /// A file (or a folder) made at a name whose queued renames Dropbox then refuses (their
+    /// folder was taken back before it was sent) stays the same: the refusal changes nothing
+    /// the view shows, so the kernel keeps its entry and inode. (Mount differential seed
+    /// 6289036565443105991: the dropped renames detached the new file's inode, and `cat` of it
+    /// failed with ENOENT for seconds.)
+    @Test func whatIsMadeWhereRefusedRenamesWereStaysTheSame() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            _ = try await m.sh("mkdir \"$M/t\"")
+            try await m.emulator.setReachable(false)
+            let offline = try await m.sh("""
+                set -e
+                cd "$M/t"
+                mkdir b && mv b B && mv B b && rmdir b
+                printf 'kept\\n' > b
+                mkdir c && mv c C && mv C c && rmdir c
+                mkdir c && printf 'in\\n' > c/x
+                """)
+            #expect(offline.status == 0, "\(offline.stderr)")
+            try await m.emulator.setReachable(true)
+            // The renames go before the upload, refused (the folder was never made); the
+            // file is the one the kernel knows all along.
+            let after = try await m.sh("""
+                cd "$M/t"
+                python3 -c 'import os; fd = os.open("b", os.O_RDONLY); os.fsync(fd); print(os.fstat(fd).st_size)'
+                cat b
+                python3 -c 'import os; os.fsync(os.open("c/x", os.O_RDONLY))'
+                cat c/x; ls
+                """)
+            #expect(after.status == 0 && after.stdout == "5\nkept\nin\nb\nc\n", "\(after.stdout)\(after.stderr)\n\(m.log)")
+        }
+    }
+
     /// A completed rename survives a kill -9 of the daemon before Dropbox heard of it (its
     /// move calls are refused meanwhile): the next mount shows the new names and sends it.
     @Test func renamesSurviveAKillOfTheDaemon() async throws {

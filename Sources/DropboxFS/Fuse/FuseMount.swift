@@ -197,6 +197,11 @@ public final class FuseMount: @unchecked Sendable {
             let shownBefore = change.old ?? fs.folders.node(change.pathLower)
             let wasFolder = shownBefore?.isFolder ?? false
             if let new = change.new, new.isFolder == wasFolder, shownBefore != nil { continue }
+            // The view may show the same entry still, whatever the store learnt: a local
+            // version, a folder made here, or where a rename Dropbox refused left things (a
+            // file made offline at a name whose queued renames were then refused went ENOENT
+            // for seconds when its inode was detached).
+            if let shown = try? fs.node(at: change.pathLower, remember: false), shown.isFolder == (shownBefore?.isFolder ?? shown.isFolder) { continue }
             FuseLog.trace("detach \(inode) \(change.pathLower): \(Self.traced(change.old)) -> \(Self.traced(change.new))")
             fs.inodes.detach(change.pathLower, folder: wasFolder)
         }
