@@ -43,8 +43,12 @@ public final class MetadataStore: @unchecked Sendable {
                 id TEXT NOT NULL
             ) WITHOUT ROWID;
             -- A folder's children, and one child by its exact name (a lookup): without the
-            -- name, each lookup read every child (3.4 ms each in a folder of 10,000).
-            CREATE INDEX IF NOT EXISTS nodes_parent_name ON nodes(parent_lower, name);
+            -- name, each lookup read every child (3.4 ms each in a folder of 10,000). It
+            -- holds what `stat` shows too (`attributeColumns`), so a listing reads the index
+            -- alone: looking each child up in the table was a third of a `find` over a
+            -- listed tree of 1,000,000 entries (the cache grows by a third for it).
+            CREATE INDEX IF NOT EXISTS nodes_children ON nodes(parent_lower, name, is_folder, size, modified, rev);
+            DROP INDEX IF EXISTS nodes_parent_name;
             DROP INDEX IF EXISTS nodes_parent;
             CREATE TABLE IF NOT EXISTS listed (path_lower TEXT PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
