@@ -88,15 +88,35 @@ public final class BlockCache: @unchecked Sendable {
 
     /// A new temporary file in the cache directory to download a block into.
     public func temporaryFile(for key: String) -> (path: String, fd: Int32)? {
-        // Keys come from content hashes, which the API client checks already; a key that is
-        // anything else must still never become a path outside the cache.
-        guard let dash = key.lastIndex(of: "-"), ServerChecks.isContentHash(String(key[..<dash])),
-              Int64(key[key.index(after: dash)...]) != nil else { return nil }
-        let path = file(key)
-        try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        let temporary = path + ".tmp.\(UInt32.random(in: 0 ... .max))"
-        let fd = open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard Self.isKey(key) else { return nil }
+        let temporary = file(key) + ".tmp.\(UInt32.random(in: 0 ... .max))"
+        let fd = inShard(of: temporary) { open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
         return fd >= 0 ? (temporary, fd) : nil
+    }
+
+    /// Keys come from content hashes, which the API client checks already; a key that is
+    /// anything else must still never become a path outside the cache.
+    private static func isKey(_ key: String) -> Bool {
+        guard let dash = key.lastIndex(of: "-") else { return false }
+        return ServerChecks.isContentHash(String(key[..<dash])) && Int64(key[key.index(after: dash)...]) != nil
+    }
+
+    /// Runs a call that makes an entry in a block's shard folder (`blocks/xx`), making the
+    /// folder first if the call found none (a `createDirectory` before each block was a
+    /// tenth of an upload of small files).
+    private func inShard(of path: String, _ call: () -> Int32) -> Int32 {
+        let result = call()
+        guard result < 0, errno == ENOENT else { return result }
+        mkdir((path as NSString).deletingLastPathComponent, 0o700)
+        return call()
+    }
+
+    /// Makes a file the block `key` by renaming it into place (a done upload's staging file,
+    /// on the same disk); false, having changed nothing, if it cannot.
+    public func adopt(_ key: String, moving path: String, size: Int) -> Bool {
+        guard Self.isKey(key), inShard(of: file(key), { rename(path, file(key)) }) == 0 else { return false }
+        recordAdopted(key, size: size)
+        return true
     }
 
     /// Makes a downloaded temporary file the block `key` (atomically, by rename) and evicts
@@ -106,6 +126,11 @@ public final class BlockCache: @unchecked Sendable {
             unlink(temporary)
             return
         }
+        recordAdopted(key, size: size)
+    }
+
+    /// A block just put in place is counted and evicts past the limit.
+    private func recordAdopted(_ key: String, size: Int) {
         lock.withLock {
             let previous = (try? db.first("SELECT size FROM blocks WHERE key = ?", [.text(key)]) { $0.int(0) }) ?? nil
             try? db.run("INSERT OR REPLACE INTO blocks (key, size, last_used) VALUES (?, ?, ?)",

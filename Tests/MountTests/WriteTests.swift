@@ -254,6 +254,46 @@ struct WriteTests {
         return Int(counted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
     }
 
+    /// A small file's bytes stay in the block cache after its upload (the staging file
+    /// itself becomes the block): read back after a remount, which empties the kernel's
+    /// caches, they cost no download, also after more files were written through the
+    /// staging files' pool since, and a reader holding the file over its upload reads it whole.
+    @Test func smallFilesReadBackFromTheCacheAfterTheirUpload() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let written = try await m.python("""
+                import os
+                M = os.environ["M"]
+                os.mkdir(f"{M}/small")
+                reader = None
+                for i in range(20):
+                    with open(f"{M}/small/f{i}", "wb") as f:
+                        f.write(bytes([i]) * (1000 + i * 997))
+                    if i == 0:
+                        reader = open(f"{M}/small/f0", "rb")
+                os.fsync(os.open(f"{M}/small", os.O_RDONLY))
+                for i in range(20):  # more versions through the pool after the uploads
+                    with open(f"{M}/small/g{i}", "wb") as f:
+                        f.write(b"g" * 5000)
+                os.fsync(os.open(f"{M}/small", os.O_RDONLY))
+                assert reader.read() == bytes([0]) * 1000
+                reader.close()
+                """)
+            #expect(written.status == 0, "\(written.stderr)")
+            _ = try await m.unmount()
+            try await m.emulator.resetStats()
+            try await m.mount()
+            let read = try await m.python("""
+                import os
+                M = os.environ["M"]
+                for i in range(20):
+                    assert open(f"{M}/small/f{i}", "rb").read() == bytes([i]) * (1000 + i * 997), i
+                    assert open(f"{M}/small/g{i}", "rb").read() == b"g" * 5000, i
+                """)
+            #expect(read.status == 0, "\(read.stderr)")
+            #expect(try await m.routeStats()["files/download"]?["requests"] ?? 0 == 0)
+        }
+    }
+
     /// A descriptor opened while the file's bytes were local, still open after their upload,
     /// holds those very bytes: a new descriptor keeps the pages (counted as in
     /// pagesOfAnUploadedFileStayUntilDropboxChangesIt). (The kernel releases a closed
