@@ -60,6 +60,20 @@ extension DropboxFileSystem {
         }
     }
 
+    /// Whether the view shows, at `pathLower`, the new folder made there and not yet sent:
+    /// what an rmdir, or a rename over it, may take back. Not one a pending rename brought
+    /// here, nor anything else shown at the name a pending rename took such a folder from
+    /// (its record keeps that name until the rename is sent: taking it back there removed
+    /// the renamed folder).
+    func showsNewFolderMadeHere(_ pathLower: String) throws -> Bool {
+        guard folders.isPending(pathLower) else { return false }
+        if moves.isEmpty { return true }
+        return try resolving { pending, flight in
+            guard case .newFolder(let record, _, let moved) = origin(of: pathLower, moves: pending, inFlight: flight) else { return false }
+            return !moved && record.pathLower == pathLower
+        }
+    }
+
     /// The node the view shows at a path with no local version while renames are pending;
     /// `remoteOnly` leaves out new folders made at the path itself (not brought by a rename).
     func resolvedNode(_ pathLower: String, remember: Bool = true, remoteOnly: Bool = false) throws -> Node? {

@@ -2,6 +2,16 @@
 /// the mount's and the core's differential suites run them.
 public enum KeptSequences {
     public static let all: [(name: String, operations: [Step])] = [
+        // Mount seed 10812688823093167958, shrunk with DROPBOXFS_DIFF_DROP: a rename over a
+        // file at the name a new folder was renamed away from took that folder back (its
+        // record keeps the old name until the rename is sent): the renamed folder vanished.
+        ("a rename over a name a new folder was renamed away from", [
+            .open(path: 3, mode: Step.OpenMode.all[7]),  // d, RDWR|CREAT|EXCL
+            .mkdir(path: 0),  // a
+            .rename(from: 0, to: 1),  // a → b
+            .open(path: 0, mode: Step.OpenMode.all[3]),  // a, RDWR|CREAT
+            .rename(from: 3, to: 0),  // d → a
+        ]),
         // Seed 8674040872121054176: a rename over a new folder not yet sent took it back
         // without looking inside (renames queued: the folder had not been made first).
         ("a rename over a new folder that is not empty", [
