@@ -69,8 +69,9 @@ extension DropboxFileSystem {
         guard folders.isPending(pathLower) else { return false }
         if moves.isEmpty { return true }
         return try resolving { pending, flight in
-            guard case .newFolder(let record, _, let moved) = origin(of: pathLower, moves: pending, inFlight: flight) else { return false }
-            return !moved && record.pathLower == pathLower
+            // Not moved: the walk came back to this very path, whose record it found.
+            guard case .newFolder(_, _, let moved) = origin(of: pathLower, moves: pending, inFlight: flight) else { return false }
+            return !moved
         }
     }
 
