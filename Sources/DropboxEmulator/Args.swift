@@ -57,7 +57,12 @@ final class Args {
     }
 
     func list(_ key: String) throws -> [JSON] {
-        guard let value = take(key) else { throw failure("missing required field '\(key)'") }
+        guard let items = try optionalList(key) else { throw failure("missing required field '\(key)'") }
+        return items
+    }
+
+    func optionalList(_ key: String) throws -> [JSON]? {
+        guard let value = take(key) else { return nil }
         guard let items = value.arrayValue else { throw failure("'\(key)': expected a list") }
         return items
     }

@@ -287,6 +287,13 @@ enum Schema {
             );
             CREATE INDEX IF NOT EXISTS revisions_id ON revisions(id);
             CREATE INDEX IF NOT EXISTS revisions_blob ON revisions(blob) WHERE blob IS NOT NULL;
+            CREATE TABLE IF NOT EXISTS shared_links (
+                url TEXT PRIMARY KEY,
+                id TEXT NOT NULL,
+                expires INTEGER,
+                created INTEGER NOT NULL
+            );
+            CREATE INDEX IF NOT EXISTS shared_links_id ON shared_links(id);
             CREATE TABLE IF NOT EXISTS upload_sessions (
                 id TEXT PRIMARY KEY,
                 concurrent INTEGER NOT NULL,

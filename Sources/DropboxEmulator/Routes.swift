@@ -84,6 +84,13 @@ enum Routes {
         "files/upload_session/finish_batch_v2": RouteSpec(style: .rpc { try $0.emulator.finishBatch($0, async: false) }),
         "files/upload_session/finish_batch": RouteSpec(style: .rpc { try $0.emulator.finishBatch($0, async: true) }),
         "files/upload_session/finish_batch/check": RouteSpec(style: .rpc { try $0.emulator.checkBatchJob($0) }),
+        "files/list_revisions": RouteSpec(style: .rpc { try $0.emulator.listRevisions($0) }),
+        "files/restore": RouteSpec(style: .rpc { try $0.emulator.restore($0) }),
+        "files/search_v2": RouteSpec(style: .rpc { try $0.emulator.searchV2($0) }),
+        "files/search/continue_v2": RouteSpec(style: .rpc { try $0.emulator.searchContinueV2($0) }),
+        "sharing/create_shared_link_with_settings": RouteSpec(style: .rpc { try $0.emulator.createSharedLink($0) }),
+        "sharing/list_shared_links": RouteSpec(style: .rpc { try $0.emulator.listSharedLinks($0) }),
+        "sharing/revoke_shared_link": RouteSpec(style: .rpc { try $0.emulator.revokeSharedLink($0) }),
     ]
 }
 
