@@ -97,7 +97,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DropboxFSCLITests",
-            dependencies: ["DropboxEmulator", "TestSupport"],
+            dependencies: ["DropboxEmulator", "DropboxAPI", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -15,7 +15,8 @@ struct DropboxFSCommand: AsyncParsableCommand {
             """,
         version: DropboxClient.version,
         subcommands: [AuthCommand.self, AccountCommand.self, ListCommand.self, GetCommand.self, PutCommand.self,
-                      MountCommand.self, UnmountCommand.self, StatusCommand.self, PinCommand.self, UnpinCommand.self]
+                      MountCommand.self, UnmountCommand.self, StatusCommand.self, PinCommand.self, UnpinCommand.self,
+                      RevisionsCommand.self, RestoreCommand.self, ShareCommand.self, UnshareCommand.self, SearchCommand.self]
     )
 
     /// Also serves as the mount helper: mount.fuse3 runs `dropboxfs SOURCE MOUNTPOINT -o OPTIONS`

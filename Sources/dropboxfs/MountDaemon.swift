@@ -84,6 +84,9 @@ struct MountDaemon {
     struct Prepared: Sendable {
         let client: DropboxClient
         let account: KnownAccounts.Known
+        /// The saved account's name the mount was given (nil: the default one, or the token in
+        /// the environment): commands given a path inside the mount use the same credentials.
+        let accountName: String?
         let cacheRoot: String
         let cache: BlockCache
         let fs: DropboxFileSystem
@@ -174,7 +177,7 @@ struct MountDaemon {
             offline = offline ?? "Dropbox is out of reach (\(error)): serving the cached view; changes wait in the queue until it is back"
         }
         try mount.mount(at: mountpoint, options: options.fuse)
-        return Prepared(client: client, account: account, cacheRoot: cacheRoot, cache: cache, fs: fs, mount: mount, watcher: watcher,
+        return Prepared(client: client, account: account, accountName: accountName, cacheRoot: cacheRoot, cache: cache, fs: fs, mount: mount, watcher: watcher,
                         offlineAtStart: offline)
     }
 
@@ -231,6 +234,7 @@ struct StatusReporter: Sendable {
         let pending = prepared.fs.writeBack.pendingSummary(listing: Self.uploadsListed)
         var report: [String: Any] = [
             "mountpoint": mountpoint, "pid": Int(getpid()), "account": prepared.account.email,
+            "account_id": prepared.account.accountID, "account_name": prepared.accountName ?? "",
             "api": prepared.client.endpoints.api, "cache_dir": prepared.cacheRoot,
             "cache_bytes": cache.size, "cache_limit": cache.limit, "cache_hit_rate": cache.hitRate,
             "downloaded_bytes": prepared.fs.reader.bytesDownloaded, "requests": prepared.client.transport.requestCount,

@@ -58,4 +58,20 @@ public enum Routes {
     /// the caller settles each move by looking, as it does a `move_v2`'s.
     public static let moveBatch = Route<MoveBatchArgument, MoveBatchLaunch, NoRouteError>("files/move_batch_v2", retry: .notProcessed)
     public static let moveBatchCheck = Route<AsyncJobArgument, MoveBatchJobStatus, NoRouteError>("files/move_batch/check_v2")
+
+    // history and search
+    public static let listRevisions = Route<ListRevisionsArgument, ListRevisionsResult, ListRevisionsError>("files/list_revisions")
+    /// A repeated restore finds the content in place: nothing changes twice.
+    public static let restore = Route<RestoreArgument, FileMetadata, RestoreError>("files/restore")
+    public static let search = Route<SearchArgument, SearchResult, SearchError>("files/search_v2")
+    public static let searchContinue = Route<CursorArgument, SearchResult, SearchError>("files/search/continue_v2")
+
+    // shared links
+    /// Repeated after an unknown outcome, it answers `shared_link_already_exists` with the link.
+    public static let createSharedLink = Route<CreateSharedLinkArgument, SharedLink, CreateSharedLinkError>(
+        "sharing/create_shared_link_with_settings")
+    public static let listSharedLinks = Route<ListSharedLinksArgument, ListSharedLinksResult, ListSharedLinksError>(
+        "sharing/list_shared_links")
+    public static let revokeSharedLink = Route<RevokeSharedLinkArgument, NoResult, RevokeSharedLinkError>(
+        "sharing/revoke_shared_link", retry: .notProcessed)
 }
