@@ -8,6 +8,7 @@ extension DropboxFileSystem {
     /// create(2) / open with O_CREAT of a new name: an empty local version, open for writing.
     public func create(parent: UInt64, name: String, exclusive: Bool) async throws -> (inode: UInt64, node: Node, handle: UInt64) {
         if options.readOnly { throw FSError.readOnly }
+        try refuseInHistory(parent)
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
         try await ensureListed(folder.pathLower)
@@ -17,6 +18,7 @@ extension DropboxFileSystem {
     /// `create` when the folder is listed already (nothing to ask Dropbox); nil otherwise.
     public func createWithoutWaiting(parent: UInt64, name: String, exclusive: Bool) throws -> (inode: UInt64, node: Node, handle: UInt64)? {
         if options.readOnly { throw FSError.readOnly }
+        try refuseInHistory(parent)
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
         guard try isListed(folder.pathLower) else { return nil }
@@ -69,6 +71,7 @@ extension DropboxFileSystem {
     /// that revision (Dropbox changes `client_modified` only with new content): this mount
     /// shows it across remounts; other clients see the upload's time (doc/SEMANTICS.md).
     public func setAttributes(_ inode: UInt64, handle: UInt64?, size: Int64?, modified: timespec?) async throws -> Node {
+        try refuseInHistory(inode)
         guard let size else { return try setAttributesWithoutWaiting(inode, modified: modified) }
         let current = try node(inode)
         if options.readOnly { throw FSError.readOnly }
@@ -91,6 +94,7 @@ extension DropboxFileSystem {
     /// setattr without a size (times; mode and owner are not kept): nothing to wait for, so
     /// answered on the FUSE thread (`tar x` sets every file's time after writing it).
     public func setAttributesWithoutWaiting(_ inode: UInt64, modified: timespec?) throws -> Node {
+        try refuseInHistory(inode)
         let current = try node(inode)
         if modified != nil && options.readOnly { throw FSError.readOnly }
         try setModified(current, attached: inodes.path(of: inode) != nil, to: modified)

@@ -54,6 +54,8 @@ public final class DropboxFileSystem: Sendable {
     let pinState = Mutex(PinProgress())
     /// Every open file handle (one table: the write-back moves handles between versions in it).
     let openFiles = OpenFiles()
+    /// The read-only history views (`HistoryPath`): what they last fetched.
+    let history = HistoryViews()
     /// Folders open through opendir, with how many times: their node outlives their name.
     private let openFolders = Mutex<[UInt64: (node: Node, count: Int)]>([:])
     let pages: KernelPages
@@ -118,6 +120,11 @@ public final class DropboxFileSystem: Sendable {
     public func openDirectory(_ inode: UInt64) async throws -> [Node] {
         let folder = try node(inode)
         guard folder.isFolder else { throw FSError.notDirectory }
+        if history.inUse, HistoryPath.isInView(folder.pathLower) {
+            let children = try await historyChildren(folder.pathLower).map(\.attributesOnly)
+            openFolders.withLock { $0[inode] = (folder, ($0[inode]?.count ?? 0) + 1) }
+            return children
+        }
         try await ensureListed(folder.pathLower)
         return try openListedDirectory(inode, folder)
     }
@@ -128,6 +135,7 @@ public final class DropboxFileSystem: Sendable {
     public func openDirectoryWithoutWaiting(_ inode: UInt64) throws -> [Node]? {
         let folder = try node(inode)
         guard folder.isFolder else { throw FSError.notDirectory }
+        if history.inUse, HistoryPath.isInView(folder.pathLower) { return nil }  // asks Dropbox
         guard try isListed(folder.pathLower) else { return nil }
         return try openListedDirectory(inode, folder)
     }
@@ -160,6 +168,7 @@ public final class DropboxFileSystem: Sendable {
 
     /// `remember: false` for a one-off question (see `MetadataStore.node`).
     func node(at pathLower: String, remember: Bool = true) throws -> Node? {
+        if history.inUse, HistoryPath.isInView(pathLower) { return history.node(pathLower) }
         if let local = writeBack.overlay(pathLower) { return local }
         if !moves.isEmpty { return try resolvedNode(pathLower, remember: remember) }
         return try remoteNode(pathLower, remember: remember) ?? folders.node(pathLower)
@@ -200,7 +209,8 @@ public final class DropboxFileSystem: Sendable {
     /// when Dropbox must be asked.
     public func cachedLookup(parent: UInt64, name: String) throws -> (UInt64, Node)? {
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
-        guard let parentPath = inodes.path(of: parent), try isListed(parentPath) else { return nil }
+        guard let parentPath = inodes.path(of: parent), !isHistoryLookup(parentLower: parentPath, name: name),
+              try isListed(parentPath) else { return nil }
         guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
         return (inodes.inode(for: node.pathLower), node)
     }
@@ -208,6 +218,10 @@ public final class DropboxFileSystem: Sendable {
     public func lookup(parent: UInt64, name: String) async throws -> (UInt64, Node) {
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
         guard let parentPath = inodes.path(of: parent) else { throw FSError.notFound }
+        if isHistoryLookup(parentLower: parentPath, name: name) {
+            let node = try await historyLookup(parentLower: parentPath, name: name)
+            return (inodes.inode(for: node.pathLower), node)
+        }
         try await ensureListed(parentPath)
         guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
         return (inodes.inode(for: node.pathLower), node)
@@ -297,12 +311,14 @@ public final class DropboxFileSystem: Sendable {
         attributes.st_ino = UInt(inode)
         attributes.st_uid = options.uid
         attributes.st_gid = options.gid
+        // The history views are read-only: no write bits.
+        let umask = history.inUse && HistoryPath.isInView(node.pathLower) ? options.umask | 0o222 : options.umask
         if node.isFolder {
-            attributes.st_mode = S_IFDIR | (0o777 & ~options.umask)
+            attributes.st_mode = S_IFDIR | (0o777 & ~umask)
             attributes.st_nlink = 2
             attributes.st_size = 4096
         } else {
-            attributes.st_mode = S_IFREG | (0o666 & ~options.umask)
+            attributes.st_mode = S_IFREG | (0o666 & ~umask)
             attributes.st_nlink = 1
             attributes.st_size = Int(node.size)
             attributes.st_blocks = Int((node.size + 511) / 512)
@@ -322,6 +338,7 @@ public final class DropboxFileSystem: Sendable {
     /// at the last open).
     public func open(_ inode: UInt64, writable: Bool, truncate: Bool = false) throws -> (handle: UInt64, keepCache: Bool, directIO: Bool) {
         if writable && options.readOnly { throw FSError.readOnly }
+        if writable { try refuseInHistory(inode) }
         var file = try node(inode)
         if file.isFolder { throw FSError.isDirectory }
         let handle = openFiles.open(inode: inode, node: file)
@@ -500,12 +517,28 @@ public final class DropboxFileSystem: Sendable {
         return (node.isFolder ? ["user.dropbox.id"] : Self.xattrNames) + pinned
     }
 
+    /// The shared link a file or folder has on Dropbox (`dropboxfs share` makes one); absent
+    /// when it has none. Asked of Dropbox each time, so not listed by listxattr: `getfattr
+    /// -d`, `cp -a` and `rsync -X` would otherwise ask for every file they walk.
+    public static let sharedLinkAttribute = "user.dropbox.shared_link"
+
+    public func sharedLink(_ inode: UInt64) async throws -> [UInt8] {
+        let node = try node(inode)
+        guard !node.pathLower.isEmpty, !HistoryPath.isInView(node.pathLower), try remoteNode(node.pathLower) != nil else {
+            throw FSError.noAttribute  // the root, a view, or not on Dropbox yet: no link
+        }
+        let path = try dropboxPath(node.parentLower) + "/" + node.name
+        guard let link = try await client.existingSharedLink(for: path) else { throw FSError.noAttribute }
+        return Array(link.url.utf8)
+    }
+
     /// `1` on a pinned file or folder (itself or through a folder above); absent otherwise.
     /// The one attribute that can be set: `1` pins, `0` or removing it unpins.
     public static let pinnedAttribute = "user.dropbox.pinned"
 
     /// setxattr: only `user.dropbox.pinned` (`1` or `0`); Dropbox keeps no other attributes.
     public func setExtendedAttribute(_ inode: UInt64, name: String, value: [UInt8]) throws {
+        try refuseInHistory(inode)
         guard name == Self.pinnedAttribute else { throw FSError.notSupported }
         switch String(decoding: value, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) {
         case "1": try setPinned(inode, true)
@@ -515,6 +548,7 @@ public final class DropboxFileSystem: Sendable {
     }
 
     public func removeExtendedAttribute(_ inode: UInt64, name: String) throws {
+        try refuseInHistory(inode)
         guard name == Self.pinnedAttribute else { throw FSError.notSupported }
         try setPinned(inode, false)
     }

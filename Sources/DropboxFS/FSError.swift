@@ -212,3 +212,34 @@ extension UploadSessionFinishError: RouteErrorMapping {
         }
     }
 }
+
+extension ListRevisionsError: RouteErrorMapping {
+    public var fsError: FSError {
+        switch self {
+        case .path(let lookupError): return lookupError.fsError
+        case .other(let tag): return .io(tag)
+        }
+    }
+}
+
+extension RestoreError: RouteErrorMapping {
+    public var fsError: FSError {
+        switch self {
+        case .pathLookup(let lookupError): return lookupError.fsError
+        case .pathWrite(let writeError): return writeError.fsError
+        case .invalidRevision: return .notFound
+        case .inProgress: return .tryAgain
+        case .other(let tag): return .io(tag)
+        }
+    }
+}
+
+extension ListSharedLinksError: RouteErrorMapping {
+    public var fsError: FSError {
+        switch self {
+        case .path(let lookupError): return lookupError.fsError
+        case .reset: return .io("shared links cursor reset")
+        case .other(let tag): return .io(tag)
+        }
+    }
+}

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CFuseShim
 import DropboxAPI
 import Foundation
 
@@ -65,6 +66,7 @@ struct RestoreCommand: AsyncParsableCommand {
                 chosen = history.entries[index].rev
             }
             let restored = try await client.rpc(Routes.restore, RestoreArgument(path: target.remote, rev: chosen!))
+            if target.mount != nil { await MountedRevision.awaitShown(restored.rev, at: path) }
             print("restored \(target.shown(restored.pathDisplay ?? target.remote)) to the version of \(restored.clientModified) "
                   + "(\(restored.size) bytes), now rev \(restored.rev)")
         }
@@ -75,4 +77,23 @@ struct RestoreCommand: AsyncParsableCommand {
 func printJSON(_ object: [String: Any]) {
     guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
     print(String(decoding: data, as: UTF8.self))
+}
+
+/// Waits until a mount shows a revision Dropbox just made (its change feed brings it within
+/// a second or two), so what the user reads next is the restored file. Gives up quietly after
+/// `patience`, or at once on a mount without extended attributes (-o noxattr).
+enum MountedRevision {
+    static let patience: Duration = .seconds(30)
+
+    static func awaitShown(_ rev: String, at path: String) async {
+        let deadline = ContinuousClock.now + patience
+        while ContinuousClock.now < deadline {
+            var buffer = [UInt8](repeating: 0, count: 64)
+            let length = getxattr(path, "user.dropbox.rev", &buffer, buffer.count)
+            if length < 0 && errno == ENOTSUP { return }
+            if length > 0 && String(decoding: buffer[..<length], as: UTF8.self) == rev { return }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        FileHandle.standardError.write(Data("dropboxfs restore: the mount does not show the restored version yet; it will shortly\n".utf8))
+    }
 }

@@ -19,8 +19,22 @@ struct TargetPath {
         let accountName: String?
         let api: String?
 
-        /// The mount path of a Dropbox path inside this mount.
-        func local(_ remote: String) -> String { mountpoint + remote }
+        /// The mount path of a Dropbox path inside this mount. Dropbox promises the casing of
+        /// a `path_display`'s last component only, and names in the mount are case-sensitive:
+        /// a folder above that is not found as cased is looked for by its folded name.
+        func local(_ remote: String) -> String {
+            let direct = mountpoint + remote
+            var parent = (direct as NSString).deletingLastPathComponent
+            if access(parent, F_OK) == 0 { return direct }
+            parent = mountpoint
+            let parts = remote.split(separator: "/").map(String.init)
+            for part in parts.dropLast() {
+                if access(parent + "/" + part, F_OK) == 0 { parent += "/" + part; continue }
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: parent)) ?? []
+                parent += "/" + (names.first { CaseFolding.fold($0) == CaseFolding.fold(part) } ?? part)
+            }
+            return parent + "/" + (parts.last ?? "")
+        }
     }
 
     /// How a Dropbox path is shown: as the mount's path when the target was one.

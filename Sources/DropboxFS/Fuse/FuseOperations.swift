@@ -254,8 +254,12 @@ enum FuseOperations {
         ops.getxattr = { req, ino, name, size in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
+            let name = String(cString: name!)
+            if name == DropboxFileSystem.sharedLinkAttribute {
+                return mount.answerLater(request) { mount.replyXattr(request, try await mount.fs.sharedLink(UInt64(ino)), size: size) }
+            }
             do {
-                let value = try mount.fs.extendedAttribute(UInt64(ino), name: String(cString: name!))
+                let value = try mount.fs.extendedAttribute(UInt64(ino), name: name)
                 mount.replyXattr(request, value, size: size)
             } catch {
                 request.fail(error)
