@@ -16,6 +16,9 @@ enum APIFailure: Error {
     case server(status: Int)
     /// 404 for a path that is not a route.
     case unknownRoute(String)
+    /// 422: the `Dropbox-API-Path-Root` header names a root the account cannot use
+    /// (`PathRootError`: `invalid_root` with the account's root info, or `no_permission`).
+    case pathRoot(JSON)
 
     /// `error_summary` as Dropbox writes it: the chain of tags, then `/...`.
     static func summary(of value: JSON) -> String {

@@ -29,6 +29,12 @@ public struct EmulatorConfiguration: Sendable {
     public var quota: Int64 = 2 << 40
     public var faults: [String] = []
     public var eventLoopThreads = 2
+    /// The account is a team member's, with a team space (`TeamSpace`): seeds go into the
+    /// member's home folder, and `Dropbox-API-Path-Root` picks the home, the root or a folder.
+    public var team = false
+    /// Team-wide tokens: each request must name the member it acts for
+    /// (`Dropbox-API-Select-User: TeamSpace.memberID`).
+    public var teamTokens: [String] = []
 
     public init(dataDirectory: URL) { self.dataDirectory = dataDirectory }
 }
@@ -58,8 +64,15 @@ public final class Emulator: Sendable {
         let namespace = try Namespace(directory: configuration.dataDirectory, quota: configuration.quota)
         for token in configuration.tokens { try namespace.addLongLivedToken(token) }
         if namespace.currentSeq == 0 {
-            for spec in configuration.seeds { try Seeder(spec: spec).seed(namespace) }
+            var base = DropboxPath.root
+            if configuration.team {
+                for folder in [TeamSpace.homeFolder, TeamSpace.sharedFolder] { _ = try namespace.createFolder(folder, autorename: false) }
+                base = TeamSpace.homeFolder
+            }
+            for spec in configuration.seeds { try Seeder(spec: spec).seed(namespace, under: base) }
         }
+        // Members write inside the team folders only, never at the team space's top.
+        if configuration.team { namespace.protectTopLevel() }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
         let box = EmulatorBox()
         let listener: Listener
@@ -156,6 +169,9 @@ public final class Emulator: Sendable {
         }
         let token = spec.needsAuth ? try authenticate(head, query: query, route: route) : nil
         let call = RouteCall(emulator: self, route: route, token: token, exchange: exchange)
+        let scope = spec.needsAuth
+            ? try PathRootScope.of(header: head.headers.first(name: "Dropbox-API-Path-Root"), team: configuration.team, route: route)
+            : .none
 
         switch spec.style {
         case .rpc(let handler):
@@ -163,21 +179,21 @@ public final class Emulator: Sendable {
             if !bytes.isEmpty || head.headers.first(name: "Content-Type") != nil {
                 try Self.requireContentType(head, oneOf: ["application/json", "text/plain; charset=dropbox-cors-hack"], route: route)
             }
-            call.argument = try Self.parseArgument(bytes.isEmpty ? [] : bytes, route: route)
-            try await exchange.writer.sendJSON(told(try await handler(call), by: decision.lie))
+            call.argument = scope.inbound(try Self.parseArgument(bytes.isEmpty ? [] : bytes, route: route), route: route)
+            try await exchange.writer.sendJSON(told(scope.outbound(try await handler(call)), by: decision.lie))
         case .upload(let handler):
             try Self.requireContentType(head, oneOf: ["application/octet-stream"], route: route)
-            call.argument = try Self.headerArgument(head, query: query, route: route)
-            try await exchange.writer.sendJSON(told(try await handler(call), by: decision.lie))
+            call.argument = scope.inbound(try Self.headerArgument(head, query: query, route: route), route: route)
+            try await exchange.writer.sendJSON(told(scope.outbound(try await handler(call)), by: decision.lie))
         case .download(let handler):
             // Dropbox refuses a Content-Type here, e.g. the form type some HTTP libraries add.
             if let type = head.headers.first(name: "Content-Type"), !type.isEmpty, !type.lowercased().hasPrefix("text/plain") {
                 try Self.requireContentType(head, oneOf: ["text/plain"], route: route)
             }
-            call.argument = try Self.headerArgument(head, query: query, route: route)
+            call.argument = scope.inbound(try Self.headerArgument(head, query: query, route: route), route: route)
             _ = try await exchange.body.drained()
             var download = try await handler(call)
-            download.result = told(download.result, by: decision.lie)
+            download.result = told(scope.outbound(download.result), by: decision.lie)
             try await sendDownload(download, lie: decision.lie, exchange)
         }
     }
@@ -193,6 +209,13 @@ public final class Emulator: Sendable {
         let parts = header.split(separator: " ", maxSplits: 1).map(String.init)
         guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else {
             throw APIFailure.badInput("Error in call to API function \"\(route)\": Invalid authorization value in HTTP header \"Authorization\": \"\(parts.first ?? "")…\". Expecting \"Bearer <oauth2-access-token>\".")
+        }
+        if configuration.teamTokens.contains(parts[1]) {
+            // A team-wide token acts for one member, named in every request.
+            guard head.headers.first(name: "Dropbox-API-Select-User") == TeamSpace.memberID else {
+                throw APIFailure.badInput("Error in call to API function \"\(route)\": This API function operates on a single Dropbox account, but the OAuth 2 access token you provided is for an entire Dropbox Business team. Since your API app key has team member file access permissions, you can operate on a team member's Dropbox by providing the \"Dropbox-API-Select-User\" HTTP header or \"select_user\" URL parameter to specify the exact user <https://www.dropbox.com/developers/documentation/http/teams>.")
+            }
+            return parts[1]
         }
         switch namespace.checkAccessToken(parts[1]) {
         case .valid: return parts[1]

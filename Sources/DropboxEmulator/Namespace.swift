@@ -34,6 +34,8 @@ final class Namespace: @unchecked Sendable {
     var refusedNames: Set<String> = []
     /// Revisions handed out in the current write.
     private var revisionsInSeq = 0
+    /// Nothing may be written directly under the root (a team space's top: `TeamSpace`).
+    private var topLevelProtected = false
 
     // `isDirectory` given: without it Foundation asks the disk (a stat per call, a tenth of
     // the emulator's CPU in a batch of small uploads).
@@ -184,7 +186,12 @@ final class Namespace: @unchecked Sendable {
         }
     }
 
+    /// From now on a write that would add, change or remove an entry of the root itself
+    /// fails with `no_write_permission`, and its transaction changes nothing.
+    func protectTopLevel() { locked { topLevelProtected = true } }
+
     func upsertLocked(_ entry: Entry) throws {
+        if topLevelProtected && entry.path.parent.isRoot { throw NamespaceFailure.write(.noWritePermission) }
         try db.run("INSERT OR REPLACE INTO entries (path_lower, parent_lower, \(Entry.columns)) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                    entry.sqlValues)
     }

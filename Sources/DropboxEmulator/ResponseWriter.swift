@@ -65,6 +65,9 @@ final class ResponseWriter {
                 ("error", .object([("reason", .tagged(reason)), ("retry_after", .int(Int64(retryAfter)))])),
             ])
             try await sendJSON(body, status: .tooManyRequests, headers: [("Retry-After", String(retryAfter))])
+        case .pathRoot(let error):
+            try await sendJSON(.object([("error_summary", .string(APIFailure.summary(of: error))), ("error", error)]),
+                               status: HTTPResponseStatus(statusCode: 422))
         case .server(let status):
             try await sendText(status == 503 ? "Service unavailable (injected fault)" : "Internal server error (injected fault)",
                                status: HTTPResponseStatus(statusCode: status))

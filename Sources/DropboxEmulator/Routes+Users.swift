@@ -20,11 +20,8 @@ extension Emulator {
             ("locale", .string("en")),
             ("referral_link", .string("http://127.0.0.1/referrals/emulator")),
             ("is_paired", .bool(false)),
-            ("account_type", .tagged("basic")),
-            ("root_info", .tagged("user", [
-                ("root_namespace_id", .string("1000")),
-                ("home_namespace_id", .string("1000")),
-            ])),
+            ("account_type", .tagged(configuration.team ? "business" : "basic")),
+            ("root_info", TeamSpace.rootInfo(team: configuration.team)),
         ])
     }
 

@@ -56,8 +56,9 @@ struct Seeder {
         }
     }
 
-    func seed(_ namespace: Namespace) throws {
-        var plan = SeedPlan(namespace: namespace)
+    /// Writes the sample files, every path under `base` (a team member's home folder).
+    func seed(_ namespace: Namespace, under base: DropboxPath = .root) throws {
+        var plan = SeedPlan(namespace: namespace, base: base)
         if demo {
             plan.demoTree()
         } else {
@@ -87,12 +88,21 @@ public enum ByteCount {
 /// Collects folders and files, writes their blobs, then inserts all rows at once.
 private struct SeedPlan {
     let namespace: Namespace
+    /// Put in front of every path at `commit`.
+    let base: DropboxPath
     var folders: [DropboxPath] = []
     var files: [(DropboxPath, blob: String?, size: Int64, hash: String)] = []
     var blobsByKey: [String: (String, String)] = [:]
     var failure: (any Error)?
 
-    init(namespace: Namespace) { self.namespace = namespace }
+    init(namespace: Namespace, base: DropboxPath) {
+        self.namespace = namespace
+        self.base = base
+    }
+
+    private func based(_ path: DropboxPath) -> DropboxPath {
+        base.isRoot ? path : path.isRoot ? base : DropboxPath(display: base.display + path.display)
+    }
 
     mutating func tree(under root: DropboxPath, files count: Int, dirs: Int, depth: Int, size: Int64, unicode: Bool) {
         var level = [root]
@@ -219,10 +229,11 @@ private struct SeedPlan {
                     }
                     _ = try namespace.insertFolderLocked(path, seq: seq)
                 }
-                for path in folders { try folder(path) }
+                for path in folders { try folder(based(path)) }
                 for file in files {
-                    try folder(file.0.parent)
-                    var entry = Entry(path: file.0, id: Identifiers.fileID(), isFolder: false)
+                    let path = based(file.0)
+                    try folder(path.parent)
+                    var entry = Entry(path: path, id: Identifiers.fileID(), isFolder: false)
                     entry.size = file.size
                     entry.contentHash = file.hash
                     entry.blob = file.blob

@@ -59,6 +59,12 @@ struct DropboxEmulatorCommand: AsyncParsableCommand {
     @Option(name: .customLong("fault"), help: "A fault to inject (repeatable); see the spec list above.")
     var faults: [String] = []
 
+    @Flag(help: "A team member's account: a team space with the member's home folder ('/Emma Ulator', where seeds go) and a shared team folder ('/Team Shared'); Dropbox-API-Path-Root picks the root.")
+    var team = false
+
+    @Option(name: .customLong("team-token"), help: "A team-wide token (repeatable): requests must name the member with Dropbox-API-Select-User: \(TeamSpace.memberID).")
+    var teamTokens: [String] = []
+
     func run() async throws {
         var configuration = EmulatorConfiguration(dataDirectory: URL(fileURLWithPath: data, isDirectory: true))
         configuration.host = host
@@ -69,6 +75,8 @@ struct DropboxEmulatorCommand: AsyncParsableCommand {
         configuration.longpollMaxWait = longpollMaxWait
         configuration.quota = quota
         configuration.faults = faults
+        configuration.team = team
+        configuration.teamTokens = teamTokens
 
         let emulator: Emulator
         do {
