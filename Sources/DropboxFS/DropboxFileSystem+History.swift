@@ -7,11 +7,16 @@ import Foundation
 /// `deleted/`, which restores it (`files/restore`).
 extension DropboxFileSystem {
     /// EROFS for an inode of a view (what the write paths ask first).
-    func refuseInHistory(_ inodes: UInt64...) throws {
+    func refuseInHistory(_ inode: UInt64) throws {
         guard history.inUse else { return }
-        for inode in inodes {
-            if let path = self.inodes.path(of: inode), HistoryPath.isInView(path) { throw FSError.readOnly }
-        }
+        if let path = inodes.path(of: inode), HistoryPath.isInView(path) { throw FSError.readOnly }
+    }
+
+    /// What adds, removes or renames an entry of `folder` asks first: EROFS in a view,
+    /// EACCES at the top of a team space (`Options.protectedTop`).
+    func refuseChanges(in folder: UInt64) throws {
+        try refuseInHistory(folder)
+        if options.protectedTop && folder == InodeTable.root { throw FSError.accessDenied }
     }
 
     /// Whether a lookup must go to the views (answered in a task: it may ask Dropbox).

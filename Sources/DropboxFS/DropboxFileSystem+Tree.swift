@@ -17,7 +17,7 @@ extension DropboxFileSystem {
     /// `FolderSender` sends it (after any removal pending at its name).
     public func makeDirectory(parent: UInt64, name: String) async throws -> (UInt64, Node) {
         if options.readOnly { throw FSError.readOnly }
-        try refuseInHistory(parent)
+        try refuseChanges(in: parent)
         let parentPath = try await listedFolder(parent)
         try Self.checkName(name)
         if try childIgnoringCase(of: parentPath, named: name) != nil { throw FSError.exists }
@@ -34,7 +34,7 @@ extension DropboxFileSystem {
     /// name is gone from the view at once, and from Dropbox when `DeleteSender` sends it.
     public func remove(parent: UInt64, name: String, folder: Bool) async throws {
         if options.readOnly { throw FSError.readOnly }
-        try refuseInHistory(parent)
+        try refuseChanges(in: parent)
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
         let parentPath = try await listedFolder(parent)
         guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
@@ -61,7 +61,7 @@ extension DropboxFileSystem {
     /// `createWithoutWaiting` is (`rm -r` is an unlink or rmdir per entry).
     public func removeWithoutWaiting(parent: UInt64, name: String, folder isFolder: Bool) throws -> Bool {
         if options.readOnly { throw FSError.readOnly }
-        try refuseInHistory(parent)
+        try refuseChanges(in: parent)
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
@@ -140,6 +140,8 @@ extension DropboxFileSystem {
             if HistoryPath.isInView(from) { return try await restoreDeleted(fromLower: from, name: name, toParent: to, newName: newName) }
             try refuseInHistory(newParent)
         }
+        try refuseChanges(in: parent)
+        try refuseChanges(in: newParent)
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
         let fromParent = try await listedFolder(parent)
         let toParent = try await listedFolder(newParent)

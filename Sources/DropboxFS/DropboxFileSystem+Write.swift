@@ -8,7 +8,7 @@ extension DropboxFileSystem {
     /// create(2) / open with O_CREAT of a new name: an empty local version, open for writing.
     public func create(parent: UInt64, name: String, exclusive: Bool) async throws -> (inode: UInt64, node: Node, handle: UInt64) {
         if options.readOnly { throw FSError.readOnly }
-        try refuseInHistory(parent)
+        try refuseChanges(in: parent)
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
         try await ensureListed(folder.pathLower)
@@ -18,7 +18,7 @@ extension DropboxFileSystem {
     /// `create` when the folder is listed already (nothing to ask Dropbox); nil otherwise.
     public func createWithoutWaiting(parent: UInt64, name: String, exclusive: Bool) throws -> (inode: UInt64, node: Node, handle: UInt64)? {
         if options.readOnly { throw FSError.readOnly }
-        try refuseInHistory(parent)
+        try refuseChanges(in: parent)
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
         guard try isListed(folder.pathLower) else { return nil }

@@ -23,6 +23,9 @@ public final class DropboxFileSystem: Sendable {
         /// `-o max_inodes=N`: inodes the kernel may hold before the mount asks it to drop
         /// the longest-known files' (about 200 bytes of the daemon's memory each).
         public var inodeLimit = 100_000
+        /// Mounted at a team space's root, where members may not add, remove or rename
+        /// anything: changes of the top folder's entries are EACCES (its folders are writable).
+        public var protectedTop = false
         public init() {}
     }
 
@@ -312,7 +315,8 @@ public final class DropboxFileSystem: Sendable {
         attributes.st_uid = options.uid
         attributes.st_gid = options.gid
         // The history views are read-only: no write bits.
-        let umask = history.inUse && HistoryPath.isInView(node.pathLower) ? options.umask | 0o222 : options.umask
+        let readOnly = (history.inUse && HistoryPath.isInView(node.pathLower)) || (options.protectedTop && node.pathLower.isEmpty)
+        let umask = readOnly ? options.umask | 0o222 : options.umask
         if node.isFolder {
             attributes.st_mode = S_IFDIR | (0o777 & ~umask)
             attributes.st_nlink = 2

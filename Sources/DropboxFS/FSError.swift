@@ -94,7 +94,7 @@ extension CallError: FSErrorConvertible where RouteError: RouteErrorMapping {
             if case .io = mapped { return .io("\(summary) (request id \(id ?? "?"))") }
             return mapped
         case .badInput(let message, let id): return .io("bad request: \(message) (request id \(id ?? "?"))")
-        case .auth, .access: return .accessDenied
+        case .auth, .access, .pathRoot: return .accessDenied
         case .rateLimited: return .tryAgain
         case .server, .http: return .io(description)
         case .client(.cancelled): return .interrupted

@@ -66,6 +66,9 @@ struct AuthCommand: AsyncParsableCommand {
         @Option(help: "API base URL (default: Dropbox).")
         var apiURL: String?
 
+        @Option(help: "For a team-wide token (a team admin's, with member file access): the member to act for (dbmid:…), sent as Dropbox-API-Select-User.")
+        var member: String?
+
         func validate() throws {
             if (accessToken == nil) == (refreshToken == nil) {
                 throw ValidationError("give exactly one of --access-token or --refresh-token")
@@ -83,15 +86,21 @@ struct AuthCommand: AsyncParsableCommand {
                 let refreshToken = try token(self.refreshToken)
                 let endpoints = try Endpoints.fromEnvironment(apiURL)
                 var saved = AccountStore.Account(apiURL: apiURL, accessToken: accessToken, refreshToken: refreshToken,
-                                                 appKey: appKey, appSecret: appSecret)
+                                                 appKey: appKey, appSecret: appSecret, member: member)
                 let transport = CurlTransport(userAgent: DropboxClient.userAgent)
                 let tokens: any AccessTokenProvider = refreshToken.map {
                     RefreshingAccessToken(state: .init(accessToken: nil, expiresAt: nil, refreshToken: $0, appKey: appKey!, appSecret: appSecret),
                                           oauth: OAuthClient(endpoints: endpoints, transport: transport))
                 } ?? StaticAccessToken(accessToken!)
                 // Check the token before saving it.
-                let client = DropboxClient(endpoints: endpoints, tokens: tokens, transport: transport)
-                saved.email = try await client.rpc(Routes.getCurrentAccount, NoArgument()).email
+                let client = DropboxClient(endpoints: endpoints, tokens: tokens, transport: transport, selectUser: member)
+                do {
+                    saved.email = try await client.rpc(Routes.getCurrentAccount, NoArgument()).email
+                } catch let error as CallError<NoRouteError> {
+                    // Dropbox's long answer to a team-wide token that names no member.
+                    guard member == nil, case .badInput(let message, _) = error, message.contains("Dropbox-API-Select-User") else { throw error }
+                    throw ClientError.local("this is a team-wide token: give --member dbmid:… (the team member whose files to use)")
+                }
                 try AccountStore().save(account, saved)
                 print("Saved account '\(account)' (\(saved.email ?? "?")).")
             }

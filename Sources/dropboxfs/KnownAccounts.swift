@@ -10,6 +10,9 @@ struct KnownAccounts {
     struct Known: Codable, Equatable {
         var accountID: String
         var email: String
+        /// The account's namespaces (absent in files written before team spaces were known):
+        /// a mount started offline picks the same root, and so the same cache.
+        var rootInfo: RootInfo?
     }
 
     let file: String

@@ -13,7 +13,8 @@ struct MountCommand: AsyncParsableCommand {
             background until 'dropboxfs unmount MOUNTPOINT'.
 
             -o takes FUSE options (allow_other, ro, …) and ours: account=NAME, api_url=URL, \
-            cache_dir=DIR, cache_size=SIZE, uid=, gid=, umask=. fstab:
+            cache_dir=DIR, cache_size=SIZE, uid=, gid=, umask=, noxattr, max_inodes=N, \
+            root=home|team|ns:ID (default: a team member's team space, else the home). fstab:
               work  /mnt/dropbox  fuse.dropboxfs  _netdev,x-systemd.automount,allow_other  0 0
             """
     )

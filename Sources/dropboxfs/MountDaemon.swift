@@ -87,6 +87,8 @@ struct MountDaemon {
         /// The saved account's name the mount was given (nil: the default one, or the token in
         /// the environment): commands given a path inside the mount use the same credentials.
         let accountName: String?
+        /// `MountRoot.Resolved.name`: which namespace the mount shows.
+        let root: String
         let cacheRoot: String
         let cache: BlockCache
         let fs: DropboxFileSystem
@@ -114,18 +116,18 @@ struct MountDaemon {
     private func prepare(_ mountpoint: String) async throws -> Prepared {
         let options = try MountOptions(command.options)
         let accountName = command.accountArgument ?? options.account
-        let client = try AccountStore().client(account: accountName, apiURL: command.apiURL ?? options.apiURL)
+        let accountClient = try AccountStore().client(account: accountName, apiURL: command.apiURL ?? options.apiURL)
         let base = command.cacheDir ?? options.cacheDir ?? Self.defaultCacheDirectory()
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let known = KnownAccounts(cacheBase: base)
-        let key = KnownAccounts.key(api: client.endpoints.api, accountName: accountName)
+        let key = KnownAccounts.key(api: accountClient.endpoints.api, accountName: accountName)
         // Fails here, before anything is mounted, on a bad token; out of reach, the account
         // is the one these credentials had last time, if its cache is there to serve.
         let account: KnownAccounts.Known
         var offline: String?
         do {
-            let full = try await client.rpc(Routes.getCurrentAccount, NoArgument())
-            account = KnownAccounts.Known(accountID: full.accountId, email: full.email)
+            let full = try await accountClient.rpc(Routes.getCurrentAccount, NoArgument())
+            account = KnownAccounts.Known(accountID: full.accountId, email: full.email, rootInfo: full.rootInfo)
             try? known.record(key, account)
         } catch where ErrnoMapping.fsError(error) == .networkUnreachable {
             guard let remembered = known.lookup(key) else {
@@ -145,7 +147,12 @@ struct MountDaemon {
             throw ClientError.local("no such directory")
         }
 
-        let cacheRoot = base + "/" + Self.sanitize(account.accountID)
+        // Which namespace the mount shows: every request carries it, and each has its own cache.
+        let root = try MountRoot.resolve(options.root, info: account.rootInfo)
+        let client = accountClient.withPathRoot(root.pathRoot)
+        var fsOptions = options.fs
+        fsOptions.protectedTop = root.protectsTop
+        let cacheRoot = base + "/" + Self.sanitize(account.accountID) + root.cacheSuffix
         try FileManager.default.createDirectory(atPath: cacheRoot, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let limit = try command.cacheSize.map {
             guard let size = ByteSize.parse($0) else { throw ClientError.local("--cache-size \($0): not a size") }
@@ -160,7 +167,7 @@ struct MountDaemon {
         let cache = try BlockCache(directory: URL(fileURLWithPath: cacheRoot), limit: limit)
         let queue = try UploadQueue(path: cacheRoot + "/uploads.sqlite")
         let fs = try DropboxFileSystem(client: client, store: store, cache: cache, queue: queue, stagingDirectory: cacheRoot + "/staging",
-                                       options: options.fs)
+                                       options: fsOptions)
         if offline != nil, try store.value("cursor") == nil {
             throw ClientError.local("Dropbox is out of reach, and there is no cache of this account to serve from an earlier mount (\(cacheRoot))")
         }
@@ -177,7 +184,7 @@ struct MountDaemon {
             offline = offline ?? "Dropbox is out of reach (\(error)): serving the cached view; changes wait in the queue until it is back"
         }
         try mount.mount(at: mountpoint, options: options.fuse)
-        return Prepared(client: client, account: account, accountName: accountName, cacheRoot: cacheRoot, cache: cache, fs: fs, mount: mount, watcher: watcher,
+        return Prepared(client: client, account: account, accountName: accountName, root: root.name, cacheRoot: cacheRoot, cache: cache, fs: fs, mount: mount, watcher: watcher,
                         offlineAtStart: offline)
     }
 
@@ -234,7 +241,7 @@ struct StatusReporter: Sendable {
         let pending = prepared.fs.writeBack.pendingSummary(listing: Self.uploadsListed)
         var report: [String: Any] = [
             "mountpoint": mountpoint, "pid": Int(getpid()), "account": prepared.account.email,
-            "account_id": prepared.account.accountID, "account_name": prepared.accountName ?? "",
+            "account_id": prepared.account.accountID, "account_name": prepared.accountName ?? "", "root": prepared.root,
             "api": prepared.client.endpoints.api, "cache_dir": prepared.cacheRoot,
             "cache_bytes": cache.size, "cache_limit": cache.limit, "cache_hit_rate": cache.hitRate,
             "downloaded_bytes": prepared.fs.reader.bytesDownloaded, "requests": prepared.client.transport.requestCount,

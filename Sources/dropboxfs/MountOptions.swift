@@ -9,6 +9,8 @@ struct MountOptions {
     var apiURL: String?
     var cacheDir: String?
     var cacheSize: Int64?
+    /// nil: the team space for an account that has one, else the home.
+    var root: MountRoot?
     var fs = DropboxFileSystem.Options()
     var fuse: [String] = ["fsname=dropboxfs", "subtype=dropboxfs", "default_permissions"]
 
@@ -29,6 +31,7 @@ struct MountOptions {
             case "account": account = try required()
             case "api_url": apiURL = try required()
             case "cache_dir": cacheDir = try required()
+            case "root": root = try MountRoot.parse(try required())
             case "cache_size":
                 guard let size = ByteSize.parse(try required()) else { throw ClientError.local("cache_size=\(value ?? ""): not a size (e.g. 10G)") }
                 cacheSize = size

@@ -18,6 +18,8 @@ struct TargetPath {
         let mountpoint: String
         let accountName: String?
         let api: String?
+        /// The namespace the mount shows (`MountRoot.Resolved.name`): paths are relative to it.
+        let root: String?
 
         /// The mount path of a Dropbox path inside this mount. Dropbox promises the casing of
         /// a `path_display`'s last component only, and names in the mount are case-sensitive:
@@ -61,7 +63,7 @@ struct TargetPath {
         if connection.account != nil || connection.apiURL != nil {
             throw ClientError.local("--account and --api-url are for Dropbox paths; \(mount.mountpoint) uses its own account")
         }
-        return try AccountStore().client(account: mount.accountName, apiURL: mount.api)
+        return try AccountStore().client(account: mount.accountName, apiURL: mount.api).withPathRoot(PathRoot.fromStatus(mount.root))
     }
 
     /// Symlinks resolved through the deepest folder that exists (the path itself may be gone:
@@ -85,12 +87,14 @@ struct TargetPath {
     private static func info(_ mountpoint: String) -> MountInfo {
         var name: String?
         var api: String?
+        var root: String?
         if let file = StatusDirectory.existingFile(for: mountpoint), let data = FileManager.default.contents(atPath: file),
            let report = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
             name = (report["account_name"] as? String).flatMap { $0.isEmpty ? nil : $0 }
             // Dropbox's own hosts are the default: naming them would refuse a saved account.
             api = (report["api"] as? String).flatMap { $0 == Endpoints.dropbox.api ? nil : $0 }
+            root = report["root"] as? String
         }
-        return MountInfo(mountpoint: mountpoint, accountName: name, api: api)
+        return MountInfo(mountpoint: mountpoint, accountName: name, api: api, root: root)
     }
 }

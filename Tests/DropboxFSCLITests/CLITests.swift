@@ -105,12 +105,19 @@ struct CLITests {
     }
 }
 
-/// Starts an emulator (token `cli-token`) and a scratch config directory for one test.
-func withCLIEmulator(_ body: (String, String) async throws -> Void) async throws {
+/// Starts an emulator (token `cli-token`) and a scratch config directory for one test. With
+/// `team`, the account is a team member's, seeded with the demo tree in its home, and
+/// `team-token` is a team-wide token.
+func withCLIEmulator(team: Bool = false, _ body: (String, String) async throws -> Void) async throws {
     let root = FileManager.default.temporaryDirectory.appendingPathComponent("cli-test-" + UUID().uuidString)
     defer { try? FileManager.default.removeItem(at: root) }
     var configuration = EmulatorConfiguration(dataDirectory: root.appendingPathComponent("data"))
     configuration.tokens = ["cli-token"]
+    if team {
+        configuration.team = true
+        configuration.teamTokens = ["team-token"]
+        configuration.seeds = ["demo"]
+    }
     let emulator = try await Emulator.start(configuration)
     do {
         try await body(emulator.baseURL, root.appendingPathComponent("config").path)

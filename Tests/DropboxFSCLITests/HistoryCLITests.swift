@@ -1,4 +1,5 @@
 import DropboxAPI
+import DropboxEmulator
 import Foundation
 import Testing
 import TestSupport
@@ -130,4 +131,21 @@ private func content(_ remote: String, _ env: [String: String], _ scratch: Strin
 private func deleteElsewhere(_ url: String, _ path: String) async throws {
     let client = DropboxClient(endpoints: try Endpoints(baseURL: url), tokens: StaticAccessToken("cli-token"))
     _ = try await client.rpc(Routes.delete, DeleteArgument(path: path))
+}
+
+@Suite("dropboxfs CLI: team accounts", .timeLimit(.minutes(2)))
+struct TeamCLITests {
+    @Test func aTeamWideTokenIsSavedWithTheMemberItActsFor() async throws {
+        try await withCLIEmulator(team: true) { url, config in
+            let env = ["DROPBOXFS_CONFIG_DIR": config]
+            let without = try await CLI.run(["auth", "add-token", "--account", "team", "--access-token", "team-token", "--api-url", url], environment: env)
+            #expect(without.status == 1 && without.stderr.contains("--member"), "\(without.stderr)")
+            let saved = try await CLI.run(["auth", "add-token", "--account", "team", "--access-token", "team-token", "--api-url", url,
+                                           "--member", TeamSpace.memberID], environment: env)
+            #expect(saved.status == 0, "\(saved.stderr)")
+            #expect(try await CLI.run(["auth", "list"], environment: env).stdout.contains("member \(TeamSpace.memberID)"))
+            let listed = try await CLI.run(["ls", "/", "--account", "team"], environment: env)
+            #expect(listed.status == 0 && listed.stdout.contains("Documents"), "\(listed.stderr)")  // the member's home
+        }
+    }
 }

@@ -47,13 +47,15 @@ final class MountFixture: @unchecked Sendable {
         client = DropboxClient(endpoints: try Endpoints(baseURL: emulator.baseURL), tokens: StaticAccessToken(Self.token))
     }
 
+    /// `team`: the emulated account is a team member's (`TeamSpace`: seeds go into the home).
     static func with(seeds: [String] = ["demo"], faults: [String] = [], options: [String] = [], mount: Bool = true, quota: Int64? = nil,
-                     _ body: (MountFixture) async throws -> Void) async throws {
+                     team: Bool = false, _ body: (MountFixture) async throws -> Void) async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("mount-test-" + UUID().uuidString.prefix(8))
         try? FileManager.default.createDirectory(atPath: "/tmp/dropboxfs-backtraces", withIntermediateDirectories: true)
         var configuration = EmulatorConfiguration(dataDirectory: root.appendingPathComponent("data"))
         configuration.tokens = [token]
         configuration.seeds = seeds
+        configuration.team = team
         if let quota { configuration.quota = quota }
         let emulator = try await Emulator.start(configuration)
         var failure: (any Error)?

@@ -12,9 +12,12 @@ public struct AccountStore: Sendable {
         public var appSecret: String?
         public var expiresAt: Date?
         public var email: String?
+        /// For a team-wide (team admin) token: the member it acts for (`dbmid:…`), sent as
+        /// `Dropbox-API-Select-User` with every request.
+        public var member: String?
 
         public init(apiURL: String? = nil, accessToken: String? = nil, refreshToken: String? = nil, appKey: String? = nil,
-                    appSecret: String? = nil, expiresAt: Date? = nil, email: String? = nil) {
+                    appSecret: String? = nil, expiresAt: Date? = nil, email: String? = nil, member: String? = nil) {
             self.apiURL = apiURL
             self.accessToken = accessToken
             self.refreshToken = refreshToken
@@ -22,9 +25,12 @@ public struct AccountStore: Sendable {
             self.appSecret = appSecret
             self.expiresAt = expiresAt
             self.email = email
+            self.member = member
         }
 
-        public var kind: String { refreshToken != nil ? "refresh token" : "access token" }
+        public var kind: String {
+            (refreshToken != nil ? "refresh token" : "access token") + (member.map { " (team token, member \($0))" } ?? "")
+        }
     }
 
     struct File: Codable {
@@ -145,7 +151,7 @@ extension AccountStore {
         } else {
             throw ClientError.notAuthenticated("account '\(chosen)' has no token")
         }
-        return DropboxClient(endpoints: endpoints, tokens: tokens, retry: retry, transport: transport)
+        return DropboxClient(endpoints: endpoints, tokens: tokens, retry: retry, transport: transport, selectUser: account.member)
     }
 
     /// Which credentials `client(account:)` uses, as a name that never holds the token: the

@@ -14,6 +14,8 @@ public enum CallError<RouteError: Sendable>: Error, Sendable, CustomStringConver
     case rateLimited(RateLimitReason, retryAfter: Double, requestID: String?)
     /// 5xx, after retries.
     case server(status: Int, message: String, requestID: String?)
+    /// 422: the `Dropbox-API-Path-Root` names a namespace this account cannot use.
+    case pathRoot(PathRootError, summary: String, requestID: String?)
     /// Any other HTTP status.
     case http(status: Int, message: String, requestID: String?)
     /// Below HTTP or on this side: transport failure, undecodable reply, no credentials,
@@ -23,7 +25,7 @@ public enum CallError<RouteError: Sendable>: Error, Sendable, CustomStringConver
     public var requestID: String? {
         switch self {
         case .route(_, _, _, let id), .badInput(_, let id), .auth(_, _, let id), .access(_, let id),
-             .rateLimited(_, _, let id), .server(_, _, let id), .http(_, _, let id):
+             .rateLimited(_, _, let id), .server(_, _, let id), .pathRoot(_, _, let id), .http(_, _, let id):
             return id
         case .client: return nil
         }
@@ -39,6 +41,7 @@ public enum CallError<RouteError: Sendable>: Error, Sendable, CustomStringConver
         case .access(let summary, _): text = "access denied: \(summary)"
         case .rateLimited(_, let retryAfter, _): text = "rate limited by Dropbox (retry after \(Int(retryAfter)) s)"
         case .server(let status, let message, _): text = "Dropbox server error \(status)\(message.isEmpty ? "" : ": \(message)")"
+        case .pathRoot(_, let summary, _): text = "this account has no such root (Dropbox-API-Path-Root): \(summary)"
         case .http(let status, let message, _): text = "HTTP \(status)\(message.isEmpty ? "" : ": \(message)")"
         case .client(let error): text = error.description
         }

@@ -14,18 +14,32 @@ public final class DropboxClient: Sendable {
     public let retry: RetryPolicy
     /// Whether Dropbox answers, as this client's calls find it.
     public let reachability: Reachability
+    /// Sent as `Dropbox-API-Path-Root` with every authenticated request (nil: none, which is
+    /// the home namespace).
+    public let pathRoot: PathRoot?
+    /// Sent as `Dropbox-API-Select-User`: the team member a team-wide token acts for.
+    public let selectUser: String?
 
     public static let version = "0.1.0"
     public static let userAgent = "dropboxfs/\(version) (Swift; libcurl)"
 
     public init(endpoints: Endpoints, tokens: (any AccessTokenProvider)?, retry: RetryPolicy = RetryPolicy(),
                 transport: CurlTransport = CurlTransport(userAgent: DropboxClient.userAgent),
-                reachability: Reachability = Reachability()) {
+                reachability: Reachability = Reachability(), pathRoot: PathRoot? = nil, selectUser: String? = nil) {
         self.endpoints = endpoints
         self.tokens = tokens
         self.retry = retry
         self.transport = transport
         self.reachability = reachability
+        self.pathRoot = pathRoot
+        self.selectUser = selectUser
+    }
+
+    /// The same account, credentials, connections and reachability, with paths relative to
+    /// `root` (the SDK's `withPathRoot`).
+    public func withPathRoot(_ root: PathRoot?) -> DropboxClient {
+        DropboxClient(endpoints: endpoints, tokens: tokens, retry: retry, transport: transport, reachability: reachability,
+                      pathRoot: root, selectUser: selectUser)
     }
 
     /// What a download route returned: its result and the response headers.
@@ -91,6 +105,8 @@ public final class DropboxClient: Sendable {
                 guard let tokens else { throw CallError<E>.client(.notAuthenticated("no access token configured")) }
                 do { token = try await tokens.accessToken() } catch { throw Self.asCallError(error, E.self) }
                 request.headers.append(("Authorization", "Bearer \(token!)"))
+                if let pathRoot { request.headers.append(("Dropbox-API-Path-Root", try APIJSON.headerValue(pathRoot))) }
+                if let selectUser { request.headers.append(("Dropbox-API-Select-User", selectUser)) }
             }
             let outcome: Outcome<R, E>
             do {
@@ -199,6 +215,10 @@ public final class DropboxClient: Sendable {
             return .failed(.server(status: response.status, message: text, requestID: requestID),
                            retryable: route.retry == .idempotent || response.status == 503,
                            after: response.header("retry-after").flatMap(Double.init))
+        case 422:
+            let envelope = try? APIJSON.decode(ErrorEnvelope<PathRootError>.self, from: response.body)
+            return .failed(.pathRoot(envelope?.error ?? .other("unknown"), summary: envelope?.errorSummary ?? text, requestID: requestID),
+                           retryable: false, after: nil)
         default:
             return .failed(.http(status: response.status, message: text, requestID: requestID), retryable: false, after: nil)
         }

@@ -257,6 +257,8 @@ public struct FullAccount: Decodable, Sendable {
     public var name: Name
     public var email: String
     public var country: String?
+    /// Absent from old servers' answers: then the account has no team space.
+    public var rootInfo: RootInfo?
 }
 
 /// `finish_batch` (v1): either done at once or an async job to poll.
