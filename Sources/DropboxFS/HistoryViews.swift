@@ -29,9 +29,18 @@ enum HistoryPath: Equatable {
 
     /// The view a key names, or nil for a path of the real tree (or a name no view has).
     static func parse(_ pathLower: String) -> HistoryPath? {
-        guard let range = pathLower.range(of: "/" + marker) else { return nil }
+        // The first component that is `.dropbox` itself (`.dropboxrc` is a real name).
+        var searched = pathLower.startIndex..<pathLower.endIndex
+        var found: Range<String.Index>?
+        while let range = pathLower.range(of: "/" + marker, range: searched) {
+            if range.upperBound == pathLower.endIndex || pathLower[range.upperBound] == "/" {
+                found = range
+                break
+            }
+            searched = range.upperBound..<pathLower.endIndex
+        }
+        guard let range = found else { return nil }
         let after = pathLower[range.upperBound...]
-        guard after.isEmpty || after.hasPrefix("/") else { return nil }
         let folder = String(pathLower[..<range.lowerBound])
         let parts = after.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         switch (parts.first, parts.count) {

@@ -92,6 +92,17 @@ struct HistoryTests {
         }
     }
 
+    @Test func aRealFolderNamedLikeAViewHasItsOwnViews() async throws {
+        try await MountFixture.with { m in
+            let made = try await m.sh("mkdir -p \"$M/.dropboxrc/x\" && printf a > \"$M/.dropboxrc/x/f\" && ls -a \"$M/.dropboxrc\"")
+            #expect(made.stdout == ".\n..\nx\n", "\(made.stderr)")
+            #expect(try await m.syncFolder("\"$M/.dropboxrc\"").status == 0)
+            let versions = try await m.sh("ls \"$M/.dropboxrc/x/.dropbox/revisions/f\" | wc -l")
+            #expect(versions.stdout == "1\n", "\(versions.stderr)")
+            #expect(try await m.sh("ls \"$M/.dropboxrc/.dropbox/revisions\"").stdout == "")  // x is a folder: no versions
+        }
+    }
+
     @Test func shareTwicePrintsOneLinkThatTheAttributeShows() async throws {
         try await MountFixture.with { m in
             let file = "\"$M/Documents/notes.md\""
