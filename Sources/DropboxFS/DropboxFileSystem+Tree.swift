@@ -135,10 +135,9 @@ extension DropboxFileSystem {
     /// is deleted first: for a moment neither name holds the target (documented in SEMANTICS).
     public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool) async throws {
         if options.readOnly { throw FSError.readOnly }
-        if history.inUse, let from = inodes.path(of: parent), let to = inodes.path(of: newParent) {
-            // Out of `deleted/` is a restore; anything else touching a view is refused.
-            if HistoryPath.isInView(from) { return try await restoreDeleted(fromLower: from, name: name, toParent: to, newName: newName) }
-            try refuseInHistory(newParent)
+        // Out of a view's `deleted/` is a restore; anything else touching a view is refused.
+        if history.inUse, let from = inodes.path(of: parent), HistoryPath.isInView(from), let to = inodes.path(of: newParent) {
+            return try await restoreDeleted(fromLower: from, name: name, toParent: to, newName: newName)
         }
         try refuseChanges(in: parent)
         try refuseChanges(in: newParent)

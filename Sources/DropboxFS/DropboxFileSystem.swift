@@ -314,7 +314,7 @@ public final class DropboxFileSystem: Sendable {
         attributes.st_ino = UInt(inode)
         attributes.st_uid = options.uid
         attributes.st_gid = options.gid
-        // The history views are read-only: no write bits.
+        // No write bits where nothing can be changed: the history views, a team space's top.
         let readOnly = (history.inUse && HistoryPath.isInView(node.pathLower)) || (options.protectedTop && node.pathLower.isEmpty)
         let umask = readOnly ? options.umask | 0o222 : options.umask
         if node.isFolder {
