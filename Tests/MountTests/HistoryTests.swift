@@ -103,6 +103,22 @@ struct HistoryTests {
         }
     }
 
+    @Test func offlineTheViewsFailAtOnceAndShowWhatWasDoneOnceBack() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            _ = try await m.sh("mkdir \"$M/w\" && printf one > \"$M/w/f.txt\" && printf gone > \"$M/w/g.txt\"")
+            #expect(try await m.syncFolder("\"$M/w\"").status == 0)
+            try await m.emulator.setReachable(false)
+            _ = try await m.sh("printf two > \"$M/w/f.txt\" && rm \"$M/w/g.txt\"")
+            for view in ["\"$M/w/.dropbox/deleted\"", "\"$M/w/.dropbox/revisions/f.txt\""] {
+                let result = try await m.sh("ls \(view)")
+                #expect(result.status != 0 && result.stderr.contains("unreachable"), "\(view): \(result.stderr)")
+            }
+            try await m.emulator.setReachable(true)
+            try await eventually("the views to answer again") { try await m.sh("ls \"$M/w/.dropbox/deleted\"").stdout == "g.txt\n" }
+            #expect(try await m.sh("cat \"$M/w/.dropbox/revisions/f.txt\"/*").stdout == "onetwo")
+        }
+    }
+
     @Test func shareTwicePrintsOneLinkThatTheAttributeShows() async throws {
         try await MountFixture.with { m in
             let file = "\"$M/Documents/notes.md\""
