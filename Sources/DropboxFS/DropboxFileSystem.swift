@@ -248,11 +248,25 @@ public final class DropboxFileSystem: Sendable {
     /// Lists a folder from Dropbox unless the store already has it complete. Concurrent
     /// callers for one folder share one listing.
     func ensureListed(_ viewFolder: String) async throws {
-        // While renames are pending, the folder is listed where Dropbox has it now.
-        if moves.isEmpty { return try await ensureStoreListed(viewFolder) }
-        guard let stored = try storeFolder(viewFolder) else { return }  // made here: empty on Dropbox
-        try await ensureStoreListed(stored)
+        var retries = 0
+        while true {
+            // While renames are pending, the folder is listed where Dropbox has it now.
+            if moves.isEmpty { return try await ensureStoreListed(viewFolder) }
+            guard let stored = try storeFolder(viewFolder) else { return }  // made here: empty on Dropbox
+            do {
+                return try await ensureStoreListed(stored)
+            } catch where ErrnoMapping.fsError(error) == .notFound && retries < Self.listingRetries {
+                // The rename of it (or of a folder above) reached Dropbox while it was being
+                // listed at its old place: once the store has heard, it is where it is now.
+                // (Answered ENOENT, a file in a renamed folder vanished for a moment.)
+                retries += 1
+                try await watcher.catchUp()
+            }
+        }
     }
+
+    /// How often a listing is asked again where a rename sent meanwhile put its folder.
+    static let listingRetries = 3
 
     /// `ensureListed` of a path of the store (what Dropbox holds now).
     func ensureStoreListed(_ folderLower: String) async throws {

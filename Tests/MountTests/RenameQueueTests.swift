@@ -11,6 +11,31 @@ import TestSupport
 struct RenameQueueTests {
     /// Renames of files and a folder Dropbox holds, made while it is out of reach, with a
     /// rename over a file, an edit of a renamed file and a new folder at a name a rename left.
+    /// A folder renamed here, then read below at once: its unlisted subfolders are listed
+    /// where Dropbox has them, and the rename may reach Dropbox during that listing. Listings
+    /// are slowed so it does; a listing of the old place then found nothing, and a file of the
+    /// renamed folder was ENOENT until the store heard of the rename (seen once in the full
+    /// suite under load, in `TreeOperationTests`).
+    @Test func filesOfARenamedFolderStayReadableWhileTheRenameReachesDropbox() async throws {
+        try await MountFixture.with(seeds: [], faults: ["latency:ms=400,routes=files/list_folder+files/list_folder/continue"]) { m in
+            let folders = 6
+            for i in 0..<folders { try await m.uploadElsewhere("hello \(i)\n", to: "/P\(i)/sub/deep/f.txt") }
+            _ = try await m.sh("mkdir \"$M/D\"")
+            try await eventually("the folders", timeout: 30) { (try? await m.sh("ls \"$M\"").stdout.split(separator: "\n").count) == folders + 1 }
+            var failures: [String] = []
+            for i in 0..<folders {
+                // Read again and again while the rename goes to Dropbox in the background.
+                let read = try await m.sh("""
+                    mv "$M/P\(i)" "$M/D/P\(i)" || exit 1
+                    for k in $(seq 1 40); do cat "$M/D/P\(i)/sub/deep/f.txt" > /dev/null || exit 1; sleep 0.05; done
+                    cat "$M/D/P\(i)/sub/deep/f.txt"
+                    """)
+                if read.stdout != "hello \(i)\n" { failures.append("P\(i): \(read.stderr)") }
+            }
+            #expect(failures.isEmpty, "\(failures)")
+        }
+    }
+
     @Test func renamesOfWhatDropboxHoldsWorkOfflineAndReachDropboxAsMoves() async throws {
         try await MountFixture.with(seeds: []) { m in
             for (name, text) in [("a.txt", "a\n"), ("keep.txt", "keep\n"), ("old.txt", "old\n"), ("dir/inner.txt", "inner\n")] {
