@@ -11,6 +11,29 @@ import TestSupport
 struct RenameQueueTests {
     /// Renames of files and a folder Dropbox holds, made while it is out of reach, with a
     /// rename over a file, an edit of a renamed file and a new folder at a name a rename left.
+    /// A case-only rename goes through a hidden name. If the move there is made but its
+    /// answer is lost and Dropbox is out of reach before the mount can look (its answer reset,
+    /// then an outage while the lookup waits), the next try must go on from the hidden name,
+    /// not give the rename up as "gone from Dropbox" and leave the folder there.
+    @Test func aCaseOnlyRenameWhoseFirstStepWasLostEndsAtItsName() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            _ = try await m.sh("mkdir \"$M/music\" && printf x > \"$M/music/song.txt\"")
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            try await m.emulator.setFaults(["reset:p=1,after=0,routes=files/move_v2", "latency:ms=3000,routes=files/get_metadata"])
+            #expect(try await m.sh("mv \"$M/music\" \"$M/Music\"").status == 0)
+            let syncing = Task { try await m.syncFolder("\"$M\"") }  // sends the rename now
+            try await eventually("the first step to be made on Dropbox", timeout: 60) {
+                try await m.client.listAll("").contains { $0.name.hasPrefix(".dropboxfs-rename-") }
+            }
+            try await m.emulator.setReachable(false)  // while the mount's look is held up
+            _ = try await syncing.value
+            try m.emulator.replaceFaults([])
+            try await m.emulator.setReachable(true)
+            try await eventually("the rename to reach Dropbox", timeout: 60) { try await m.client.listAll("").map(\.name) == ["Music"] }
+            #expect(try await m.sh("ls \"$M\" && cat \"$M/Music/song.txt\"").stdout == "Music\nx")
+        }
+    }
+
     /// A folder renamed here, then read below at once: its unlisted subfolders are listed
     /// where Dropbox has them, and the rename may reach Dropbox during that listing. Listings
     /// are slowed so it does; a listing of the old place then found nothing, and a file of the

@@ -110,7 +110,7 @@ final class MoveSender: Sendable {
                     // A case-only rename: Dropbox refuses a move onto the same path, so the
                     // source first goes to a hidden name, which the view never shows; the
                     // rename then goes on from there (also after a crash).
-                    let temporary = TreeCalls.hiddenName(beside: move.toPath, for: "rename")
+                    let temporary = Self.hiddenStep(of: move)
                     pending.deletes.setAside(Node.key(of: temporary), true)
                     defer { pending.deletes.setAside(Node.key(of: temporary), false) }
                     pending.setInFlight([move.id: Node.key(of: temporary)])
@@ -143,6 +143,17 @@ final class MoveSender: Sendable {
                     if !source.id.isEmpty, let there = try await calls.client.metadataIfExists(move.toPath), there.id == source.id {
                         return try await done(move, there, sourceRev: sourceRev)
                     }
+                    // A case-only rename whose step to its hidden name was made, the answer
+                    // lost with Dropbox out of reach before the mount could look: on from there
+                    // (given up, it left the folder at the hidden name for good).
+                    if Node.key(of: move.toPath) == move.fromLower, !source.id.isEmpty,
+                       let parked = try await calls.client.metadataIfExists(Self.hiddenStep(of: move)).flatMap(Node.init),
+                       parked.id == source.id {
+                        let from = move.fromLower
+                        move = try pending.advance(move, from: parked.pathLower) { try store.applyMove(from: from, to: parked) }
+                        source = parked
+                        continue
+                    }
                     FuseLog.error("rename of \(move.fromLower) to \(move.toPath) not made: it is gone from Dropbox")
                     return try await dropped(move)
                 default:
@@ -152,6 +163,12 @@ final class MoveSender: Sendable {
                 }
             }
         }
+    }
+
+    /// Where a case-only rename parks its source: named after the queued move, so a later try
+    /// finds it there.
+    static func hiddenStep(of move: QueuedMove) -> String {
+        TreeCalls.hiddenName(beside: move.toPath, for: "rename", tag: "\(move.id)")
     }
 
     /// The move is done on Dropbox: the store learns it as the rename leaves the queue, and
