@@ -110,7 +110,7 @@ final class MoveSender: Sendable {
                     // A case-only rename: Dropbox refuses a move onto the same path, so the
                     // source first goes to a hidden name, which the view never shows; the
                     // rename then goes on from there (also after a crash).
-                    let temporary = Self.hiddenStep(of: move)
+                    let temporary = Self.hiddenStep(of: move, source: source)
                     pending.deletes.setAside(Node.key(of: temporary), true)
                     defer { pending.deletes.setAside(Node.key(of: temporary), false) }
                     pending.setInFlight([move.id: Node.key(of: temporary)])
@@ -147,7 +147,7 @@ final class MoveSender: Sendable {
                     // lost with Dropbox out of reach before the mount could look: on from there
                     // (given up, it left the folder at the hidden name for good).
                     if Node.key(of: move.toPath) == move.fromLower, !source.id.isEmpty,
-                       let parked = try await calls.client.metadataIfExists(Self.hiddenStep(of: move)).flatMap(Node.init),
+                       let parked = try await calls.client.metadataIfExists(Self.hiddenStep(of: move, source: source)).flatMap(Node.init),
                        parked.id == source.id {
                         let from = move.fromLower
                         move = try pending.advance(move, from: parked.pathLower) { try store.applyMove(from: from, to: parked) }
@@ -165,10 +165,12 @@ final class MoveSender: Sendable {
         }
     }
 
-    /// Where a case-only rename parks its source: named after the queued move, so a later try
-    /// finds it there.
-    static func hiddenStep(of move: QueuedMove) -> String {
-        TreeCalls.hiddenName(beside: move.toPath, for: "rename", tag: "\(move.id)")
+    /// Where a case-only rename parks its source: named after the queued move and the
+    /// source's Dropbox id, so a later try finds it there, and another machine's rename (whose
+    /// queue numbers its moves alike) never parks at the same name.
+    static func hiddenStep(of move: QueuedMove, source: Node) -> String {
+        let id = source.id.hasPrefix("id:") ? String(source.id.dropFirst(3)) : source.id
+        return TreeCalls.hiddenName(beside: move.toPath, for: "rename", tag: id.isEmpty ? "\(move.id)" : "\(move.id)-\(id)")
     }
 
     /// The move is done on Dropbox: the store learns it as the rename leaves the queue, and
