@@ -28,17 +28,10 @@ extension Namespace {
             guard let current else { throw NamespaceFailure.lookup(.notFound) }
             guard !current.isFolder else { throw NamespaceFailure.lookup(.notFile) }
             var revisions: [Entry] = []
-            try database.query("""
-                SELECT rev, size, content_hash, blob, client_modified, server_modified FROM revisions
-                WHERE id = ? ORDER BY rowid DESC LIMIT ?
-                """, [.text(current.id), .int(Int64(limit + 1))]) { row in
-                var entry = Entry(path: current.path, id: current.id, isFolder: false)
-                entry.rev = row.text(0)
-                entry.size = row.int(1)
-                entry.contentHash = row.optionalText(2)
-                entry.blob = row.optionalText(3)
-                entry.clientModified = row.int(4)
-                entry.serverModified = row.int(5)
+            try database.query("SELECT \(Self.revisionColumns) FROM revisions WHERE id = ? ORDER BY rowid DESC LIMIT ?",
+                               [.text(current.id), .int(Int64(limit + 1))]) { row in
+                var entry = Self.revisionEntry(row)
+                entry.path = current.path
                 revisions.append(entry)
             }
             let hasMore = revisions.count > limit

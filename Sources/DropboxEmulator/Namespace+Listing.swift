@@ -5,7 +5,7 @@ import Foundation
 /// state, so cursors stay valid across emulator restarts. While `listing`, pages walk the
 /// folder in key order from `after`; afterwards they follow the change counter from
 /// (`seq`, `after`).
-struct ListCursor: Codable {
+struct ListCursor: OpaqueCursor {
     var epoch: String
     var root: String
     var recursive: Bool
@@ -14,7 +14,13 @@ struct ListCursor: Codable {
     var seq: Int64
     var listing: Bool
     var after: String?
+}
 
+/// A cursor opaque to clients that carries all its state (valid across restarts): the
+/// base64url of its JSON.
+protocol OpaqueCursor: Codable {}
+
+extension OpaqueCursor {
     var encoded: String {
         let data = (try? JSONEncoder().encode(self)) ?? Data()
         return data.base64EncodedString()
@@ -22,11 +28,11 @@ struct ListCursor: Codable {
             .replacingOccurrences(of: "=", with: "")
     }
 
-    static func decode(_ text: String) -> ListCursor? {
+    static func decode(_ text: String) -> Self? {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         guard let data = Data(base64Encoded: base64) else { return nil }
-        return try? JSONDecoder().decode(ListCursor.self, from: data)
+        return try? JSONDecoder().decode(Self.self, from: data)
     }
 }
 

@@ -1,3 +1,4 @@
+import SQLiteStore
 import Foundation
 
 /// Earlier versions of files, for `rev:` paths and `files/download`'s `rev`. Each commit
@@ -23,21 +24,25 @@ extension Namespace {
         for rev in dropped { try database.run("DELETE FROM revisions WHERE rev = ?", [.text(rev)]) }
     }
 
+    static let revisionColumns = "rev, id, path_display, size, content_hash, blob, client_modified, server_modified"
+
+    /// A row of `revisionColumns` as the file was then, where it was then.
+    static func revisionEntry(_ row: SQLiteRow) -> Entry {
+        var entry = Entry(path: DropboxPath(display: row.text(2)), id: row.text(1), isFolder: false)
+        entry.rev = row.text(0)
+        entry.size = row.int(3)
+        entry.contentHash = row.optionalText(4)
+        entry.blob = row.optionalText(5)
+        entry.clientModified = row.int(6)
+        entry.serverModified = row.int(7)
+        return entry
+    }
+
     /// The file as it was at `rev`, with its content opened (nil for empty content).
     func openRevision(_ rev: String, expectedPath: DropboxPath? = nil) throws -> (Entry, Int32?) {
         try locked {
-            let found = try database.first("""
-                SELECT id, path_display, size, content_hash, blob, client_modified, server_modified FROM revisions WHERE rev = ?
-                """, [.text(rev)]) { row -> Entry in
-                var entry = Entry(path: DropboxPath(display: row.text(1)), id: row.text(0), isFolder: false)
-                entry.rev = rev
-                entry.size = row.int(2)
-                entry.contentHash = row.optionalText(3)
-                entry.blob = row.optionalText(4)
-                entry.clientModified = row.int(5)
-                entry.serverModified = row.int(6)
-                return entry
-            }
+            let found = try database.first("SELECT \(Self.revisionColumns) FROM revisions WHERE rev = ?", [.text(rev)],
+                                           map: Self.revisionEntry)
             guard var entry = found else { throw NamespaceFailure.lookup(.notFound) }
             // The file may have moved since: show it where it is now.
             if let current = try database.first("SELECT path_display FROM entries WHERE id = ? AND is_deleted = 0",

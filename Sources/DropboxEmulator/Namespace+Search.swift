@@ -4,7 +4,7 @@ import Foundation
 /// `files/search_v2` over names: every word of the query must occur in an entry's name,
 /// ignoring case (Dropbox also searches content and ranks by relevance; a client can count
 /// on neither, so the emulator matches names only and ranks exact names first, then by path).
-struct SearchQuery: Codable {
+struct SearchQuery: OpaqueCursor {
     var query: String
     /// Folder searched, with everything below it ("" for the root).
     var scope: String
@@ -16,21 +16,6 @@ struct SearchQuery: Codable {
 
     var words: [String] {
         DropboxPath.fold(query).split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-    }
-
-    /// The cursor of the next page (opaque to clients: base64url of this JSON).
-    var encoded: String {
-        let data = (try? JSONEncoder().encode(self)) ?? Data()
-        return data.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    static func decode(_ text: String) -> SearchQuery? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64) else { return nil }
-        return try? JSONDecoder().decode(SearchQuery.self, from: data)
     }
 }
 

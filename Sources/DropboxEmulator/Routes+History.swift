@@ -16,13 +16,10 @@ extension Emulator {
         guard mode == "path" || mode == "id" else { throw args.failure("'mode': unknown tag '\(mode)'") }
         let argument = try PathArgument.parse(raw, field: "path", allowRoot: false)
         let history = try RouteErrors.lookup("path") { () -> Namespace.History in
-            if mode == "id" {
-                guard case .id(let id, let rest) = argument, rest.isEmpty else { throw NamespaceFailure.lookup(.notFound) }
-                return try namespace.history(path: nil, id: "id:" + id, limit: Int(limit))
-            }
             if case .id(let id, let rest) = argument, rest.isEmpty {
                 return try namespace.history(path: nil, id: "id:" + id, limit: Int(limit))
             }
+            if mode == "id" { throw NamespaceFailure.lookup(.notFound) }  // id mode takes an id
             return try namespace.history(path: try namespace.resolve(argument), id: nil, limit: Int(limit))
         }
         return .object([

@@ -54,10 +54,8 @@ enum HistoryPath: Equatable {
         }
     }
 
-    /// Whether a key lies in a view, cheaply: most keys have no `.dropbox` at all.
-    static func isInView(_ pathLower: String) -> Bool {
-        pathLower.utf8.count > marker.utf8.count && pathLower.contains("/" + marker) && parse(pathLower) != nil
-    }
+    /// Whether a key lies in a view.
+    static func isInView(_ pathLower: String) -> Bool { parse(pathLower) != nil }
 
     /// A version's file name: its UTC time, its rev, and the file's extension (so tools
     /// open it by type); names sort oldest first.

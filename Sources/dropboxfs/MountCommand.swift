@@ -144,13 +144,21 @@ struct StatusReport {
     /// Files pending, and their bytes not yet sent.
     var uploads: Int
     var bytesLeft: Int64
+    /// The saved account the mount was given (nil: the default, or a token in the environment).
+    var accountName: String?
+    /// The API server's base URL.
+    var api: String?
+    /// `MountRoot.Resolved.name`: which namespace the mount shows.
+    var root: String?
 
     static func read(_ mountpoint: String) -> StatusReport? {
         guard let file = StatusDirectory.existingFile(for: mountpoint), let data = FileManager.default.contents(atPath: file),
               let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
               let pid = (json["pid"] as? NSNumber)?.int32Value else { return nil }
         return StatusReport(pid: pid, serving: json["serving"] as? Bool ?? true, uploads: (json["uploads_pending"] as? NSNumber)?.intValue ?? 0,
-                            bytesLeft: (json["uploads_pending_left"] as? NSNumber)?.int64Value ?? 0)
+                            bytesLeft: (json["uploads_pending_left"] as? NSNumber)?.int64Value ?? 0,
+                            accountName: (json["account_name"] as? String).flatMap { $0.isEmpty ? nil : $0 },
+                            api: json["api"] as? String, root: json["root"] as? String)
     }
 }
 

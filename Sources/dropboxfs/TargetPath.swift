@@ -85,16 +85,9 @@ struct TargetPath {
 
     /// What the mount's status file says of its account (nil fields: the defaults).
     private static func info(_ mountpoint: String) -> MountInfo {
-        var name: String?
-        var api: String?
-        var root: String?
-        if let file = StatusDirectory.existingFile(for: mountpoint), let data = FileManager.default.contents(atPath: file),
-           let report = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
-            name = (report["account_name"] as? String).flatMap { $0.isEmpty ? nil : $0 }
-            // Dropbox's own hosts are the default: naming them would refuse a saved account.
-            api = (report["api"] as? String).flatMap { $0 == Endpoints.dropbox.api ? nil : $0 }
-            root = report["root"] as? String
-        }
-        return MountInfo(mountpoint: mountpoint, accountName: name, api: api, root: root)
+        let report = StatusReport.read(mountpoint)
+        // Dropbox's own hosts are the default: naming them would refuse a saved account.
+        let api = report?.api.flatMap { $0 == Endpoints.dropbox.api ? nil : $0 }
+        return MountInfo(mountpoint: mountpoint, accountName: report?.accountName, api: api, root: report?.root)
     }
 }
