@@ -55,29 +55,13 @@ extension Namespace {
                 if existing.isFolder { throw NamespaceFailure.write(.conflict("folder")) }
                 if existing.contentHash == old.hash { return existing }
             }
-            let replacing = existing?.isDeleted == false ? existing : nil
-            let growth = old.size - (replacing?.size ?? 0)
-            if growth > 0 && usedBytesLocked + growth > quota { throw NamespaceFailure.write(.insufficientSpace) }
-            return try writeTransactionLocked {
-                let seq = nextSeqLocked()
-                try ensureFoldersLocked(path.ancestors, seq: seq)
-                // A deleted file keeps its id: its history goes on where it stopped.
-                var entry = Entry(path: path, id: existing.map { $0.isFolder ? Identifiers.fileID() : $0.id } ?? Identifiers.fileID(),
-                                  isFolder: false)
-                entry.size = old.size
-                entry.contentHash = old.hash
-                entry.blob = old.blob
-                entry.rev = nextRevLocked(seq: seq)
-                entry.serverModified = Timestamp.now()
-                entry.clientModified = old.clientModified
-                entry.changeSeq = seq
-                try upsertLocked(entry)
-                try recordRevisionLocked(entry)
-                adjustUsedLocked(by: growth)
-                try collectBlobsLocked([replacing?.blob].compactMap { $0 } + droppedBlobs)
-                droppedBlobs.removeAll()
-                return entry
-            }
+            // A deleted file keeps its id: its history goes on where it stopped.
+            var entry = Entry(path: path, id: existing.map { $0.isFolder ? Identifiers.fileID() : $0.id } ?? Identifiers.fileID(),
+                              isFolder: false)
+            entry.size = old.size
+            entry.contentHash = old.hash
+            return try commitRevisionLocked(entry, clientModified: old.clientModified,
+                                            replacing: existing?.isDeleted == false ? existing : nil) { old.blob }
         }
     }
 }

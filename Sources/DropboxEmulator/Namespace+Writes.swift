@@ -88,33 +88,42 @@ extension Namespace {
                 }
             }
 
-            let growth = content.size - (replacing?.size ?? 0)
-            if growth > 0 && usedBytesLocked + growth > quota { throw NamespaceFailure.write(.insufficientSpace) }
-
-            return try writeTransactionLocked {
-                let seq = nextSeqLocked()
-                try ensureFoldersLocked(target.ancestors, seq: seq)
-                var entry = Entry(path: target, id: replacing?.id ?? Identifiers.fileID(), isFolder: false)
-                entry.size = content.size
-                entry.contentHash = content.contentHash
-                entry.rev = nextRevLocked(seq: seq)
-                entry.serverModified = Timestamp.now()
-                entry.clientModified = request.clientModified ?? entry.serverModified
-                entry.changeSeq = seq
-                if let file = content.file, content.size > 0 {
-                    let name = "b" + Identifiers.random(20)
-                    guard rename(file.path, blobDirectory.appendingPathComponent(name, isDirectory: false).path) == 0 else {
-                        throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-                    }
-                    entry.blob = name
+            var entry = Entry(path: target, id: replacing?.id ?? Identifiers.fileID(), isFolder: false)
+            entry.size = content.size
+            entry.contentHash = content.contentHash
+            return try commitRevisionLocked(entry, clientModified: request.clientModified, replacing: replacing) {
+                guard let file = content.file, content.size > 0 else { return nil }
+                let name = "b" + Identifiers.random(20)
+                guard rename(file.path, blobDirectory.appendingPathComponent(name, isDirectory: false).path) == 0 else {
+                    throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
                 }
-                try upsertLocked(entry)
-                try recordRevisionLocked(entry)
-                adjustUsedLocked(by: growth)
-                try collectBlobsLocked([replacing?.blob].compactMap { $0 } + droppedBlobs)
-                droppedBlobs.removeAll()
-                return entry
+                return name
             }
+        }
+    }
+
+    /// Writes `file` (its path, id, size and hash) as the file's new revision, over `replacing`
+    /// if the path holds a file: the quota checked, the revision recorded, blobs no longer
+    /// referenced collected. `clientModified` nil is now; `blob` gives the content's blob name
+    /// inside the transaction (moving a staged file into `blobs/`).
+    func commitRevisionLocked(_ file: Entry, clientModified: Int64?, replacing: Entry?, blob: () throws -> String?) throws -> Entry {
+        let growth = file.size - (replacing?.size ?? 0)
+        if growth > 0 && usedBytesLocked + growth > quota { throw NamespaceFailure.write(.insufficientSpace) }
+        return try writeTransactionLocked {
+            let seq = nextSeqLocked()
+            try ensureFoldersLocked(file.path.ancestors, seq: seq)
+            var entry = file
+            entry.rev = nextRevLocked(seq: seq)
+            entry.serverModified = Timestamp.now()
+            entry.clientModified = clientModified ?? entry.serverModified
+            entry.changeSeq = seq
+            entry.blob = try blob()
+            try upsertLocked(entry)
+            try recordRevisionLocked(entry)
+            adjustUsedLocked(by: growth)
+            try collectBlobsLocked([replacing?.blob].compactMap { $0 } + droppedBlobs)
+            droppedBlobs.removeAll()
+            return entry
         }
     }
 
