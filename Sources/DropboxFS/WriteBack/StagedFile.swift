@@ -90,11 +90,21 @@ public final class StagedFile: Sendable {
     }
 
     /// Creates the staging file (from the pool when it has one), if it has none yet.
+    ///
+    /// Not by `O_TRUNC`: ext4 takes a file truncated to nothing for one being replaced and
+    /// writes its bytes out at its last close; every staging file then cost a disk write at
+    /// close (seen with strace: 2,000 closes took 0.11 s in 1,000 small uploads). Pool files
+    /// are empty already, and a new path holds nothing; anything else found there is cut.
     private func materializeLocked() throws {
         guard fd < 0 else { return }
         pool?.take(to: path)
-        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StagedFile.error("create", path) }
+        if Self.length(of: fd) != 0 && ftruncate(fd, 0) != 0 {
+            let error = StagedFile.error("empty", path)
+            close(fd)
+            throw error
+        }
         descriptor.store(fd, ordering: .releasing)
     }
 
