@@ -24,7 +24,7 @@ enum FileIO {
     /// (`OwnThread`), not on Swift's cooperative threads; below, a thread costs more than it saves.
     static func blockDigestsOffPool(_ fd: Int32, offset: Int64, length: Int64) async throws -> [UInt8] {
         if length <= 1 << 20 { return try blockDigests(fd, offset: offset, length: length) }
-        return try await OwnThread.run(named: "dropboxfs-hash") { try blockDigests(fd, offset: offset, length: length) }
+        return try await OwnThread.run { try blockDigests(fd, offset: offset, length: length) }
     }
 
     /// Feeds `length` bytes of `fd` from `offset` to `hasher`.

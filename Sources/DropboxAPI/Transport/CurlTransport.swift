@@ -5,7 +5,7 @@ import Synchronization
 
 /// HTTP over libcurl's easy interface. Handles are pooled and reused, so connections stay
 /// alive between requests (keep-alive; HTTP/2 over TLS where the server offers it). A request
-/// runs `curl_easy_perform` on a Dispatch worker thread and its caller awaits the result;
+/// runs `curl_easy_perform` on a thread of `BlockingThreads` and its caller awaits the result;
 /// bodies stream through curl's read and write callbacks in both directions.
 ///
 /// Cancelling the awaiting task aborts the transfer at curl's next progress callback.
@@ -37,12 +37,10 @@ public final class CurlTransport: Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
                 // A thread of its own: a transfer blocks for its whole length, and Dispatch's
                 // global pool (one thread per core) would make parallel transfers queue.
-                let thread = Thread {
-                    if transfer.request.background { LowPriority.lowerCurrentThread() }
+                let threads = transfer.request.background ? BlockingThreads.background : BlockingThreads.normal
+                threads.run {
                     continuation.resume(with: Result { try transfer.run(on: box.handle, userAgent: self.userAgent) })
                 }
-                thread.name = "dropboxfs-http"
-                thread.start()
             }
         } onCancel: {
             transfer.cancel()

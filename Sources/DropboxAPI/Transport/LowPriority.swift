@@ -8,24 +8,17 @@ public enum LowPriority {
         _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
     }
 
-    /// Runs `body` on a thread of its own at the lowest priority.
+    /// Runs `body` on a thread at the lowest priority (`BlockingThreads.background`).
     public static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await OwnThread.run(named: "dropboxfs-background") {
-            lowerCurrentThread()
-            return try body()
-        }
+        try await BlockingThreads.background.run(body)
     }
 }
 
-/// Blocking work (hashing, a large read) awaited from async code on a thread of its own, so
-/// it never holds one of Swift's cooperative threads (two on a 2-core machine), which answer
-/// every FUSE request meanwhile.
+/// Blocking work (hashing, a large read) awaited from async code on a thread of its own
+/// (`BlockingThreads.normal`), so it never holds one of Swift's cooperative threads (two on
+/// a 2-core machine), which answer every FUSE request meanwhile.
 public enum OwnThread {
-    public static func run<T: Sendable>(named name: String, _ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Result { try body() }) }
-            thread.name = name
-            thread.start()
-        }
+    public static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await BlockingThreads.normal.run(body)
     }
 }
