@@ -7,6 +7,8 @@
 ///   namespace migration), so clients' relisting can be tested.
 /// - `POST expire-tokens`: every short-lived access token expires now, so expiry and
 ///   refresh are tested without waiting for a lifetime to pass.
+/// - `POST expire-sessions`: every upload session not finished yet is forgotten, as Dropbox
+///   forgets one a week old, so clients' handling of a lost session can be tested.
 /// - `POST refuse-names` with `{"names": [NAME, …]}`: writes to those names fail with
 ///   `disallowed_name` from now on, as for a rule of Dropbox's that a client cannot know.
 extension Emulator {
@@ -40,6 +42,9 @@ extension Emulator {
             try await writer.sendJSON(.object([]))
         case (.POST, "expire-tokens"):
             try namespace.expireAccessTokens()
+            try await writer.sendJSON(.object([]))
+        case (.POST, "expire-sessions"):
+            try namespace.expireSessions()
             try await writer.sendJSON(.object([]))
         case (.POST, "refuse-names"):
             let body = try await exchange.body.collect(limit: 64 << 10)

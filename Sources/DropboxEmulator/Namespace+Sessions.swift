@@ -173,6 +173,19 @@ extension Namespace {
         }
     }
 
+    /// Forgets every session not finished yet, as Dropbox does once a session is a week old
+    /// (`POST /_emulator/expire-sessions`): their ids then answer `not_found`.
+    func expireSessions() throws {
+        try locked {
+            var ids: [String] = []
+            try database.query("SELECT id FROM upload_sessions", []) { ids.append($0.text(0)) }
+            try database.run("DELETE FROM upload_sessions", [])
+            try database.run("DELETE FROM session_pieces", [])
+            sessionHashers.removeAll()
+            for id in ids { unlink(sessionFile(id).path) }
+        }
+    }
+
     private func sessionLocked(_ id: String) throws -> UploadSession? {
         try database.first("SELECT concurrent, closed, length FROM upload_sessions WHERE id = ?", [.text(id)]) {
             UploadSession(id: id, concurrent: $0.bool(0), closed: $0.bool(1), length: $0.int(2))

@@ -47,6 +47,24 @@ struct EmulatorSessionTests {
         }
     }
 
+    /// Dropbox forgets a session after a week; `expire-sessions` does so at once, for tests of
+    /// clients that keep sessions (a mount stages small files' bytes before their commit).
+    @Test func anExpiredSessionIsNotFound() async throws {
+        try await withEmulator { client in
+            let start = try await client.upload("files/upload_session/start", #"{"close":true}"#, Data("abc".utf8))
+            let id = try #require(start.json["session_id"]?.stringValue)
+            #expect(try await client.request("/_emulator/expire-sessions").status == 200)
+            let finish = try await client.upload("files/upload_session/finish",
+                #"{"cursor":{"session_id":"\#(id)","offset":3},"commit":{"path":"/late.txt"}}"#, Data())
+            #expect(finish.json["error_summary"]?.stringValue?.hasPrefix("lookup_failed/not_found") == true, "\(finish.text)")
+            let again = try await client.upload("files/upload_session/start", #"{"close":true}"#, Data("abc".utf8))
+            let fresh = try #require(again.json["session_id"]?.stringValue)
+            let done = try await client.upload("files/upload_session/finish",
+                #"{"cursor":{"session_id":"\#(fresh)","offset":3},"commit":{"path":"/late.txt"}}"#, Data())
+            #expect(done.status == 200)
+        }
+    }
+
     @Test func concurrentSessionAssemblesPiecesInAnyOrder() async throws {
         try await withEmulator { client in
             let block = 4 * 1024 * 1024

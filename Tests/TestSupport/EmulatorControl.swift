@@ -40,6 +40,11 @@ extension Emulator {
         guard response.status == 200 else { throw ControlFailure(message: String(decoding: response.body, as: UTF8.self)) }
     }
 
+    /// Every upload session not finished yet is forgotten (`POST /_emulator/expire-sessions`).
+    public func expireSessions() async throws {
+        _ = try await CurlTransport(userAgent: "test").perform(HTTPRequest(url: baseURL + "/_emulator/expire-sessions"))
+    }
+
     /// Every short-lived access token expires now (`POST /_emulator/expire-tokens`).
     public func expireTokens() async throws {
         _ = try await CurlTransport(userAgent: "test").perform(HTTPRequest(url: baseURL + "/_emulator/expire-tokens"))
