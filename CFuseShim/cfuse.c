@@ -1,4 +1,6 @@
+#define _GNU_SOURCE
 #include "cfuse.h"
+#include <unistd.h>
 #include <stddef.h>
 #include <malloc.h>
 
@@ -60,3 +62,5 @@ int cfuse_reply_fd(fuse_req_t req, int fd, off_t offset, size_t size) {
 int cfuse_heap_limit_arenas(int count) { return mallopt(M_ARENA_MAX, count); }
 
 int cfuse_heap_trim(void) { return malloc_trim(0); }
+
+int cfuse_syncfs(int fd) { return syncfs(fd); }

@@ -34,4 +34,8 @@ void cfuse_conn_configure(struct fuse_conn_info *conn, unsigned max_readahead);
 int cfuse_heap_limit_arenas(int count);
 int cfuse_heap_trim(void);
 
+/// syncfs(2), which Glibc's module leaves out (it wants _GNU_SOURCE): flushes the whole
+/// filesystem holding `fd`, for the daemon's cache.
+int cfuse_syncfs(int fd);
+
 #endif

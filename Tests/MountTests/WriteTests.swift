@@ -525,6 +525,36 @@ struct WriteTests {
     /// disk is uploaded; the one whose bytes were not (here: zeros, as a power loss may
     /// leave them) is set aside and never replaces the good copy on Dropbox. Before that,
     /// closed files' bytes reach the disk on their own, and the queue records that they did.
+    /// Many closed files are made durable by one flush of the cache's disk (`syncfs`), not
+    /// one each, and their queue records say so, each with its own content hash (a reboot
+    /// checks the bytes against it).
+    @Test func manyClosedFilesAreFlushedTogetherEachWithItsHash() async throws {
+        let uploads = "files/upload+files/upload_session/start+files/upload_session/finish_batch_v2"
+        try await MountFixture.with(seeds: [], faults: ["403:p=1,routes=\(uploads)"]) { m in
+            #expect(try await m.python("""
+            import os
+            for i in range(40):
+                with open(os.environ["M"] + f"/file-{i:02d}.txt", "w") as f:
+                    f.write(f"file {i} " * (i + 1))
+            """).status == 0)
+            let found = FileManager.default.enumerator(atPath: m.cacheDirectory)?.compactMap { $0 as? String }.first { $0.hasSuffix("/uploads.sqlite") }
+            let queue = m.cacheDirectory + "/" + (try #require(found))
+            let sql = { (statement: String) in try await m.sh("sqlite3 '\(queue)' \"\(statement)\"").stdout }
+            try await eventually("the closed files flushed to disk") { try await m.status().components(separatedBy: ", on disk").count == 41 }
+            try await m.killDaemon()  // the queue is the daemon's alone while it runs
+            #expect(try await sql("SELECT COUNT(*) FROM uploads WHERE flushed = 1") == "40\n")
+            let recorded = try await sql("SELECT path, content_hash FROM uploads ORDER BY path")
+            let expected = (0..<40).map { i in
+                "/file-\(String(format: "%02d", i)).txt|" + ContentHasher.hash(Array(String(repeating: "file \(i) ", count: i + 1).utf8))
+            }
+            #expect(recorded.split(separator: "\n").map(String.init) == expected)
+            try await m.emulator.setFaults([])
+            try await m.mount()
+            try await m.unmount()
+            #expect(try await m.remoteText("/file-39.txt") == String(repeating: "file 39 ", count: 40))
+        }
+    }
+
     @Test func afterAPowerLossBytesNotKnownOnDiskAreNeverUploaded() async throws {
         let uploads = "files/upload+files/upload_session/start+files/upload_session/start_batch+files/upload_session/append_v2"
             + "+files/upload_session/finish+files/upload_session/finish_batch_v2"
