@@ -93,42 +93,6 @@ struct WriteTests {
         }
     }
 
-    /// A small file's bytes go to Dropbox once it is closed, into a closed upload session
-    /// (which has no path), while its batch still waits: here for its new folder, which
-    /// Dropbox refuses for now. The batch then only commits them: no byte is sent twice.
-    /// With `forgotten`, Dropbox forgets those sessions before the commit (as it does after a
-    /// week): the batch sends those files' bytes again.
-    @Test(arguments: [false, true])
-    func smallFilesBytesGoAheadOfTheirBatch(forgotten: Bool) async throws {
-        try await MountFixture.with(seeds: [], faults: ["503:routes=files/create_folder_batch"]) { m in
-            try await m.emulator.resetStats()
-            #expect(try await m.python("""
-            import os
-            os.mkdir(os.environ["M"] + "/held")
-            for i in range(8):
-                with open(os.environ["M"] + f"/held/file-{i}.txt", "w") as f:
-                    f.write(chr(97 + i) * 3000)
-            """).status == 0)
-            // All but the newest at least: a lone file is left to its batch.
-            try await eventually("the files' bytes staged while their folder cannot be made") {
-                MountFixture.requests(try await m.routeStats(), ["files/upload_session/start"]) >= 7
-            }
-            let before = try await m.routeStats()
-            #expect(MountFixture.requests(before, ["files/upload_session/finish_batch_v2", "files/upload"]) == 0, "\(before)")
-            let staged = MountFixture.requests(before, ["files/upload_session/start"])
-            if forgotten { try await m.emulator.expireSessions() }
-            try await m.emulator.setFaults([])
-            #expect(try await m.syncFolder("\"$M/held\"").status == 0)
-            for i in 0..<8 {
-                #expect(try await m.remoteText("/held/file-\(i).txt") == String(repeating: String(UnicodeScalar(UInt8(97 + i))), count: 3000))
-            }
-            let uploads = MountFixture.requests(try await m.routeStats(), ["files/upload_session/start", "files/upload"])
-            // Forgotten, each of those is sent again (one still going when they were forgotten
-            // is not).
-            #expect(forgotten ? uploads > 8 && uploads <= 8 + staged + 1 : uploads == 8, "\(staged) staged ahead, \(uploads) in all")
-        }
-    }
-
     @Test func editorPatternsAppendsTruncationAndRandomWrites() async throws {
         try await MountFixture.with(seeds: ["demo", "big=24M"]) { m in
             let local = m.root.appendingPathComponent("local").path

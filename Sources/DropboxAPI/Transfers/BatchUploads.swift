@@ -5,31 +5,10 @@ extension DropboxClient {
     public struct BatchItem: Sendable {
         public var localPath: String
         public var commit: CommitInfo
-        /// Where the file's bytes may already wait in a closed session (`stageUpload`, made
-        /// before the batch): the batch then only commits them. Nil, or nil from it: the
-        /// batch sends the bytes itself.
-        public var staged: (@Sendable () async -> StagedUpload?)?
-        public init(localPath: String, commit: CommitInfo, staged: (@Sendable () async -> StagedUpload?)? = nil) {
+        public init(localPath: String, commit: CommitInfo) {
             self.localPath = localPath
             self.commit = commit
-            self.staged = staged
         }
-    }
-
-    /// A file's bytes in a closed upload session, not yet committed anywhere: a session has
-    /// no path, so the file may be renamed meanwhile; it is committed by `uploadBatch`.
-    public struct StagedUpload: Sendable {
-        public var session: String
-        public var size: Int64
-        public var contentHash: String
-    }
-
-    /// Sends a file's bytes into a closed session ahead of its commit (`background`: at the
-    /// lowest CPU priority, for work done before anyone waits for it).
-    public func stageUpload(_ localPath: String, background: Bool = false) async throws -> StagedUpload {
-        let (session, size, hash) = try await stage(BatchItem(localPath: localPath, commit: CommitInfo(path: "/")),
-                                                    tuning: UploadTuning(), background: background)
-        return StagedUpload(session: session, size: size, contentHash: hash)
     }
 
     /// Uploads many files with few commits: each file's bytes go into its own closed upload
@@ -42,27 +21,19 @@ extension DropboxClient {
                             progress: (@Sendable (Int) -> Void)? = nil) async throws -> [Result<FileMetadata, any Error>] {
         var results = [Result<FileMetadata, any Error>?](repeating: nil, count: items.count)
         var staged: [(index: Int, session: String, size: Int64, hash: String)] = []
-        // Items whose session was made before the batch: one Dropbox no longer knows
-        // (expired, or used by a commit whose answer was lost) is made again.
-        var stagedBefore = Set<Int>()
 
-        try await withThrowingTaskGroup(of: (Int, Bool, Result<(String, Int64, String), any Error>).self) { group in
+        try await withThrowingTaskGroup(of: (Int, Result<(String, Int64, String), any Error>).self) { group in
             var next = 0
             func launch() {
                 let index = next
                 let item = items[index]
                 next += 1
-                group.addTask {
-                    if let early = await item.staged?() { return (index, true, .success((early.session, early.size, early.contentHash))) }
-                    return (index, false, await Result { try await self.stage(item, tuning: tuning) })
-                }
+                group.addTask { (index, await Result { try await self.stage(item, tuning: tuning) }) }
             }
             for _ in 0..<min(parallelism, items.count) { launch() }
-            while let (index, early, outcome) = try await group.next() {
+            while let (index, outcome) = try await group.next() {
                 switch outcome {
-                case .success(let (session, size, hash)):
-                    staged.append((index, session, size, hash))
-                    if early { stagedBefore.insert(index) }
+                case .success(let (session, size, hash)): staged.append((index, session, size, hash))
                 case .failure(let error): results[index] = .failure(error)
                 }
                 if next < items.count { launch() }
@@ -104,13 +75,6 @@ extension DropboxClient {
                             : .failure(CallError<PathWriteError>.client(.contentHashMismatch(expected: item.hash, actual: file.contentHash!)))
                     case .failure(let failure) where failure.isTransient && rounds < self.retry.maxAttempts:
                         retry.append(item)
-                    case .failure(let failure) where failure == .lookupFailed(.notFound) && rounds == 1 && stagedBefore.contains(item.index):
-                        do {
-                            let (session, size, hash) = try await stage(items[item.index], tuning: tuning)
-                            retry.append((item.index, session, size, hash))
-                        } catch {
-                            results[item.index] = .failure(error)
-                        }
                     case .failure(let failure) where failure == .lookupFailed(.notFound) && rounds > 1:
                         // Committed by an earlier round whose answer was lost.
                         if let file = try await committedFile(at: items[item.index].commit.path, hash: item.hash) {
@@ -131,7 +95,7 @@ extension DropboxClient {
     }
 
     /// Sends one file into a closed session; returns (session, size, content hash).
-    private func stage(_ item: BatchItem, tuning: UploadTuning, background: Bool = false) async throws -> (String, Int64, String) {
+    private func stage(_ item: BatchItem, tuning: UploadTuning) async throws -> (String, Int64, String) {
         let (fd, size) = try FileIO.openForReading(item.localPath)
         defer { close(fd) }
         if size > tuning.singleRequestLimit {
@@ -140,7 +104,7 @@ extension DropboxClient {
         }
         let hash = ContentHasher.combine(try await FileIO.blockDigestsOffPool(fd, offset: 0, length: size))
         let start = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(close: true, contentHash: hash),
-                                     body: .file(descriptor: fd, offset: 0, length: size), background: background)
+                                     body: .file(descriptor: fd, offset: 0, length: size))
         return (start.sessionId, size, hash)
     }
 }

@@ -1,4 +1,3 @@
-import DropboxAPI
 import Foundation
 import Synchronization
 
@@ -90,9 +89,6 @@ final class LocalVersion: @unchecked Sendable {
     var abandonSending: (@Sendable () -> Void)?
     /// Early sends under way (`WriteBack+EarlyUploads`): the upload waits for them.
     var earlySends = 0
-    /// A small sealed version's bytes going, or gone, into a closed upload session ahead of
-    /// its batch (`WriteBack+Prestaging`); its value is nil if that failed.
-    var prestage: Task<DropboxClient.StagedUpload?, Never>?
     /// The version that took its place before it was uploaded, if one did.
     var replacedBy: LocalVersion?
     /// The revision Dropbox gave this version's bytes at its path, once uploaded: a version

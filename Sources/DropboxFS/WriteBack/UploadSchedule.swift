@@ -28,11 +28,6 @@ struct UploadSchedule {
     static let largeAtOnce = 2
     /// Chunks of files still being written sent at once, over all files.
     static let earlyChunksAtOnce = 4
-    /// Sealed files up to this size send their bytes as soon as they are sealed, before their
-    /// batch (`WriteBack+Prestaging`), at most `prestagesAtOnce` at a time. Larger ones wait:
-    /// the bytes of a file deleted before its batch are sent for nothing.
-    static let prestageLimit: Int64 = 4 << 20
-    static let prestagesAtOnce = 4
     /// Retries: seconds after a blip, every 5 minutes at most while the failure lasts.
     static let retry = RetryPolicy(baseDelay: 2, maxDelay: 300)
     /// The least time between two passes of the uploader. A pass looks at every queued

@@ -26,7 +26,7 @@ public final class Uploader: Sendable {
     /// Hears (path, lineage, content hash) when the newest local version of a path is on
     /// Dropbox, before the change is seen (the kernel's pages of it may then stay).
     let uploaded: @Sendable (String, Int64, String) -> Void
-    private let running = Mutex<(batches: Int, large: Int, early: Int, prestages: Int)>((0, 0, 0, 0))
+    private let running = Mutex<(batches: Int, large: Int, early: Int)>((0, 0, 0))
 
     init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore, namespace: NamespaceSender,
          uploaded: @escaping @Sendable (String, Int64, String) -> Void = { _, _, _ in }) {
@@ -75,21 +75,13 @@ public final class Uploader: Sendable {
                         self.writeBack.changed()  // a slot is free for the next chunk
                     }
                 }
-                let stagers = writeBack.prestagesWaiting ? UploadSchedule.prestagesAtOnce - running.withLock { $0.prestages } : 0
-                for _ in 0..<max(0, stagers) {
-                    occupy(.prestages, by: 1)
-                    group.addTask {
-                        await self.prestageWhileWaiting()
-                        self.occupy(.prestages, by: -1)
-                    }
-                }
                 gap = UploadSchedule.gap(afterPassOf: .now - lastPass)
-                if jobs.isEmpty && early.isEmpty && stagers <= 0 { await writeBack.uploaderSignal.wait(after: seen, timeout: wake) }
+                if jobs.isEmpty && early.isEmpty { await writeBack.uploaderSignal.wait(after: seen, timeout: wake) }
             }
         }
     }
 
-    private enum Slot { case batches, large, early, prestages }
+    private enum Slot { case batches, large, early }
 
     /// Counts a job in or out of its kind's slots.
     private func occupy(_ slot: Slot, by change: Int) {
@@ -98,7 +90,6 @@ public final class Uploader: Sendable {
             case .batches: $0.batches += change
             case .large: $0.large += change
             case .early: $0.early += change
-            case .prestages: $0.prestages += change
             }
         }
     }
@@ -139,7 +130,7 @@ public final class Uploader: Sendable {
     }
 
     private func send(_ job: [LocalVersion]) async {
-        if job.count > 1 || writeBack.prestaged(job[0]) != nil {  // a staged file is only committed
+        if job.count > 1 {
             await uploadBatch(job)
         } else {
             let version = job[0]
@@ -154,9 +145,7 @@ public final class Uploader: Sendable {
     }
 
     private func uploadBatch(_ job: [LocalVersion]) async {
-        let items = job.map {
-            DropboxClient.BatchItem(localPath: $0.file.bytesPath, commit: writeBack.commitInfo($0), staged: writeBack.prestaged($0))
-        }
+        let items = job.map { DropboxClient.BatchItem(localPath: $0.file.bytesPath, commit: writeBack.commitInfo($0)) }
         do {
             let results = try await client.uploadBatch(items, tuning: tuning)
             var done: [(LocalVersion, FileMetadata)] = []
@@ -234,16 +223,6 @@ public final class Uploader: Sendable {
         } catch {
             FuseLog.error("early upload of \(version.path) stopped (the upload at close sends the rest): \(error)")
             writeBack.earlyChunkFailed(version)
-        }
-    }
-
-    /// Stages sealed small files one after another while some wait (`WriteBack+Prestaging`),
-    /// at the lowest CPU priority: taking the next one needs no pass over the queue.
-    private func prestageWhileWaiting() async {
-        while let task = writeBack.prestageNext({ version in
-            Task { [client] in try? await client.stageUpload(version.file.bytesPath, background: true) }
-        }) {
-            _ = await task.value
         }
     }
 

@@ -177,9 +177,6 @@ extension WriteBack {
             }
             version.failureText = mapped == .noSpace ? "Dropbox account is full (insufficient_space)" : "\(error)"
             version.retryAt = .now + UploadSchedule.retryDelay(after: mapped, attempts: version.attempts)
-            // Its bytes may go while it waits for its next try (a batch took it before they
-            // could: `WriteBack+Prestaging`).
-            if version.prestage == nil && version.file.size <= UploadSchedule.prestageLimit { state.prestageQueue.append(version) }
             return false
         }
         // Out of reach, every queued file fails each try: the reachability log says it once.

@@ -47,8 +47,6 @@ public final class WriteBack: Sendable {
         var versions: [Int64: LocalVersion] = [:]
         /// The newest version of each path: what the mount shows there.
         var current: [String: LocalVersion] = [:]
-        /// Sealed small versions, to be staged before their batch (`WriteBack+Prestaging`).
-        var prestageQueue = PrestageQueue()
         /// Paths (and everything below) a rename or delete is changing: not uploaded meanwhile.
         var held: [String: Int] = [:]
         /// Paths of the versions being committed (uploading, `committing`), counted: a rename
@@ -458,7 +456,6 @@ public final class WriteBack: Sendable {
                 try queue.save(version.record, replacing: replaced.map(\.id))
                 version.phase = .queued
                 version.settledAt = .now
-                if version.file.size <= UploadSchedule.prestageLimit { state.prestageQueue.append(version) }
                 for old in replaced {
                     old.replacedBy = version
                     version.maybeCommitted += old.maybeCommitted
@@ -467,10 +464,8 @@ public final class WriteBack: Sendable {
                 catchUpHandlesLocked(&state, to: version)
                 // It is due after its quiet moment at the earliest: a pass planned before then
                 // finds it. (Woken by every close, the uploader looked at the whole queue for
-                // each file of a burst of creates; its passes are spaced now, `UploadSchedule.gap`.)
-                // A small file's bytes may go before then (`WriteBack+Prestaging`).
-                return version.urgent || version.file.size <= UploadSchedule.prestageLimit
-                    || state.nextPass.map { $0 > version.settledAt + UploadSchedule.quietPeriod } ?? true
+                // each file of a burst of creates.)
+                return version.urgent || state.nextPass.map { $0 > version.settledAt + UploadSchedule.quietPeriod } ?? true
             }
         } catch {
             version.file.unseal()
