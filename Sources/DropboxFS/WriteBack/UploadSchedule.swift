@@ -25,6 +25,11 @@ struct UploadSchedule {
     /// `upload_session/finish_batch_v2` takes at most 1,000 entries.
     static let batchLimit = 1000
     static let batchesAtOnce = 2
+    /// Files of a batch whose bytes go at once, each into its own session. A small file's
+    /// upload is one round trip, so over a real network this, not the machine, sets the pace:
+    /// with 30 ms added to every request, 1,000 files of 4 KiB took 4.4 s after the copy with
+    /// 8 at once and 1.5 s with 32; on this machine without the delay, 0.61-0.63 s either way.
+    static let batchParallelism = 32
     static let largeAtOnce = 2
     /// Chunks of files still being written sent at once, over all files.
     static let earlyChunksAtOnce = 4

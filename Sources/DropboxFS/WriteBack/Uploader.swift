@@ -147,7 +147,7 @@ public final class Uploader: Sendable {
     private func uploadBatch(_ job: [LocalVersion]) async {
         let items = job.map { DropboxClient.BatchItem(localPath: $0.file.bytesPath, commit: writeBack.commitInfo($0)) }
         do {
-            let results = try await client.uploadBatch(items, tuning: tuning)
+            let results = try await client.uploadBatch(items, tuning: tuning, parallelism: UploadSchedule.batchParallelism)
             var done: [(LocalVersion, FileMetadata)] = []
             for (version, result) in zip(job, results) {
                 switch result {
