@@ -131,45 +131,66 @@ extension Namespace {
     /// Checks that a session can be finished at `offset` and hands over its content.
     /// With `requireClosed` (batch finishes) a sequential session must have been closed too.
     func sessionContent(session id: String, offset: Int64, requireClosed: Bool) throws -> StagedContent {
-        try locked {
-            guard let session = try sessionLocked(id) else { throw SessionFailure.notFound }
-            if session.concurrent {
-                if !session.closed { throw SessionFailure.concurrentNotClosed }
-                var digests: [UInt8] = []
-                var expected: Int64 = 0
-                try database.query("SELECT offset, length, block_digests FROM session_pieces WHERE session_id = ? ORDER BY offset",
-                                   [.text(id)]) { row in
-                    if row.int(0) == expected {
-                        expected += row.int(1)
-                        digests += row.blob(2)
-                    }
+        try locked { try sessionContentLocked(session: id, offset: offset, requireClosed: requireClosed) }
+    }
+
+    func sessionContentLocked(session id: String, offset: Int64, requireClosed: Bool) throws -> StagedContent {
+        guard let session = try sessionLocked(id) else { throw SessionFailure.notFound }
+        if session.concurrent {
+            if !session.closed { throw SessionFailure.concurrentNotClosed }
+            var digests: [UInt8] = []
+            var expected: Int64 = 0
+            try database.query("SELECT offset, length, block_digests FROM session_pieces WHERE session_id = ? ORDER BY offset",
+                               [.text(id)]) { row in
+                if row.int(0) == expected {
+                    expected += row.int(1)
+                    digests += row.blob(2)
                 }
-                guard expected == offset, expected == session.length else { throw SessionFailure.concurrentMissingData }
-                return StagedContent(file: sessionFile(id), size: offset, contentHash: ContentHasher.hex(fromBlockDigests: digests))
             }
-            if requireClosed && !session.closed { throw SessionFailure.notClosed }
-            if offset != session.length || busySessions.contains(id) { throw SessionFailure.incorrectOffset(correct: session.length) }
-            let hash: String
-            // A finish consumes the running hasher; a finish retried after a failed commit
-            // rehashes the file instead.
-            if let hasher = sessionHashers.removeValue(forKey: id) {
-                hash = hasher.finishHex()
-            } else {
-                hash = try ContentHasher.hashFile(sessionFile(id), length: session.length)
-            }
-            // A failed last append may have left bytes past the session's length.
-            truncate(sessionFile(id).path, off_t(session.length))
-            return StagedContent(file: sessionFile(id), size: session.length, contentHash: hash)
+            guard expected == offset, expected == session.length else { throw SessionFailure.concurrentMissingData }
+            return StagedContent(file: sessionFile(id), size: offset, contentHash: ContentHasher.hex(fromBlockDigests: digests))
         }
+        if requireClosed && !session.closed { throw SessionFailure.notClosed }
+        if offset != session.length || busySessions.contains(id) { throw SessionFailure.incorrectOffset(correct: session.length) }
+        let hash: String
+        // A finish consumes the running hasher; a finish retried after a failed commit
+        // rehashes the file instead.
+        if let hasher = sessionHashers.removeValue(forKey: id) {
+            hash = hasher.finishHex()
+        } else {
+            hash = try ContentHasher.hashFile(sessionFile(id), length: session.length)
+        }
+        // A failed last append may have left bytes past the session's length.
+        truncate(sessionFile(id).path, off_t(session.length))
+        return StagedContent(file: sessionFile(id), size: session.length, contentHash: hash)
     }
 
     /// Forgets a finished session (its data file has become a blob, or is deleted here).
     func removeSession(_ id: String) {
-        locked {
-            try? database.run("DELETE FROM upload_sessions WHERE id = ?", [.text(id)])
-            try? database.run("DELETE FROM session_pieces WHERE session_id = ?", [.text(id)])
-            sessionHashers.removeValue(forKey: id)
-            unlink(sessionFile(id).path)
+        locked { removeSessionLocked(id) }
+    }
+
+    func removeSessionLocked(_ id: String) {
+        try? database.run("DELETE FROM upload_sessions WHERE id = ?", [.text(id)])
+        try? database.run("DELETE FROM session_pieces WHERE session_id = ?", [.text(id)])
+        sessionHashers.removeValue(forKey: id)
+        unlink(sessionFile(id).path)
+    }
+
+    /// Commits closed sessions' content, one result each, in one transaction (a failure
+    /// undoes its own commit only): `finish_batch`.
+    func commitSessions(_ commits: [(session: String, offset: Int64, request: () throws -> CommitRequest)]) throws -> [Result<Entry, any Error>] {
+        try locked {
+            try inOneTransactionLocked {
+                commits.map { commit in
+                    Result {
+                        let content = try sessionContentLocked(session: commit.session, offset: commit.offset, requireClosed: true)
+                        let entry = try commitFileLocked(try commit.request(), content: content)
+                        removeSessionLocked(commit.session)
+                        return entry
+                    }
+                }
+            }
         }
     }
 

@@ -45,60 +45,62 @@ extension Namespace {
     /// does: identical content is no conflict unless `strict_conflict`; a conflict either fails
     /// or, with `autorename`, lands beside the original.
     func commitFile(_ request: CommitRequest, content: StagedContent) throws -> Entry {
-        try locked {
-            let path = request.path
-            if path.hasDisallowedName(refusing: refusedNames) { throw NamespaceFailure.write(.disallowedName) }
-            try requireNoFileAncestor(path, failure: .write(.conflict("file_ancestor")))
-            let existing = try liveEntryLocked(path)
-            let sameContent = existing.map { !$0.isFolder && $0.contentHash == content.contentHash } ?? false
-            var target = path
-            var replacing: Entry?
+        try locked { try commitFileLocked(request, content: content) }
+    }
 
-            func conflict(_ kind: String, renamed: () throws -> DropboxPath) throws {
-                guard request.autorename else { throw NamespaceFailure.write(.conflict(kind)) }
-                target = try renamed()
+    func commitFileLocked(_ request: CommitRequest, content: StagedContent) throws -> Entry {
+        let path = request.path
+        if path.hasDisallowedName(refusing: refusedNames) { throw NamespaceFailure.write(.disallowedName) }
+        try requireNoFileAncestor(path, failure: .write(.conflict("file_ancestor")))
+        let existing = try liveEntryLocked(path)
+        let sameContent = existing.map { !$0.isFolder && $0.contentHash == content.contentHash } ?? false
+        var target = path
+        var replacing: Entry?
+
+        func conflict(_ kind: String, renamed: () throws -> DropboxPath) throws {
+            guard request.autorename else { throw NamespaceFailure.write(.conflict(kind)) }
+            target = try renamed()
+        }
+
+        switch request.mode {
+        case .add:
+            if let existing {
+                if sameContent && !request.strictConflict { return existing }
+                try conflict(existing.isFolder ? "folder" : "file") { try freeNameLocked(for: path, isFolder: false) }
             }
-
-            switch request.mode {
-            case .add:
-                if let existing {
-                    if sameContent && !request.strictConflict { return existing }
-                    try conflict(existing.isFolder ? "folder" : "file") { try freeNameLocked(for: path, isFolder: false) }
-                }
-            case .overwrite:
-                if let existing {
-                    if existing.isFolder {
-                        try conflict("folder") { try freeNameLocked(for: path, isFolder: false) }
-                    } else if sameContent && !request.strictConflict {
-                        return existing
-                    } else {
-                        replacing = existing
-                    }
-                }
-            case .update(let rev):
-                if let existing, !existing.isFolder, existing.rev == rev {
-                    if sameContent { return existing }
-                    replacing = existing
-                } else if existing == nil && !request.strictConflict {
-                    break
-                } else if sameContent && !request.strictConflict, let existing {
+        case .overwrite:
+            if let existing {
+                if existing.isFolder {
+                    try conflict("folder") { try freeNameLocked(for: path, isFolder: false) }
+                } else if sameContent && !request.strictConflict {
                     return existing
                 } else {
-                    try conflict(existing?.isFolder == true ? "folder" : "file") { try conflictedCopyNameLocked(for: path) }
+                    replacing = existing
                 }
             }
+        case .update(let rev):
+            if let existing, !existing.isFolder, existing.rev == rev {
+                if sameContent { return existing }
+                replacing = existing
+            } else if existing == nil && !request.strictConflict {
+                break
+            } else if sameContent && !request.strictConflict, let existing {
+                return existing
+            } else {
+                try conflict(existing?.isFolder == true ? "folder" : "file") { try conflictedCopyNameLocked(for: path) }
+            }
+        }
 
-            var entry = Entry(path: target, id: replacing?.id ?? Identifiers.fileID(), isFolder: false)
-            entry.size = content.size
-            entry.contentHash = content.contentHash
-            return try commitRevisionLocked(entry, clientModified: request.clientModified, replacing: replacing) {
-                guard let file = content.file, content.size > 0 else { return nil }
-                let name = "b" + Identifiers.random(20)
-                guard rename(file.path, blobDirectory.appendingPathComponent(name, isDirectory: false).path) == 0 else {
-                    throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-                }
-                return name
+        var entry = Entry(path: target, id: replacing?.id ?? Identifiers.fileID(), isFolder: false)
+        entry.size = content.size
+        entry.contentHash = content.contentHash
+        return try commitRevisionLocked(entry, clientModified: request.clientModified, replacing: replacing) {
+            guard let file = content.file, content.size > 0 else { return nil }
+            let name = "b" + Identifiers.random(20)
+            guard rename(file.path, blobDirectory.appendingPathComponent(name, isDirectory: false).path) == 0 else {
+                throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
             }
+            return name
         }
     }
 

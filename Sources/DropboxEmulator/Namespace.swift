@@ -36,6 +36,8 @@ final class Namespace: @unchecked Sendable {
     private var revisionsInSeq = 0
     /// Nothing may be written directly under the root (a team space's top: `TeamSpace`).
     private var topLevelProtected = false
+    /// A batch of writes runs as one transaction (`inOneTransactionLocked`).
+    private var batchOpen = false
 
     // `isDirectory` given: without it Foundation asks the disk (a stat per call, a tenth of
     // the emulator's CPU in a batch of small uploads).
@@ -170,9 +172,23 @@ final class Namespace: @unchecked Sendable {
     }
 
     /// Runs a write in one transaction, persisting the counter and space used; on failure the
-    /// in-memory copies are reloaded so they never drift from the database.
+    /// in-memory copies are reloaded so they never drift from the database. Inside a batch
+    /// (`inOneTransactionLocked`) it is a savepoint: its failure undoes this write alone.
     func writeTransactionLocked<T>(_ body: () throws -> T) throws -> T {
         do {
+            if batchOpen {
+                try db.execute("SAVEPOINT one_write")
+                do {
+                    let value = try body()
+                    try setMeta("seq", String(seq))
+                    try db.execute("RELEASE one_write")
+                    return value
+                } catch {
+                    try? db.execute("ROLLBACK TO one_write")
+                    try? db.execute("RELEASE one_write")
+                    throw error
+                }
+            }
             let result = try db.transaction {
                 let value = try body()
                 try setMeta("seq", String(seq))
@@ -181,9 +197,34 @@ final class Namespace: @unchecked Sendable {
             changes.notify()
             return result
         } catch {
-            usedBytes = (try? db.first("SELECT COALESCE(SUM(size), 0) FROM entries WHERE is_deleted = 0") { $0.int(0) }) ?? usedBytes
+            reloadUsedBytesLocked()
             throw error
         }
+    }
+
+    /// Runs many writes (a `finish_batch`'s commits) as one transaction: each write's pages
+    /// go to the log once for all, not once per write (1,000 commits of 4 KiB files spent
+    /// more than half their time writing the log). If the transaction itself fails, the
+    /// writes it held are undone together; files they moved into `blobs/` stay there unused.
+    func inOneTransactionLocked<T>(_ body: () throws -> T) throws -> T {
+        try db.execute("BEGIN IMMEDIATE")
+        batchOpen = true
+        do {
+            let result = try body()
+            batchOpen = false
+            try db.execute("COMMIT")
+            changes.notify()
+            return result
+        } catch {
+            batchOpen = false
+            try? db.execute("ROLLBACK")
+            reloadUsedBytesLocked()
+            throw error
+        }
+    }
+
+    private func reloadUsedBytesLocked() {
+        usedBytes = (try? db.first("SELECT COALESCE(SUM(size), 0) FROM entries WHERE is_deleted = 0") { $0.int(0) }) ?? usedBytes
     }
 
     /// From now on a write that would add, change or remove an entry of the root itself

@@ -93,18 +93,16 @@ extension Emulator {
             try entry.finish()
             return (id, offset, commit)
         }
-        let results = requests.map { id, offset, commit -> JSON in
-            do {
-                let content = try namespace.sessionContent(session: id, offset: offset, requireClosed: true)
-                let entry = try namespace.commitFile(try commit(), content: content)
-                namespace.removeSession(id)
+        let results = try namespace.commitSessions(requests.map { ($0.0, $0.1, $0.2) }).map { result -> JSON in
+            switch result {
+            case .success(let entry):
                 guard case .object(let fields) = entry.metadata(tagged: false) else { return .null }
                 return .object([(".tag", .string("success"))] + fields)
-            } catch let failure as SessionFailure {
+            case .failure(let failure as SessionFailure):
                 return .tagged("failure", [("failure", failure.finishJSON)])
-            } catch let failure as NamespaceFailure {
+            case .failure(let failure as NamespaceFailure):
                 return .tagged("failure", [("failure", .tagged("path", [("path", RouteErrors.writeJSON(failure))]))])
-            } catch {
+            case .failure:
                 return .tagged("failure", [("failure", .tagged("other"))])
             }
         }
