@@ -251,6 +251,34 @@ extension RenameQueueTests {
     /// A case-only rename of a folder goes through a hidden name in two moves; while the
     /// second is under way (held back at the emulator), the folder shows under its new name
     /// and lists, and its file reads.
+    /// A folder renamed to upper case and back while Dropbox is out of reach (two case-only
+    /// renames in the queue, each through a hidden name), made before the outage or during
+    /// it, shows at its name, and only there, while the renames reach Dropbox.
+    @Test(arguments: [false, true])
+    func aFolderRenamedToUpperCaseAndBackOfflineShowsAtItsNameWhileTheRenamesGo(madeOffline: Bool) async throws {
+        try await MountFixture.with(seeds: []) { m in
+            if !madeOffline {
+                #expect(try await m.sh("mkdir \"$M/e\" && printf 'in\\n' > \"$M/e/in.txt\"").status == 0)
+                #expect(try await m.syncFolder("\"$M\"").status == 0)
+            }
+            #expect(try await m.sh("ls \"$M\"").status == 0)  // known here: names are checked offline
+            try await m.emulator.setFaults(["latency:ms=700,routes=files/move_v2+files/move_batch_v2"])
+            try await m.emulator.setReachable(false)
+            if madeOffline {
+                let made = try await m.sh("mkdir \"$M/e\" && printf 'in\\n' > \"$M/e/in.txt\"")
+                #expect(made.status == 0, "\(made)")
+            }
+            #expect(try await m.sh("mv \"$M/e\" \"$M/E\" && ls \"$M\" >/dev/null && mv \"$M/E\" \"$M/e\"").status == 0)
+            try await m.emulator.setReachable(true)
+            let listings = Listings()
+            try await eventually("the renames to reach Dropbox", timeout: 60) {
+                listings.seen.insert(try await m.sh("ls -a \"$M\" | grep -v '^\\.\\.\\?$'; cat \"$M/e/in.txt\"").stdout)
+                return try await m.client.listAll("").map(\.name) == ["e"] && m.statusReport()["offline_since"] == nil
+            }
+            #expect(listings.seen == ["e\nin\n"], "\(listings.seen)")
+        }
+    }
+
     @Test func aFolderShowsWhileItsCaseOnlyRenameIsUnderWay() async throws {
         try await MountFixture.with(seeds: []) { m in
             #expect(try await m.sh("mkdir \"$M/cf\" && printf 'in\\n' > \"$M/cf/in.txt\"").status == 0)
@@ -268,4 +296,9 @@ extension RenameQueueTests {
             #expect(try await m.client.listAll("").map(\.name) == ["CF"])
         }
     }
+}
+
+/// What a test saw, one look after another (the looks never overlap).
+private final class Listings: @unchecked Sendable {
+    var seen = Set<String>()
 }

@@ -137,17 +137,7 @@ public final class StagedFile: Sendable {
         let fd = self.fd
         guard fd >= 0 else { return }
         // Removed, and now nobody reads it (a descriptor of an unlinked file did until now).
-        // Emptying it waits for the disk (a discard, on a disk mounted so): not on the thread
-        // that let go of it, often one of Swift's few cooperative threads, which answer every
-        // FUSE request meanwhile.
-        if removed.load(ordering: .acquiring), !givenToCache.load(ordering: .acquiring), let pool {
-            let path = self.path
-            BlockingThreads.background.run {
-                pool.keep(path, fd: fd)
-                close(fd)
-            }
-            return
-        }
+        if removed.load(ordering: .acquiring), !givenToCache.load(ordering: .acquiring), let pool { return pool.keepLater(path, fd: fd) }
         close(fd)
     }
 

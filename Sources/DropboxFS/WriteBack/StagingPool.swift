@@ -41,6 +41,20 @@ final class StagingPool: Sendable {
         }
     }
 
+    /// Emptying files, in order, on a queue of their own.
+    private let emptying = DispatchQueue(label: "dropboxfs-staging-pool", qos: .utility)
+
+    /// `keep`, then closes `fd`, later: emptying a file waits for the disk (a discard per
+    /// file on a disk mounted so: 6 % of the daemon's CPU while 1,000 small uploads finished),
+    /// and the caller's thread is often one of Swift's two cooperative ones, which answer
+    /// FUSE requests meanwhile.
+    func keepLater(_ path: String, fd: Int32) {
+        emptying.async {
+            self.keep(path, fd: fd)
+            close(fd)
+        }
+    }
+
     /// A done staging file, still open as `fd` (nobody reads it any more), joins the pool
     /// emptied; deleted when the pool is full. A file no longer at `path` (set aside to
     /// `recovered/`: the same inode) is left alone.
