@@ -444,7 +444,10 @@ struct WriteTests {
     }
 
     /// Closed files survive a kill -9 of the daemon in the middle of their uploads.
-    @Test func killedDuringUploadsTheNextMountFinishesThem() async throws {
+    /// With `sessionsForgotten`, the mount stays down long enough for Dropbox to forget the
+    /// large file's upload session (a week): the next mount starts it afresh.
+    @Test(arguments: [false, true])
+    func killedDuringUploadsTheNextMountFinishesThem(sessionsForgotten: Bool) async throws {
         try await MountFixture.with(seeds: [], faults: ["latency:ms=3000,routes=files/upload_session/finish_batch_v2+files/upload_session/finish+files/upload",
                                                                   "bandwidth:bps=8000000,routes=files/upload_session/append_v2"]) { m in
             let local = m.root.appendingPathComponent("local").path
@@ -461,6 +464,7 @@ struct WriteTests {
             try await eventually("the large upload to start") { (try await m.routeStats()["files/upload_session/append_v2"]?["requests"] ?? 0) > 0 }
             try await m.killDaemon()
             try await m.emulator.setFaults([])
+            if sessionsForgotten { try await m.emulator.expireSessions() }
             try await m.mount()
             // The local versions show at once; the queue empties on its own.
             #expect(try await m.sh("cmp '\(local)/k/large.bin' \"$M/k/large.bin\"").status == 0)
