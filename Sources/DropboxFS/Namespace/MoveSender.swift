@@ -111,8 +111,7 @@ final class MoveSender: Sendable {
                     // source first goes to a hidden name, which the view never shows; the
                     // rename then goes on from there (also after a crash).
                     let temporary = Self.hiddenStep(of: move, source: source)
-                    pending.deletes.setAside(Node.key(of: temporary), true)
-                    defer { pending.deletes.setAside(Node.key(of: temporary), false) }
+                    pending.park(move, at: Node.key(of: temporary))
                     pending.setInFlight([move.id: Node.key(of: temporary)])
                     let landing = try store.beginLanding(from: move.fromLower, to: Node.key(of: temporary))
                     defer { store.endLanding(landing) }

@@ -26,6 +26,11 @@ public final class PendingMoves: RoundQueue {
         /// The renames whose calls are under way, each with where its source lands if the
         /// change feed brings the move before the call returns (the store then has it there).
         var inFlight: [Int64: String] = [:]
+        /// Case-only renames whose first step (to a hidden name) may be done on Dropbox, its
+        /// answer lost: their sources may be at these hidden names (keys) until the next try
+        /// finds out. The change feed can bring the hidden entry in first; the view then
+        /// shows it at the rename's name, as for a call in flight, and hides the hidden name.
+        var parked: [Int64: String] = [:]
         /// Counts every change to `moves`: a resolution made while one happened is made again.
         var generation: UInt64 = 0
         var lastAdded = ContinuousClock.now
@@ -44,7 +49,24 @@ public final class PendingMoves: RoundQueue {
     /// The pending renames, oldest first, those in flight (id: landing), and the generation
     /// they belong to.
     var snapshot: (moves: [QueuedMove], inFlight: [Int64: String], generation: UInt64) {
-        state.withLock { ($0.moves, $0.inFlight, $0.generation) }
+        state.withLock { ($0.moves, $0.inFlight.merging($0.parked) { flying, _ in flying }, $0.generation) }
+    }
+
+    /// A case-only rename's first step, to `hidden` (a key), is about to be sent: from now
+    /// until it is known done (`advance`) or the rename leaves the queue, its source may be
+    /// there.
+    func park(_ record: QueuedMove, at hidden: String) {
+        deletes.setAside(hidden, true)
+        state.withLock { state in
+            state.parked[record.id] = hidden
+            state.generation += 1
+        }
+    }
+
+    /// Forgets where a rename's source may be parked (it is known now).
+    private func unparkLocked(_ state: inout State, _ id: Int64) {
+        guard let hidden = state.parked.removeValue(forKey: id) else { return }
+        deletes.setAside(hidden, false)
     }
 
     /// Move calls start (each rename's id with its destination's key), or end (empty).
@@ -83,6 +105,7 @@ public final class PendingMoves: RoundQueue {
             try apply()
             state.moves[index] = advanced
             state.inFlight[record.id] = nil
+            unparkLocked(&state, record.id)
             state.generation += 1
         }
         try queue.saveMove(advanced)
@@ -142,6 +165,7 @@ public final class PendingMoves: RoundQueue {
             state.moves.remove(at: index)
             state.settling.append(record)
             state.inFlight[record.id] = nil
+            unparkLocked(&state, record.id)
             pendingCount.store(state.moves.count, ordering: .releasing)
             state.generation += 1
         }
