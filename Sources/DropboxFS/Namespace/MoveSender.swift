@@ -110,8 +110,8 @@ final class MoveSender: Sendable {
                     // A case-only rename: Dropbox refuses a move onto the same path, so the
                     // source first goes to a hidden name, which the view never shows; the
                     // rename then goes on from there (also after a crash).
-                    let temporary = Self.hiddenStep(of: move, source: source)
-                    pending.park(move, at: Node.key(of: temporary))
+                    let temporary = pending.parkedPath(move) ?? Self.hiddenStep(of: move, source: source)
+                    pending.park(move, at: temporary)
                     pending.setInFlight([move.id: Node.key(of: temporary)])
                     let landing = try store.beginLanding(from: move.fromLower, to: Node.key(of: temporary))
                     defer { store.endLanding(landing) }
@@ -146,7 +146,7 @@ final class MoveSender: Sendable {
                     // lost with Dropbox out of reach before the mount could look: on from there
                     // (given up, it left the folder at the hidden name for good).
                     if Node.key(of: move.toPath) == move.fromLower, !source.id.isEmpty,
-                       let parked = try await calls.client.metadataIfExists(Self.hiddenStep(of: move, source: source)).flatMap(Node.init),
+                       let parked = try await calls.client.metadataIfExists(pending.parkedPath(move) ?? Self.hiddenStep(of: move, source: source)).flatMap(Node.init),
                        parked.id == source.id {
                         let from = move.fromLower
                         move = try pending.advance(move, from: parked.pathLower) { try store.applyMove(from: from, to: parked) }

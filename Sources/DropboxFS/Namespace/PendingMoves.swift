@@ -30,7 +30,7 @@ public final class PendingMoves: RoundQueue {
         /// answer lost: their sources may be at these hidden names (keys) until the next try
         /// finds out. The change feed can bring the hidden entry in first; the view then
         /// shows it at the rename's name, as for a call in flight, and hides the hidden name.
-        var parked: [Int64: String] = [:]
+        var parked: [Int64: (path: String, key: String)] = [:]
         /// Counts every change to `moves`: a resolution made while one happened is made again.
         var generation: UInt64 = 0
         var lastAdded = ContinuousClock.now
@@ -49,24 +49,29 @@ public final class PendingMoves: RoundQueue {
     /// The pending renames, oldest first, those in flight (id: landing), and the generation
     /// they belong to.
     var snapshot: (moves: [QueuedMove], inFlight: [Int64: String], generation: UInt64) {
-        state.withLock { ($0.moves, $0.inFlight.merging($0.parked) { flying, _ in flying }, $0.generation) }
+        state.withLock { ($0.moves, $0.inFlight.merging($0.parked.mapValues(\.key)) { flying, _ in flying }, $0.generation) }
     }
 
-    /// A case-only rename's first step, to `hidden` (a key), is about to be sent: from now
-    /// until it is known done (`advance`) or the rename leaves the queue, its source may be
-    /// there.
-    func park(_ record: QueuedMove, at hidden: String) {
-        deletes.setAside(hidden, true)
+    /// A case-only rename's first step, to the hidden name `path`, is about to be sent: from
+    /// now until it is known done (`advance`) or the rename leaves the queue, its source may
+    /// be there. Every later try of this mount uses the same name (`parkedPath`): the name
+    /// holds the source's Dropbox id, which a folder made here may only have by then.
+    func park(_ record: QueuedMove, at path: String) {
+        let key = Node.key(of: path)
+        deletes.setAside(key, true)
         state.withLock { state in
-            state.parked[record.id] = hidden
+            state.parked[record.id] = (path, key)
             state.generation += 1
         }
     }
 
+    /// Where an earlier try of this mount parked the rename's source, if one did.
+    func parkedPath(_ record: QueuedMove) -> String? { state.withLock { $0.parked[record.id]?.path } }
+
     /// Forgets where a rename's source may be parked (it is known now).
     private func unparkLocked(_ state: inout State, _ id: Int64) {
-        guard let hidden = state.parked.removeValue(forKey: id) else { return }
-        deletes.setAside(hidden, false)
+        guard let parked = state.parked.removeValue(forKey: id) else { return }
+        deletes.setAside(parked.key, false)
     }
 
     /// Move calls start (each rename's id with its destination's key), or end (empty).
