@@ -175,25 +175,14 @@ final class Namespace: @unchecked Sendable {
     /// in-memory copies are reloaded so they never drift from the database. Inside a batch
     /// (`inOneTransactionLocked`) it is a savepoint: its failure undoes this write alone.
     func writeTransactionLocked<T>(_ body: () throws -> T) throws -> T {
+        let write = {
+            let value = try body()
+            try self.setMeta("seq", String(self.seq))
+            return value
+        }
         do {
-            if batchOpen {
-                try db.execute("SAVEPOINT one_write")
-                do {
-                    let value = try body()
-                    try setMeta("seq", String(seq))
-                    try db.execute("RELEASE one_write")
-                    return value
-                } catch {
-                    try? db.execute("ROLLBACK TO one_write")
-                    try? db.execute("RELEASE one_write")
-                    throw error
-                }
-            }
-            let result = try db.transaction {
-                let value = try body()
-                try setMeta("seq", String(seq))
-                return value
-            }
+            if batchOpen { return try db.savepoint(write) }
+            let result = try db.transaction(write)
             changes.notify()
             return result
         } catch {

@@ -49,6 +49,21 @@ public final class SQLiteDatabase {
         }
     }
 
+    /// Runs `body` inside an open transaction as a savepoint: kept if it returns, undone
+    /// (and nothing else) if it throws.
+    public func savepoint<T>(_ body: () throws -> T) throws -> T {
+        try execute("SAVEPOINT one_part")
+        do {
+            let result = try body()
+            try execute("RELEASE one_part")
+            return result
+        } catch {
+            try? execute("ROLLBACK TO one_part")
+            try? execute("RELEASE one_part")
+            throw error
+        }
+    }
+
     /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
         try execute("BEGIN IMMEDIATE")

@@ -110,7 +110,7 @@ final class MoveSender: Sendable {
                     // A case-only rename: Dropbox refuses a move onto the same path, so the
                     // source first goes to a hidden name, which the view never shows; the
                     // rename then goes on from there (also after a crash).
-                    let temporary = pending.parkedPath(move) ?? Self.hiddenStep(of: move, source: source)
+                    let temporary = hiddenStep(of: move, source: source)
                     pending.park(move, at: temporary)
                     pending.setInFlight([move.id: Node.key(of: temporary)])
                     let landing = try store.beginLanding(from: move.fromLower, to: Node.key(of: temporary))
@@ -146,7 +146,7 @@ final class MoveSender: Sendable {
                     // lost with Dropbox out of reach before the mount could look: on from there
                     // (given up, it left the folder at the hidden name for good).
                     if Node.key(of: move.toPath) == move.fromLower, !source.id.isEmpty,
-                       let parked = try await calls.client.metadataIfExists(pending.parkedPath(move) ?? Self.hiddenStep(of: move, source: source)).flatMap(Node.init),
+                       let parked = try await calls.client.metadataIfExists(hiddenStep(of: move, source: source)).flatMap(Node.init),
                        parked.id == source.id {
                         let from = move.fromLower
                         move = try pending.advance(move, from: parked.pathLower) { try store.applyMove(from: from, to: parked) }
@@ -162,6 +162,12 @@ final class MoveSender: Sendable {
                 }
             }
         }
+    }
+
+    /// Where a case-only rename parks its source: where a try of this mount parked it
+    /// already, else the name below.
+    private func hiddenStep(of move: QueuedMove, source: Node) -> String {
+        pending.parkedPath(move) ?? Self.hiddenStep(of: move, source: source)
     }
 
     /// Where a case-only rename parks its source: named after the queued move and the
