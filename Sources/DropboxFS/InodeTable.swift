@@ -32,7 +32,15 @@ public final class InodeTable: Sendable {
         /// numbers need no look into `byPath` (a `find` over 200,000 listed entries: 0.73 s
         /// with the look, 0.70 s without).
         var renumbered: [PathKey: UInt64] = [:]
+        /// Entries come, go and change paths only through `addEntry`, `removeEntry` and
+        /// `setEntryPath`, which keep `heldWithin`.
         var byInode: [UInt64: Entry] = [:]
+        /// How many entries of `byInode` are at each path or below it, by the path's hash:
+        /// an rmdir or a rename looks for what lies below only when something does. (It
+        /// scanned every entry, up to `Options.inodeLimit`: after a `find` over a large tree,
+        /// every rmdir of an `rm -r` read 100,000 paths.) Hashes alone: a collision makes a
+        /// count too high, which costs a scan, never a miss.
+        var heldWithin: [UInt64: Int] = [:]
         /// Numbers for paths whose hash is taken (see the type's comment).
         var nextSpare: UInt64 = 2
         /// Inodes in the order they were held, oldest first (from `head`), each with the
@@ -54,6 +62,48 @@ public final class InodeTable: Sendable {
             if !renumbered.isEmpty { renumbered.removeValue(forKey: key) }
             return byPath.removeValue(forKey: key)
         }
+
+        mutating func addEntry(_ inode: UInt64, _ entry: Entry) {
+            if let old = byInode[inode] { count(old.path, -1) }
+            byInode[inode] = entry
+            count(entry.path, 1)
+        }
+
+        @discardableResult
+        mutating func removeEntry(_ inode: UInt64) -> Entry? {
+            guard let entry = byInode.removeValue(forKey: inode) else { return nil }
+            count(entry.path, -1)
+            return entry
+        }
+
+        mutating func setEntryPath(_ inode: UInt64, _ path: String) {
+            guard let old = byInode[inode]?.path else { return }
+            count(old, -1)
+            byInode[inode]!.path = path
+            count(path, 1)
+        }
+
+        /// Scans of every entry for what lies below a path, so far (tests count them).
+        var subtreeScans = 0
+        /// Set by tests: scan for what lies below a path every time, as the reference the
+        /// index is compared with.
+        var alwaysScans = false
+
+        /// True when no entry lies at `key` or below it but the one `byPath` gives it; else
+        /// the caller scans, and this counts it.
+        mutating func nothingElseWithin(_ key: PathKey) -> Bool {
+            if !alwaysScans && heldWithin[key.hash, default: 0] == (byPath[key] == nil ? 0 : 1) { return true }
+            subtreeScans += 1
+            return false
+        }
+
+        private mutating func count(_ path: String, _ delta: Int) {
+            guard path != InodeTable.detachedPath else { return }
+            PathKey.forEachHashWithin(path) { hash in
+                let held = heldWithin[hash, default: 0] + delta
+                if held == 0 { heldWithin.removeValue(forKey: hash) } else { heldWithin[hash] = held }
+            }
+        }
     }
 
     private let state = Mutex(State())
@@ -62,6 +112,17 @@ public final class InodeTable: Sendable {
     private let unasked = Atomic<Int>(0)
 
     public init() {}
+
+    /// For tests: a table that scans for what lies below a path every time (`alwaysScans`).
+    init(alwaysScans: Bool) {
+        state.withLock { $0.alwaysScans = alwaysScans }
+    }
+
+    /// For tests: how many times an operation scanned every entry.
+    var subtreeScans: Int { state.withLock { $0.subtreeScans } }
+
+    /// For tests: every entry's inode and path.
+    var entries: [UInt64: String] { state.withLock { $0.byInode.mapValues(\.path) } }
 
     /// The number a path gets when nothing else holds it: a hash of its key between 2^32
     /// and 2^52 (above the spare numbers; below 2^53, which JavaScript's numbers hold
@@ -77,13 +138,34 @@ public final class InodeTable: Sendable {
 
         /// FNV-1a, then a finalizer that spreads FNV's weak high bits.
         init(_ path: String) {
-            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-            for byte in path.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            var hash = Self.fnvStart
+            for byte in path.utf8 { hash = Self.fnv(hash, byte) }
+            self.path = path
+            self.hash = Self.finalized(hash)
+        }
+
+        /// The hashes of the keys of `path` and of each folder above it but the root
+        /// ("/a/b": "/a", "/a/b"), in one pass: FNV-1a reads a path's bytes in order, so
+        /// each folder's hash is a step of the path's.
+        static func forEachHashWithin(_ path: String, _ body: (UInt64) -> Void) {
+            var hash = fnvStart
+            var first = true
+            for byte in path.utf8 {
+                if byte == UInt8(ascii: "/") && !first { body(finalized(hash)) }
+                hash = fnv(hash, byte)
+                first = false
+            }
+            body(finalized(hash))
+        }
+
+        private static let fnvStart: UInt64 = 0xcbf2_9ce4_8422_2325
+        private static func fnv(_ hash: UInt64, _ byte: UInt8) -> UInt64 { (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        private static func finalized(_ fnv: UInt64) -> UInt64 {
+            var hash = fnv
             hash ^= hash >> 33
             hash &*= 0xff51_afd7_ed55_8ccd
             hash ^= hash >> 33
-            self.path = path
-            self.hash = hash
+            return hash
         }
 
         func hash(into hasher: inout Hasher) { hasher.combine(hash) }
@@ -139,7 +221,7 @@ public final class InodeTable: Sendable {
 
     /// Puts an entry in the table, at the back of `order`.
     private static func addLocked(_ state: inout State, _ inode: UInt64, _ entry: Entry) {
-        state.byInode[inode] = entry
+        state.addEntry(inode, entry)
         queueLocked(&state, inode)
         compactLocked(&state)
     }
@@ -187,16 +269,17 @@ public final class InodeTable: Sendable {
     public func detach(_ pathLower: String, folder: Bool = false) -> UInt64? {
         guard !pathLower.isEmpty else { return nil }
         return state.withLock { state in
+            let key = PathKey(pathLower)
             var below: [PathKey] = []
-            if folder {  // compared as bytes, the prefix made once: `rm -r` detaches each folder
+            if folder && !state.nothingElseWithin(key) {  // compared as bytes, the prefix made once
                 let prefix = Array((pathLower + "/").utf8)
                 below = state.byPath.keys.filter { $0.path.utf8.starts(with: prefix) }
             }
             for key in below {
-                if let ino = state.removePath(key) { state.byInode[ino]?.path = Self.detachedPath }
+                if let ino = state.removePath(key) { state.setEntryPath(ino, Self.detachedPath) }
             }
-            guard let ino = state.removePath(PathKey(pathLower)) else { return nil }
-            state.byInode[ino]?.path = Self.detachedPath
+            guard let ino = state.removePath(key) else { return nil }
+            state.setEntryPath(ino, Self.detachedPath)
             return ino
         }
     }
@@ -209,13 +292,20 @@ public final class InodeTable: Sendable {
     /// it keep their numbers and follow it.
     public func rename(from old: String, to new: String) {
         state.withLock { state in
+            let oldKey = PathKey(old)
+            if state.nothingElseWithin(oldKey) {  // a file, or a folder nothing below is held of
+                guard let ino = state.removePath(oldKey) else { return }
+                state.setPath(PathKey(new), ino)
+                state.setEntryPath(ino, new)
+                return
+            }
             let prefix = Array((old + "/").utf8)
             for (ino, entry) in state.byInode where entry.path == old || entry.path.utf8.starts(with: prefix) {
                 let moved = new + entry.path.dropFirst(old.count)
                 let key = PathKey(entry.path)
                 if state.byPath[key] == ino { state.removePath(key) }
                 state.setPath(PathKey(moved), ino)
-                state.byInode[ino]!.path = moved
+                state.setEntryPath(ino, moved)
             }
         }
     }
@@ -296,7 +386,7 @@ public final class InodeTable: Sendable {
 
     /// Takes an inode's entry out, and its path's if the path still leads to it.
     private static func removeLocked(_ state: inout State, _ inode: UInt64, _ path: String) {
-        state.byInode.removeValue(forKey: inode)
+        state.removeEntry(inode)
         let key = PathKey(path)
         if state.byPath[key] == inode { state.removePath(key) }
     }

@@ -1,0 +1,79 @@
+@testable import DropboxFS
+import PropertyBased
+import Testing
+
+/// The inode table finds what lies below a path (for an rmdir, a rename, a remote delete)
+/// through counts kept per path, and scans its entries only when something is there.
+@Suite("core: inode table")
+struct InodeTableTests {
+    /// After a `find` over a large tree the table holds up to `inodeLimit` entries; an
+    /// `rm -r` elsewhere then detached each of its folders with a scan of all of them, and
+    /// every rename of a file scanned them too.
+    @Test func emptyFoldersAndFilesGoWithoutAScanWhateverTheTableHolds() {
+        let table = InodeTable()
+        for folder in 0..<100 {
+            for file in 0..<1_000 { table.retain(table.inode(for: "/big/d\(folder)/f\(file)"), path: "/big/d\(folder)/f\(file)") }
+        }
+        for folder in 0..<50 {
+            let files = (0..<20).map { "/tree/d\(folder)/f\($0)" }
+            for file in files { table.retain(table.inode(for: file), path: file) }
+            for file in files.prefix(10) { table.detach(file) }  // unlink
+            for file in files.suffix(10) { table.rename(from: file, to: file + ".moved") }
+            for file in files.suffix(10) { table.detach(file + ".moved") }
+            table.detach("/tree/d\(folder)", folder: true)  // rmdir
+        }
+        #expect(table.subtreeScans == 0)
+        #expect(table.entries.count == 100_000 + 1_000)
+        // A folder something is held below still takes its held entries along.
+        let held = table.inode(for: "/big/d7/f3")
+        table.rename(from: "/big/d7", to: "/moved")
+        #expect(table.path(of: held) == "/moved/f3")
+        table.detach("/moved", folder: true)
+        #expect(table.path(of: held) == nil)
+        #expect(table.subtreeScans == 2)
+    }
+
+    /// Random operations on a table with the counts and on one that always scans (the
+    /// reference): every path leads to the same inode and every inode has the same path.
+    @Test func theCountsFindWhatAScanFinds() async {
+        // Two trees of the same shape, so that a rename between them stays in the universe;
+        // "/a/bb" and "/a/b" share a prefix that is not a folder.
+        let shape = ["", "/b", "/bb", "/b/c", "/f", "/b/f", "/bb/f", "/b/c/f"]
+        let paths = ["/a", "/d"].flatMap { top in shape.map { top + $0 } }
+        let isFolder = { (path: String) in !path.hasSuffix("/f") }
+        let step = zip(Gen.int(in: 0...5), Gen.int(in: 0..<paths.count), Gen.int(in: 0..<shape.count))
+        await propertyCheck(count: 300, input: step.array(of: 1...60)) { steps in
+            let tables = [InodeTable(), InodeTable(alwaysScans: true)]
+            for (kind, first, second) in steps {
+                let path = paths[first]
+                let numbers = tables.map { table -> UInt64? in
+                    switch kind {
+                    case 0: return table.inode(for: path)
+                    case 1:
+                        let inode = table.inode(for: path)
+                        table.retain(inode, path: path)
+                        return inode
+                    case 2:
+                        guard let inode = table.existing(path) else { return nil }
+                        table.forget(inode, count: 1)
+                        return inode
+                    case 3:
+                        return table.detach(path, folder: isFolder(path))
+                    case 4:
+                        // Into the other tree, at the same place of its shape.
+                        let top = path.hasPrefix("/a") ? "/d" : "/a"
+                        let target = top + path.dropFirst(2)
+                        table.detach(target, folder: isFolder(target))
+                        table.rename(from: path, to: target)
+                        return nil
+                    default:
+                        return UInt64(table.oldest(over: second).count)
+                    }
+                }
+                #expect(numbers[0] == numbers[1], "step \(kind) on \(path)")
+                #expect(tables[0].entries == tables[1].entries, "after step \(kind) on \(path)")
+                #expect(paths.map { tables[0].existing($0) } == paths.map { tables[1].existing($0) })
+            }
+        }
+    }
+}
