@@ -14,6 +14,7 @@ struct MountCommand: AsyncParsableCommand {
 
             -o takes FUSE options (allow_other, ro, …) and ours: account=NAME, api_url=URL, \
             cache_dir=DIR, cache_size=SIZE, uid=, gid=, umask=, noxattr, max_inodes=N, \
+            timeout=SECONDS (a request silent this long is given up; default 60), \
             root=home|team|ns:ID (default: a team member's team space, else the home). fstab:
               work  /mnt/dropbox  fuse.dropboxfs  _netdev,x-systemd.automount,allow_other  0 0
             """

@@ -116,7 +116,9 @@ struct MountDaemon {
     private func prepare(_ mountpoint: String) async throws -> Prepared {
         let options = try MountOptions(command.options)
         let accountName = command.accountArgument ?? options.account
-        let accountClient = try AccountStore().client(account: accountName, apiURL: command.apiURL ?? options.apiURL)
+        var retry = RetryPolicy()
+        if let seconds = options.requestTimeout { retry.stallTimeout = seconds }
+        let accountClient = try AccountStore().client(account: accountName, apiURL: command.apiURL ?? options.apiURL, retry: retry)
         let base = command.cacheDir ?? options.cacheDir ?? Self.defaultCacheDirectory()
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let known = KnownAccounts(cacheBase: base)

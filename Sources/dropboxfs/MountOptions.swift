@@ -11,6 +11,9 @@ struct MountOptions {
     var cacheSize: Int64?
     /// nil: the team space for an account that has one, else the home.
     var root: MountRoot?
+    /// `-o timeout=SECONDS`: how long a request to Dropbox may go silent before it is
+    /// given up (after a second such try Dropbox counts as out of reach).
+    var requestTimeout: Int?
     var fs = DropboxFileSystem.Options()
     var fuse: [String] = ["fsname=dropboxfs", "subtype=dropboxfs", "default_permissions"]
 
@@ -48,6 +51,11 @@ struct MountOptions {
                 fuse.append("ro")
                 fs.readOnly = true
             case "noxattr": fs.noExtendedAttributes = true
+            case "timeout":
+                guard let seconds = Int(try required()), (1...3600).contains(seconds) else {
+                    throw ClientError.local("timeout=\(value ?? ""): not a number of seconds from 1 to 3600")
+                }
+                requestTimeout = seconds
             case "max_inodes":
                 guard let count = Int(try required()), count >= 1_000 else { throw ClientError.local("max_inodes=\(value ?? ""): not a count of at least 1000") }
                 fs.inodeLimit = count

@@ -126,6 +126,45 @@ struct OfflineTests {
         }
     }
 
+    /// A server that takes connections and never answers (a network gone quiet, a proxy
+    /// half dead) is an outage too: a listing that needs it fails once two tries went silent
+    /// for `-o timeout` (it hung through eight tries of two minutes each), the mount serves
+    /// its cache meanwhile, and it is back once the server answers again — the change feed's
+    /// longpoll, held by the silent server, does not keep the probe waiting.
+    @Test func aServerThatStopsAnsweringIsAnOutageThatEnds() async throws {
+        try await MountFixture.with(seeds: [], options: ["timeout=2"]) { m in
+            try await m.uploadElsewhere("cached\n", to: "/work/cached.txt")
+            try await m.uploadElsewhere("never listed\n", to: "/later/file.txt")
+            try await eventually("the mount to read the file and see the folder") {
+                (try? await m.sh("cat \"$M/work/cached.txt\" && ls \"$M\"").stdout) == "cached\nlater\nwork\n"
+            }
+            // The change feed's longpoll goes silent first: a change made behind the API's
+            // back ends the one under way, and the next is held.
+            try await m.emulator.setFaults(["latency:ms=600000,routes=files/list_folder/longpoll"])
+            try m.emulator.writeFileDirectly("/work/poke.txt", contents: Array("poke\n".utf8))
+            try await eventually("a longpoll to be held") {
+                try await m.emulator.routeStats()["files/list_folder/longpoll"]?["delayed"] ?? 0 > 0
+            }
+            try await m.emulator.resetStats()
+            try await m.emulator.setFaults(["latency:ms=600000"])  // every request, ten minutes
+            let silent = try await m.sh("ls \"$M/later\"", timeout: 120)
+            #expect(silent.status != 0)
+            #expect(silent.stderr.contains("Network is unreachable"), "\(silent.stderr)")
+            #expect(try await m.emulator.routeStats()["files/list_folder"]?["requests"] == 2)  // two silent tries
+            try await eventually("the status to say offline") { try await m.status().contains("offline     since") }
+            let served = try await m.sh("cat \"$M/work/cached.txt\" && printf 'new\\n' > \"$M/work/new.txt\" && cat \"$M/work/new.txt\"")
+            #expect(served.status == 0, "\(served.stderr)")
+            #expect(served.stdout == "cached\nnew\n")
+
+            try await m.emulator.setFaults([])
+            try await eventually("the status to be online", timeout: 60) { try await !m.status().contains("offline") }
+            try await eventually("the file written meanwhile to reach Dropbox", timeout: 60) {
+                (try? await m.remoteText("/work/new.txt")) == "new\n"
+            }
+            #expect(try await m.sh("ls \"$M/later\"").stdout == "file.txt\n")
+        }
+    }
+
     /// A commit whose answer is lost while Dropbox cannot be asked about it (the connection
     /// cut as it answers, then server errors): the file is on Dropbox, the mount does not
     /// know. A newer version written meanwhile must replace it, not go beside it as a

@@ -48,8 +48,11 @@ public final class DropboxClient: Sendable {
         public var status: Int
     }
 
-    public func rpc<A, R, E>(_ route: Route<A, R, E>, _ argument: A, timeout: Int = 120) async throws -> R {
-        var request = HTTPRequest(url: endpoints.url(route.host, route: route.name))
+    /// An RPC call. `timeout`, for calls the server may answer only after a while (a
+    /// longpoll, a large batch commit): how long it may stay silent, and last in all;
+    /// otherwise the policy's `stallTimeout`, and two minutes in all at least.
+    public func rpc<A, R, E>(_ route: Route<A, R, E>, _ argument: A, timeout: Int? = nil) async throws -> R {
+        var request = makeRequest(route)
         let body = try APIJSON.encode(argument)
         if argument is NoArgument {
             request.body = .none
@@ -57,14 +60,25 @@ public final class DropboxClient: Sendable {
             request.headers.append(("Content-Type", "application/json"))
             request.body = .bytes(body)
         }
-        request.totalTimeout = timeout
-        request.stallTimeout = timeout  // an RPC answer (a longpoll's above all) may be silent until it comes
+        if let timeout {
+            request.stallTimeout = timeout
+            request.totalTimeout = timeout
+        } else {
+            request.totalTimeout = max(120, retry.stallTimeout)
+        }
         return try await call(route, request).0
+    }
+
+    /// A request to a route, with the policy's stall timeout.
+    private func makeRequest<A, R, E>(_ route: Route<A, R, E>) -> HTTPRequest {
+        var request = HTTPRequest(url: endpoints.url(route.host, route: route.name))
+        request.stallTimeout = retry.stallTimeout
+        return request
     }
 
     public func upload<A, R, E>(_ route: Route<A, R, E>, _ argument: A, body: RequestBody,
                                 progress: (@Sendable (Int64) -> Void)? = nil, background: Bool = false) async throws -> R {
-        var request = HTTPRequest(url: endpoints.url(route.host, route: route.name))
+        var request = makeRequest(route)
         request.background = background
         request.headers = [("Content-Type", "application/octet-stream"), ("Dropbox-API-Arg", try APIJSON.headerValue(argument))]
         request.body = body
@@ -79,7 +93,7 @@ public final class DropboxClient: Sendable {
                                   restart: @Sendable () throws -> Void = {},
                                   progress: (@Sendable (Int64) -> Void)? = nil,
                                   consume: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) async throws -> Downloaded<R> {
-        var request = HTTPRequest(url: endpoints.url(route.host, route: route.name))
+        var request = makeRequest(route)
         request.headers = [("Dropbox-API-Arg", try APIJSON.headerValue(argument))]
         if let range {
             request.headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)"))
@@ -138,6 +152,7 @@ public final class DropboxClient: Sendable {
                 var unreachable = false
                 if case .client(.transport(let error)) = failure {
                     if error.kind == .cannotConnect { limit = retry.maxConnectAttempts }
+                    if error.kind == .timedOut { limit = min(limit, retry.maxStallAttempts) }
                     unreachable = error.kind == .cannotConnect || error.kind == .timedOut
                 }
                 guard retryable, attempt < limit else {

@@ -26,6 +26,8 @@ public final class Reachability: Sendable {
 
     private let tally = Mutex(Tally())
     private let listener = Mutex<(@Sendable (State) -> Void)?>(nil)
+    /// Who waits in `untilOffline`, by a number of their own.
+    private let offlineWaiters = Mutex<(next: Int, waiting: [Int: CheckedContinuation<Void, Never>])>((0, [:]))
 
     public init() {}
 
@@ -39,6 +41,31 @@ public final class Reachability: Sendable {
     /// Who hears each switch between online and offline (once per switch).
     public func onChange(_ newListener: @escaping @Sendable (State) -> Void) {
         listener.withLock { $0 = newListener }
+    }
+
+    /// Returns once Dropbox counts as out of reach (at once if it does now), or once the
+    /// task is cancelled. A call that waits by design (the change feed's longpoll, silent
+    /// for minutes) gives up through it when other calls find Dropbox gone: it may be held
+    /// by the same silent server, and the probe that finds Dropbox back must not wait for it.
+    public func untilOffline() async {
+        let number = offlineWaiters.withLock { waiters in
+            waiters.next += 1
+            return waiters.next
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let goesOn = offlineWaiters.withLock { waiters in
+                    // Checked under the waiters' lock, which a switch to offline takes
+                    // after setting the state: no switch is missed between.
+                    guard offlineSince == nil, !Task.isCancelled else { return true }
+                    waiters.waiting[number] = continuation
+                    return false
+                }
+                if goesOn { continuation.resume() }
+            }
+        } onCancel: {
+            offlineWaiters.withLock { $0.waiting.removeValue(forKey: number) }?.resume()
+        }
     }
 
     @TaskLocal static var isProbing = false
@@ -80,7 +107,14 @@ public final class Reachability: Sendable {
             tally.state = next
             return next
         }
-        guard let switched, let current = listener.withLock({ $0 }) else { return }
-        current(switched)
+        guard let switched else { return }
+        if case .offline = switched {
+            let waiting = offlineWaiters.withLock { waiters in
+                defer { waiters.waiting.removeAll() }
+                return Array(waiters.waiting.values)
+            }
+            for continuation in waiting { continuation.resume() }
+        }
+        listener.withLock({ $0 })?(switched)
     }
 }

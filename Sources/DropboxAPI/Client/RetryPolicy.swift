@@ -8,6 +8,14 @@ public struct RetryPolicy: Sendable {
     public var maxAttempts = 8
     /// Attempts when no connection can be made at all: a dead server should fail fast.
     public var maxConnectAttempts = 3
+    /// Seconds a request may go without a byte either way before its attempt is given up
+    /// (`-o timeout=SECONDS` of the mount); calls that wait by design (a longpoll, a large
+    /// batch commit) set their own. Also the longest a connection may take to open.
+    public var stallTimeout = 60
+    /// Attempts of a call whose attempts went silent: one more, on a fresh connection (a
+    /// kept one may have died quietly), then Dropbox counts as out of reach. A server that
+    /// takes connections and never answers held a listing for eight tries of two minutes.
+    public var maxStallAttempts = 2
     public var baseDelay = 0.25
     public var maxDelay = 10.0
     /// The longest `Retry-After` obeyed; beyond it the error is surfaced.

@@ -102,7 +102,7 @@ private final class Transfer: @unchecked Sendable {
         ccurl_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         ccurl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1)
         ccurl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2)
-        ccurl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, 15_000)
+        ccurl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(15_000, request.stallTimeout * 1000))
         ccurl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1)
         ccurl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, request.stallTimeout)
         if request.totalTimeout > 0 { ccurl_setopt_long(handle, CURLOPT_TIMEOUT, request.totalTimeout) }
