@@ -153,6 +153,11 @@ public final class Emulator: Sendable {
         }
 
         let decision = faults.decide(for: route)
+        if decision.silent {
+            stats.record(route, delayed: 1)
+            await faults.untilReplaced(after: decision.generation)
+            return await exchange.writer.abortConnection()
+        }
         if let delay = decision.delay {
             stats.record(route, delayed: 1)
             try await Task.sleep(for: delay)

@@ -8,6 +8,9 @@ import Synchronization
 ///   Nth matching request, `p=P` for a probability; `retry_after=S` for 429-style answers);
 /// - `reset`: drop the connection after `after=BYTES` of the response body (default: half);
 /// - `latency`: delay each matching request by `ms=N`;
+/// - `silent`: take each matching request and never answer it while the rule is in force;
+///   once the faults are replaced, its connection is dropped without it being served (a
+///   network or server gone quiet: unlike `latency`, nothing held is ever done late);
 /// - `bandwidth`: cap request and response bodies at `bps=N` bytes per second;
 /// - `lie`: answer with a result a real server never gives (`what=…`; see `Lie`).
 ///
@@ -18,6 +21,7 @@ struct FaultRule: Sendable, CustomStringConvertible {
         case tooManyWriteOperations
         case reset(after: Int64?)
         case latency(milliseconds: Int)
+        case silent
         case bandwidth(bytesPerSecond: Int64)
         case lie(Lie)
     }
@@ -47,6 +51,7 @@ struct FaultRule: Sendable, CustomStringConvertible {
         case "403", "429", "500", "503": kind = .status(Int(name)!)
         case "too_many_write_operations": kind = .tooManyWriteOperations
         case "reset": kind = .reset(after: try number("after"))
+        case "silent": kind = .silent
         case "latency":
             guard let ms: Int = try number("ms") else { throw FaultSpecError(spec: spec, reason: "latency needs ms=N") }
             kind = .latency(milliseconds: ms)
@@ -57,7 +62,7 @@ struct FaultRule: Sendable, CustomStringConvertible {
             guard let what = options.removeValue(forKey: "what") else { throw FaultSpecError(spec: spec, reason: "lie needs what=KIND") }
             kind = .lie(try Lie(what: what, value: options.removeValue(forKey: "value"), spec: spec))
         default:
-            throw FaultSpecError(spec: spec, reason: "unknown kind '\(name)' (403, 429, 500, 503, too_many_write_operations, reset, latency, bandwidth, lie)")
+            throw FaultSpecError(spec: spec, reason: "unknown kind '\(name)' (403, 429, 500, 503, too_many_write_operations, reset, latency, silent, bandwidth, lie)")
         }
         every = try number("every")
         probability = try number("p")
@@ -86,6 +91,9 @@ struct FaultDecision: Sendable {
     var resetAfter: Int64??
     var bytesPerSecond: Int64?
     var lie: Lie?
+    /// A `silent` rule holds the request until the rules made at `generation` are replaced.
+    var silent = false
+    var generation = 0
 }
 
 
@@ -97,22 +105,54 @@ final class FaultPlan: Sendable {
     }
 
     private let rules = Mutex<[Armed]>([])
+    /// Bumped by every `replace`; who waits for it in `untilReplaced`, by a number of theirs.
+    private let replacements = Mutex<(generation: Int, next: Int, waiting: [Int: CheckedContinuation<Void, Never>])>((0, 0, [:]))
 
     func replace(with specs: [String]) throws {
         let parsed = try specs.map { Armed(rule: try FaultRule(spec: $0)) }
         rules.withLock { $0 = parsed }
+        let waiting = replacements.withLock { state in
+            state.generation += 1
+            defer { state.waiting.removeAll() }
+            return Array(state.waiting.values)
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    /// Returns once the rules of `generation` were replaced, or once the task is cancelled
+    /// (the emulator shutting down).
+    func untilReplaced(after generation: Int) async {
+        let number = replacements.withLock { state in
+            state.next += 1
+            return state.next
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let goesOn = replacements.withLock { state in
+                    guard state.generation == generation, !Task.isCancelled else { return true }
+                    state.waiting[number] = continuation
+                    return false
+                }
+                if goesOn { continuation.resume() }
+            }
+        } onCancel: {
+            replacements.withLock { $0.waiting.removeValue(forKey: number) }?.resume()
+        }
     }
 
     var active: [String] { rules.withLock { $0.map(\.rule.description) } }
 
     func decide(for route: String) -> FaultDecision {
-        rules.withLock { armed in
+        let generation = replacements.withLock { $0.generation }
+        return rules.withLock { armed in
             var decision = FaultDecision()
+            decision.generation = generation
             for i in armed.indices where armed[i].rule.applies(to: route) {
                 let rule = armed[i].rule
                 armed[i].seen += 1
                 switch rule.kind {
                 case .latency(let ms): decision.delay = .milliseconds(ms)
+                case .silent: decision.silent = true
                 case .bandwidth(let bps): decision.bytesPerSecond = bps
                 default:
                     guard Self.fires(rule, seen: armed[i].seen) else { continue }
@@ -148,7 +188,7 @@ final class RouteStats: Sendable {
         var requests: Int64 = 0
         var bytesIn: Int64 = 0
         var bytesOut: Int64 = 0
-        /// Requests held back by a `latency` fault.
+        /// Requests held back by a `latency` or `silent` fault.
         var delayed: Int64 = 0
         /// Response body bytes paced by a `bandwidth` fault.
         var throttledOut: Int64 = 0

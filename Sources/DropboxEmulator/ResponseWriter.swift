@@ -140,7 +140,7 @@ final class ResponseWriter {
     }
 
     /// Drops the connection with a TCP reset, as a failing network would.
-    private func abortConnection() async {
+    func abortConnection() async {
         closed = true
         try? await (channel as? any SocketOptionProvider)?.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
         try? await channel.close()

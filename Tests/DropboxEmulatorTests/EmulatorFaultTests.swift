@@ -84,6 +84,26 @@ struct EmulatorFaultTests {
         }
     }
 
+    /// `silent` holds a request unanswered while it is in force and then drops it unserved:
+    /// an upload held so never lands, late or otherwise.
+    @Test func aSilentRequestIsNeverServed() async throws {
+        try await withEmulator { client in
+            try await client.setFaults(["silent:routes=files/upload"])
+            let upload = Task { try await client.upload("files/upload", #"{"path":"/held.txt"}"#, Data("held".utf8)) }
+            var held: Int64 = 0
+            for _ in 0..<1_000 where held == 0 {  // until the emulator has it (a bound, not a timing)
+                held = try await client.stats()["routes"]?["files/upload"]?["delayed"]?.intValue ?? 0
+                if held == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(held == 1)
+            #expect(try await client.rpc("files/get_metadata", #"{"path":"/held.txt"}"#).status == 409)
+            try await client.setFaults([])
+            await #expect(throws: (any Error).self) { _ = try await upload.value }
+            #expect(try await client.rpc("files/get_metadata", #"{"path":"/held.txt"}"#).status == 409)
+            #expect(try await client.upload("files/upload", #"{"path":"/held.txt"}"#, Data("sent".utf8)).status == 200)
+        }
+    }
+
     @Test func badFaultSpecsAreRefused() async throws {
         try await withEmulator { client in
             let reply = try await client.request("/_emulator/faults", body: Data(#"{"faults":["418:p=1"]}"#.utf8))

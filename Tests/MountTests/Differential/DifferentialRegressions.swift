@@ -6,7 +6,7 @@ import Testing
 @Suite("mount: differential regressions", .serialized, .timeLimit(.minutes(10)))
 struct DifferentialRegressions {
     @Test func eachKeptSequenceMatchesLocalDisk() async throws {
-        try await MountFixture.with { m in
+        try await MountFixture.with(options: DifferentialTests.mountOptions) { m in
             let localBase = m.root.appendingPathComponent("local").path
             try FileManager.default.createDirectory(atPath: localBase, withIntermediateDirectories: true)
             _ = try await offPool { try Sys.mkdir(m.mountpoint + "/regressions").value("mkdir") }

@@ -20,9 +20,14 @@ import Testing
 /// failure that depends on timing defeats the checker's shrinking: Scripts/shrink-differential.)
 @Suite("mount: differential against local disk", .serialized)
 struct DifferentialTests {
+    /// A silent outage (`Step.network(silent:)`) lasts for the mount until two tries of a
+    /// call went silent this long: seconds, not the default minute. Long enough that a
+    /// loaded machine never takes a slow answer for silence.
+    static let mountOptions = ["timeout=3"]
+
     @Test(.timeLimit(.minutes(40)))
     func randomSequencesMatchLocalDisk() async throws {
-        try await MountFixture.with { m in
+        try await MountFixture.with(options: Self.mountOptions) { m in
             let localBase = m.root.appendingPathComponent("local").path
             try FileManager.default.createDirectory(atPath: localBase, withIntermediateDirectories: true)
             _ = try await offPool { try Sys.mkdir(m.mountpoint + "/diff").value("mkdir diff") }
@@ -56,11 +61,18 @@ extension DifferentialRunner where Tested == Kernel {
         let (tested, local) = (m.mountpoint + base + "/" + name, localBase + "/" + name)
         var configured = DifferentialRunner(tested: Kernel(), testedRoot: tested, localRoot: local, remoteRoot: base + "/" + name, client: m.client)
         let emulator = m.emulator
-        configured.network = { up in
+        configured.network = { up, silent in
             try blocking {
-                try await emulator.setReachable(up)
-                // Back: once the mount has seen it (its status says so at the switch).
-                if up { try await eventually("the mount to see Dropbox again", timeout: 60) { try m.statusReport()["offline_since"] == nil } }
+                if up {
+                    try await emulator.setReachable(true)
+                    try emulator.replaceFaults([])  // a silent server's held requests are dropped unserved
+                    // Back: once the mount has seen it (its status says so at the switch).
+                    try await eventually("the mount to see Dropbox again", timeout: 60) { try m.statusReport()["offline_since"] == nil }
+                } else if silent {
+                    try emulator.replaceFaults(["silent"])
+                } else {
+                    try await emulator.setReachable(false)
+                }
             }
         }
         let runner = configured

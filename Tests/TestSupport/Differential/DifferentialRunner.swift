@@ -84,9 +84,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     /// Descriptors open on both sides, in the order they were opened.
     private var open: [(tested: Int32, local: Int32, path: Int)] = []
 
-    /// Takes Dropbox out of reach (`false`) or brings it back, for `.network` steps; without
-    /// it they do nothing.
-    public var network: (@Sendable (Bool) throws -> Void)?
+    /// Takes Dropbox out of reach (up `false`; `silent`: connections taken and never
+    /// answered) or brings it back, for `.network` steps; without it they do nothing.
+    public var network: (@Sendable (_ up: Bool, _ silent: Bool) throws -> Void)?
     /// The network is down now.
     private var offline = false
     /// The network went down in this sequence: the tested side may answer ENETUNREACH until
@@ -131,9 +131,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         if remote != localFiles() { throw Difference(step: end, operation: "compare Dropbox after the uploads", tested: remote, local: localFiles()) }
     }
 
-    private mutating func setNetwork(up: Bool) throws {
+    private mutating func setNetwork(up: Bool, silent: Bool = false) throws {
         guard let network else { return }
-        try network(up)
+        try network(up, silent)
         offline = !up
         if !up { wentOffline = true }
     }
@@ -247,8 +247,8 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         case .settle:
             settle()
             return ("settled", "settled")
-        case .network(let up):
-            try setNetwork(up: up)
+        case .network(let up, let silent):
+            try setNetwork(up: up, silent: silent)
             return ("network \(up ? "up" : "down")", "network \(up ? "up" : "down")")
         }
     }

@@ -32,10 +32,11 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     case remoteRename(from: Int, to: Int)
     /// Every file's uploads finish now (fsync of each through the mount).
     case settle
-    /// Dropbox goes out of reach (connections refused) or comes back. Out of reach, a call
-    /// that needs it fails with ENETUNREACH and must change nothing (the local side is then
-    /// not run); everything else must go on matching local disk.
-    case network(up: Bool)
+    /// Dropbox goes out of reach or comes back: connections refused, or (`silent`) taken and
+    /// never answered, so calls under way and made meanwhile hang until they time out. Out of
+    /// reach, a call that needs it fails with ENETUNREACH and must change nothing (the local
+    /// side is then not run); everything else must go on matching local disk.
+    case network(up: Bool, silent: Bool = false)
 
     /// The paths a sequence works in: enough to rename into and over, nest and collide.
     public static let paths = ["a", "b", "c", "d", "d/a", "d/b", "e", "e/f", "d/e"]
@@ -80,7 +81,7 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .remoteDelete(let p): return "remoteDelete(\(path(p)))"
         case .remoteRename(let from, let to): return "remoteRename(\(path(from)), \(path(to)))"
         case .settle: return "settle"
-        case .network(let up): return up ? "network up" : "network down"
+        case .network(let up, let silent): return up ? "network up" : silent ? "network down (silent)" : "network down"
         }
     }
 }
@@ -146,7 +147,10 @@ public struct SequenceGenerator {
         case 93..<95: return .remoteWrite(path: path, length: length(), fill: fill)
         case 95: return .remoteDelete(path: path)
         case 96: return .remoteRename(from: path, to: below(Step.paths.count))
-        default: return below(3) == 0 ? .network(up: below(2) == 0) : .settle
+        default:
+            guard below(3) == 0 else { return .settle }
+            let up = below(2) == 0
+            return .network(up: up, silent: !up && below(3) == 0)
         }
     }
 
