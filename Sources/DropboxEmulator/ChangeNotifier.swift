@@ -1,8 +1,9 @@
 import Foundation
 import Synchronization
 
-/// Wakes `list_folder/longpoll` waiters when the namespace changes. A generation number closes
-/// the gap between "checked, nothing new" and "started waiting": a change in between is seen.
+/// Wakes waiters when something changes: the namespace (`list_folder/longpoll`), the fault
+/// rules (a request a `silent` rule holds). A generation number closes the gap between
+/// "checked, nothing new" and "started waiting": a change in between is seen.
 final class ChangeNotifier: Sendable {
     private struct State {
         var generation: UInt64 = 0

@@ -104,58 +104,40 @@ final class FaultPlan: Sendable {
         var seen = 0
     }
 
-    private let rules = Mutex<[Armed]>([])
-    /// Bumped by every `replace`; who waits for it in `untilReplaced`, by a number of theirs.
-    private let replacements = Mutex<(generation: Int, next: Int, waiting: [Int: CheckedContinuation<Void, Never>])>((0, 0, [:]))
+    /// The rules, and how many times they were replaced (`FaultDecision.generation`).
+    private let rules = Mutex<(armed: [Armed], generation: Int)>(([], 0))
+    private let replaced = ChangeNotifier()
 
     func replace(with specs: [String]) throws {
         let parsed = try specs.map { Armed(rule: try FaultRule(spec: $0)) }
-        rules.withLock { $0 = parsed }
-        let waiting = replacements.withLock { state in
-            state.generation += 1
-            defer { state.waiting.removeAll() }
-            return Array(state.waiting.values)
-        }
-        for continuation in waiting { continuation.resume() }
+        rules.withLock { $0 = (parsed, $0.generation + 1) }
+        replaced.notify()
     }
 
     /// Returns once the rules of `generation` were replaced, or once the task is cancelled
     /// (the emulator shutting down).
     func untilReplaced(after generation: Int) async {
-        let number = replacements.withLock { state in
-            state.next += 1
-            return state.next
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let goesOn = replacements.withLock { state in
-                    guard state.generation == generation, !Task.isCancelled else { return true }
-                    state.waiting[number] = continuation
-                    return false
-                }
-                if goesOn { continuation.resume() }
-            }
-        } onCancel: {
-            replacements.withLock { $0.waiting.removeValue(forKey: number) }?.resume()
+        while !Task.isCancelled {
+            let changed = try? await replaced.wait(timeout: .seconds(3600)) { rules.withLock { $0.generation } != generation }
+            if changed == true { return }
         }
     }
 
-    var active: [String] { rules.withLock { $0.map(\.rule.description) } }
+    var active: [String] { rules.withLock { $0.armed.map(\.rule.description) } }
 
     func decide(for route: String) -> FaultDecision {
-        let generation = replacements.withLock { $0.generation }
-        return rules.withLock { armed in
+        rules.withLock { state in
             var decision = FaultDecision()
-            decision.generation = generation
-            for i in armed.indices where armed[i].rule.applies(to: route) {
-                let rule = armed[i].rule
-                armed[i].seen += 1
+            decision.generation = state.generation
+            for i in state.armed.indices where state.armed[i].rule.applies(to: route) {
+                let rule = state.armed[i].rule
+                state.armed[i].seen += 1
                 switch rule.kind {
                 case .latency(let ms): decision.delay = .milliseconds(ms)
                 case .silent: decision.silent = true
                 case .bandwidth(let bps): decision.bytesPerSecond = bps
                 default:
-                    guard Self.fires(rule, seen: armed[i].seen) else { continue }
+                    guard Self.fires(rule, seen: state.armed[i].seen) else { continue }
                     switch rule.kind {
                     case .status(429):
                         decision.failure = decision.failure ?? .rateLimited(reason: "too_many_requests", retryAfter: rule.retryAfter)

@@ -26,8 +26,8 @@ public final class Reachability: Sendable {
 
     private let tally = Mutex(Tally())
     private let listener = Mutex<(@Sendable (State) -> Void)?>(nil)
-    /// Who waits in `untilOffline`, by a number of their own.
-    private let offlineWaiters = Mutex<(next: Int, waiting: [Int: CheckedContinuation<Void, Never>])>((0, [:]))
+    /// Notified at each switch between online and offline (`untilOffline`).
+    private let switches = ChangeSignal()
 
     public init() {}
 
@@ -48,23 +48,10 @@ public final class Reachability: Sendable {
     /// for minutes) gives up through it when other calls find Dropbox gone: it may be held
     /// by the same silent server, and the probe that finds Dropbox back must not wait for it.
     public func untilOffline() async {
-        let number = offlineWaiters.withLock { waiters in
-            waiters.next += 1
-            return waiters.next
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let goesOn = offlineWaiters.withLock { waiters in
-                    // Checked under the waiters' lock, which a switch to offline takes
-                    // after setting the state: no switch is missed between.
-                    guard offlineSince == nil, !Task.isCancelled else { return true }
-                    waiters.waiting[number] = continuation
-                    return false
-                }
-                if goesOn { continuation.resume() }
-            }
-        } onCancel: {
-            offlineWaiters.withLock { $0.waiting.removeValue(forKey: number) }?.resume()
+        while !Task.isCancelled {
+            let seen = switches.generation
+            if offlineSince != nil { return }
+            await switches.wait(after: seen)
         }
     }
 
@@ -108,13 +95,7 @@ public final class Reachability: Sendable {
             return next
         }
         guard let switched else { return }
-        if case .offline = switched {
-            let waiting = offlineWaiters.withLock { waiters in
-                defer { waiters.waiting.removeAll() }
-                return Array(waiters.waiting.values)
-            }
-            for continuation in waiting { continuation.resume() }
-        }
+        switches.notify()
         listener.withLock({ $0 })?(switched)
     }
 }

@@ -1,3 +1,4 @@
+import DropboxAPI
 import Synchronization
 
 /// The one order of the namespace changes answered here: new folders, removals and renames

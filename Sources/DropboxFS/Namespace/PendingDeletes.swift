@@ -1,3 +1,4 @@
+import DropboxAPI
 import Foundation
 import Synchronization
 

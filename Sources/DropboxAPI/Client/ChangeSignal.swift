@@ -1,9 +1,9 @@
 import Synchronization
 
-/// Wakes everyone waiting for "something changed" (an upload finished, a file was sealed).
-/// Waiters read `generation` before checking their condition and wait for a later one, so a
-/// change between the check and the wait is never missed.
-final class ChangeSignal: Sendable {
+/// Wakes everyone waiting for "something changed" (an upload finished, a file was sealed,
+/// Dropbox went out of reach). Waiters read `generation` before checking their condition and
+/// wait for a later one, so a change between the check and the wait is never missed.
+public final class ChangeSignal: Sendable {
     private struct State {
         var generation: UInt64 = 0
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
@@ -14,9 +14,11 @@ final class ChangeSignal: Sendable {
 
     private let state = Mutex(State())
 
-    var generation: UInt64 { state.withLock { $0.generation } }
+    public init() {}
 
-    func notify() {
+    public var generation: UInt64 { state.withLock { $0.generation } }
+
+    public func notify() {
         let woken = state.withLock { state in
             state.generation += 1
             defer { state.waiters.removeAll() }
@@ -27,7 +29,7 @@ final class ChangeSignal: Sendable {
 
     /// Returns once the generation is past `seen`, after `timeout`, or when the task is
     /// cancelled (the uploader's loop ends then, even with nothing to upload).
-    func wait(after seen: UInt64, timeout: Duration? = nil) async {
+    public func wait(after seen: UInt64, timeout: Duration? = nil) async {
         let id = state.withLock { state -> UInt64 in
             state.nextWaiter += 1
             return state.nextWaiter
