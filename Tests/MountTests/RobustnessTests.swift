@@ -136,6 +136,15 @@ struct RobustnessTests {
             let missing = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint + "/nope"], environment: m.environment)
             #expect(missing.status == 1)
             #expect(missing.stderr.contains("no such directory"))
+
+            // Our options' bad values: one line naming the option, nothing mounted.
+            for option in ["timeout=0", "timeout=soon", "max_inodes=5", "cache_size=lots"] {
+                let refused = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint, "--cache-dir", m.cacheDirectory, "-o", option],
+                                                          environment: m.environment)
+                #expect(refused.status == 1, "\(option)")
+                #expect(refused.stderrLines.count == 1 && refused.stderr.contains(option), "\(option): \(refused.stderr)")
+                #expect(!m.isMounted)
+            }
         }
     }
 
