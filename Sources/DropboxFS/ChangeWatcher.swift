@@ -152,7 +152,7 @@ public final class ChangeWatcher: Sendable {
                     continue
                 }
                 guard let cursor = try store.value("cursor") else { try await catchUp(); continue }
-                guard let poll = try await longpollUnlessOffline(cursor) else { continue }  // to the probe
+                let poll = try await client.rpc(Routes.longpoll, LongpollArgument(cursor: cursor, timeout: 30), timeout: 600)
                 if poll.changes {
                     await ownCallsEnd()
                     try await catchUp()
@@ -167,24 +167,6 @@ public final class ChangeWatcher: Sendable {
                 let offline = client.reachability.offlineSince != nil
                 try? await Task.sleep(for: (offline ? Self.probeRetry : Self.pollRetry).wait(attempt: failures))
             }
-        }
-    }
-
-    /// A longpoll, or nil once Dropbox counts as out of reach (found by other calls): a
-    /// longpoll may stay silent for minutes by design, so it cannot tell a silent server
-    /// from a quiet account, and held by a server that stopped answering, the probe that
-    /// ends the outage waited for it to time out (ten minutes).
-    private func longpollUnlessOffline(_ cursor: String) async throws -> LongpollResult? {
-        try await withThrowingTaskGroup(of: LongpollResult?.self) { group in
-            group.addTask { [client] in
-                try await client.rpc(Routes.longpoll, LongpollArgument(cursor: cursor, timeout: 30), timeout: 600)
-            }
-            group.addTask { [client] in
-                await client.reachability.untilOffline()
-                return nil
-            }
-            defer { group.cancelAll() }
-            return try await group.next()!
         }
     }
 

@@ -124,7 +124,7 @@ public final class DropboxClient: Sendable {
             }
             let outcome: Outcome<R, E>
             do {
-                let response = try await transport.perform(request)
+                let response = try await perform(request)
                 if (500...599).contains(response.status) {
                     reachability.serverFailed("HTTP \(response.status) from \(route.name)")
                 } else {
@@ -165,6 +165,26 @@ public final class DropboxClient: Sendable {
                 do { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) } catch { throw CallError<E>.client(.cancelled) }
                 try beforeRetry()
             }
+        }
+    }
+
+    /// Sends a request. One that may stay silent longer than the policy's `stallTimeout` (a
+    /// longpoll, a large batch commit) is given up, as timed out, once other calls find
+    /// Dropbox out of reach: a silent server may hold it for ten minutes, and with it whoever
+    /// waits for it (the change feed's longpoll kept the probe that ends the outage waiting).
+    private func perform(_ request: HTTPRequest) async throws -> HTTPResponse {
+        guard request.stallTimeout > retry.stallTimeout, !Reachability.isProbing else { return try await transport.perform(request) }
+        return try await withThrowingTaskGroup(of: HTTPResponse?.self) { group in
+            group.addTask { try await self.transport.perform(request) }
+            group.addTask {
+                await self.reachability.untilOffline()
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let response = try await group.next()! else {
+                throw TransportError(kind: .timedOut, message: "given up: Dropbox is out of reach")
+            }
+            return response
         }
     }
 

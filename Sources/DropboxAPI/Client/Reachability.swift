@@ -44,9 +44,8 @@ public final class Reachability: Sendable {
     }
 
     /// Returns once Dropbox counts as out of reach (at once if it does now), or once the
-    /// task is cancelled. A call that waits by design (the change feed's longpoll, silent
-    /// for minutes) gives up through it when other calls find Dropbox gone: it may be held
-    /// by the same silent server, and the probe that finds Dropbox back must not wait for it.
+    /// task is cancelled: a request that waits by design gives up through it
+    /// (`DropboxClient.perform`).
     public func untilOffline() async {
         while !Task.isCancelled {
             let seen = switches.generation
