@@ -473,6 +473,33 @@ struct WriteTests {
         }
     }
 
+    /// The unmount's final uploads meet a large file whose session Dropbox forgot while the
+    /// mount was down: its bytes go again in a new session then and there. Before, the
+    /// forgotten session counted as a failed attempt, and an unmount gives up once every
+    /// pending upload failed since it began: the file was left for a next mount.
+    @Test func anUnmountMeetingAForgottenSessionStartsItAfresh() async throws {
+        try await MountFixture.with(seeds: [], faults: ["bandwidth:bps=8000000,routes=files/upload_session/append_v2"]) { m in
+            let local = m.root.appendingPathComponent("local").path
+            let copied = try await m.sh("mkdir -p '\(local)' && head -c 24M /dev/urandom > '\(local)/large.bin' && cp '\(local)/large.bin' \"$M/large.bin\"")
+            #expect(copied.status == 0, "\(copied.stderr)")
+            try await eventually("the large upload to start") { (try await m.routeStats()["files/upload_session/append_v2"]?["requests"] ?? 0) > 0 }
+            try await m.killDaemon()
+            try await m.emulator.expireSessions()
+            // The next mount's appends are held until its unmount has begun.
+            try await m.emulator.setFaults(["silent:routes=files/upload_session/append_v2"])
+            let appendsBefore = try await m.routeStats()["files/upload_session/append_v2"]?["requests"] ?? 0
+            try await m.mount()
+            try await eventually("the resumed upload to send") { (try await m.routeStats()["files/upload_session/append_v2"]?["requests"] ?? 0) > appendsBefore }
+            async let unmounted = m.unmount()
+            try await eventually("the unmount to begin") { !m.isMounted }
+            try await m.emulator.setFaults([])
+            let said = try await unmounted
+            #expect(!said.stderr.contains("left for the next mount"), "\(said.stderr)")
+            #expect(!m.log.contains("left for the next mount"), "\(m.log)")
+            #expect(try await m.expectOnDropbox(local, at: "") == 1)
+        }
+    }
+
     /// `unmount` says what is left to upload once unmounted: all 150 files held back (more
     /// than the status names one by one), and nothing when all are on Dropbox already, even
     /// though the status written before the unmount still named them as pending.

@@ -166,37 +166,54 @@ public final class Uploader: Sendable {
     /// commit goes to the name it has then) or deleted (the sending stops, nothing is
     /// committed): `rm` of a file with gigabytes still to go waited for all of them.
     private func uploadLarge(_ version: LocalVersion) async {
-        let size = version.file.size
         let fd = open(version.file.path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return await failed(version, StagedFile.error("open", version.file.path)) }
         defer { close(fd) }
-        let resume = writeBack.sessionResume(version)
+        var resume = writeBack.sessionResume(version)
         do {
-            let sending = Task { [client, tuning, writeBack] in
-                try await client.sendConcurrentSession(
-                    fd: fd, size: size, tuning: tuning, resume: resume,
-                    started: { writeBack.recordSession(version, $0) },
-                    chunkSent: { writeBack.recordChunk(version, $0) },
-                    progress: { sent, _ in writeBack.recordProgress(version, sent) })
+            while true {
+                do {
+                    guard let file = try await sendLarge(version, fd: fd, resume: resume) else { return }
+                    return await complete(version, file)
+                } catch where resume != nil && Self.isSessionError(error) && !writeBack.isAbandoned(version) {
+                    // The session this mount started in an earlier run is gone (Dropbox keeps
+                    // one a week): the bytes go again in a new one now. As a failed attempt it
+                    // would wait out a backoff, and an unmount would leave the file behind.
+                    FuseLog.error("\(version.path): Dropbox no longer knows its upload session; sending it again")
+                    writeBack.forgetSession(version)
+                    resume = nil
+                }
             }
-            let (session, hash) = try await withTaskCancellationHandler {
-                try await writeBack.sendingAbandonably(version, cancel: { sending.cancel() }) { try await sending.value }
-            } onCancel: {
-                sending.cancel()
-            }
-            guard let commit = await writeBack.beginCommit(version) else { return }
-            try await namespace.send(touching: [version.pathLower])
-            let file = try await watcher.changingOwn([(version.pathLower, .commit)]) {
-                try await client.finishSession(session, size: size, hash: hash, commit: commit)
-            }
-            await complete(version, file)
         } catch where writeBack.isAbandoned(version) {
             return  // deleted while its bytes went: nothing to commit, nothing to retry
         } catch {
-            // A session Dropbox no longer knows (expired, or finished by a lost answer) is
-            // started afresh next time.
-            if Self.isSessionError(error) { writeBack.recordSession(version, nil) }
+            // A session Dropbox no longer knows (finished by a lost answer) is started
+            // afresh next time.
+            if Self.isSessionError(error) { writeBack.forgetSession(version) }
             await failed(version, error)
+        }
+    }
+
+    /// One try at a large file: its bytes (those `resume` does not name as sent), then the
+    /// commit. Nil: the version was deleted before its commit.
+    private func sendLarge(_ version: LocalVersion, fd: Int32, resume: SessionResume?) async throws -> FileMetadata? {
+        let size = version.file.size
+        let sending = Task { [client, tuning, writeBack] in
+            try await client.sendConcurrentSession(
+                fd: fd, size: size, tuning: tuning, resume: resume,
+                started: { writeBack.recordSession(version, $0) },
+                chunkSent: { writeBack.recordChunk(version, $0) },
+                progress: { sent, _ in writeBack.recordProgress(version, sent) })
+        }
+        let (session, hash) = try await withTaskCancellationHandler {
+            try await writeBack.sendingAbandonably(version, cancel: { sending.cancel() }) { try await sending.value }
+        } onCancel: {
+            sending.cancel()
+        }
+        guard let commit = await writeBack.beginCommit(version) else { return nil }
+        try await namespace.send(touching: [version.pathLower])
+        return try await watcher.changingOwn([(version.pathLower, .commit)]) {
+            try await client.finishSession(session, size: size, hash: hash, commit: commit)
         }
     }
 

@@ -92,6 +92,15 @@ extension WriteBack {
         state.withLock { _ in setSessionLocked(version, sessionID) }
     }
 
+    /// Dropbox no longer knows the version's session: its bytes go again in a new one, and
+    /// until it commits again its path may change.
+    func forgetSession(_ version: LocalVersion) {
+        state.withLock { state in
+            setSessionLocked(version, nil)
+            setCommittingLocked(&state, version, false)
+        }
+    }
+
     func recordChunk(_ version: LocalVersion, _ offset: Int64) {
         state.withLock { _ in addChunkLocked(version, offset, digests: nil) }
     }
