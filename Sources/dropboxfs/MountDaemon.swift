@@ -50,9 +50,10 @@ struct MountDaemon {
         }
         // Unmounted: what was written goes to Dropbox before the process ends, unless told
         // to stop now (SIGTERM, `unmount --no-wait`): the queue then waits for the next mount.
+        var complete = true
         if !stopNow.isSet {
             status.write()  // `unmount` shows what is left from here: not a report up to 2 s old
-            let complete = await prepared.fs.uploader.drain()
+            complete = await prepared.fs.uploader.drain()
             if !complete { FuseLog.write("dropboxfs: uploads left for the next mount: \(prepared.fs.writeBack.pendingCount)\n") }
         }
         uploading.cancel()
@@ -60,7 +61,8 @@ struct MountDaemon {
         watching.cancel()
         reporting.cancel()
         await reporting.value
-        status.remove()
+        // A waiting `unmount` reads the last report to say what is left, then removes it.
+        if complete { status.remove() } else { status.write(ended: true) }
         if result != 0 { throw ExitCode(1) }
     }
 
@@ -238,7 +240,8 @@ struct StatusReporter: Sendable {
         }
     }
 
-    func write() {
+    /// `ended`: the last report, of a daemon whose final uploads left some for the next mount.
+    func write(ended: Bool = false) {
         let cache = prepared.cache
         let pending = prepared.fs.writeBack.pendingSummary(listing: Self.uploadsListed)
         var report: [String: Any] = [
@@ -248,7 +251,7 @@ struct StatusReporter: Sendable {
             "cache_bytes": cache.size, "cache_limit": cache.limit, "cache_hit_rate": cache.hitRate,
             "downloaded_bytes": prepared.fs.reader.bytesDownloaded, "requests": prepared.client.transport.requestCount,
             "inodes": prepared.fs.inodes.count,
-            "serving": prepared.mount.isServing,
+            "serving": prepared.mount.isServing, "ended": ended,
             "uploads_pending": pending.count, "uploads_pending_bytes": pending.bytes, "uploads_pending_left": pending.left,
             "uploads": pending.listed.map { upload -> [String: Any] in
                 var item: [String: Any] = ["path": upload.path, "size": upload.size, "sent": upload.sent, "state": upload.state,

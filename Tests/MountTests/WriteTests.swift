@@ -520,6 +520,23 @@ struct WriteTests {
         }
     }
 
+    /// `unmount` waits for the uploads; those that keep failing stay queued for the next
+    /// mount, and `unmount` says so, naming why, where it used to end as if all were sent.
+    @Test func unmountNamesTheUploadsItLeavesForTheNextMount() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            try await m.emulator.setFaults(["403:p=1,routes=files/upload+files/upload_session/finish_batch_v2+files/upload_session/start_batch"])
+            #expect(try await m.sh("echo kept > \"$M/kept.txt\"").status == 0)
+            let left = try await m.unmount()
+            #expect(left.stderr.contains("unmount: 1 file(s) could not be uploaded; they wait in the queue for the next mount (/kept.txt: "),
+                    "\(left.stderr)")
+            try await m.emulator.setFaults([])
+            try await m.mount()
+            let done = try await m.unmount()
+            #expect(!done.stderr.contains("could not be uploaded"), "\(done.stderr)")
+            #expect(try await m.client.metadataIfExists("/kept.txt")?.fileMetadata?.size == 5)
+        }
+    }
+
     /// An empty file (created, or truncated to nothing) gets no staging file: its queue record
     /// says all there is. Its close still survives a kill -9, and a power loss has nothing of
     /// it to lose (the record counts it as on disk).
