@@ -45,6 +45,41 @@ struct EmulatorFaultTests {
         }
     }
 
+    /// Connections the listener accepted but had not begun to serve when it closed are
+    /// closed with it. Dropped unserved, each one stopped the whole process ("Deinited
+    /// NIOAsyncWriter without calling finish()"): an outage that began while a client
+    /// connected could end a test run.
+    @Test func connectionsArrivingAsTheListenerClosesAreClosed() async throws {
+        try await withEmulator { client in
+            let port = try #require(URL(string: client.baseURL)?.port)
+            for _ in 0..<40 {
+                let connecting = Task.detached { Self.connectAndLeaveOpen(port: port, count: 16) }
+                try await client.emulator.setReachable(false)
+                for socket in await connecting.value { close(socket) }
+                try await client.emulator.setReachable(true)
+            }
+            _ = try await client.put("/after.txt", "after")
+            #expect(try await client.download("/after.txt").text == "after")
+        }
+    }
+
+    /// Opens `count` TCP connections to the port (those refused are skipped).
+    static func connectAndLeaveOpen(port: Int, count: Int) -> [Int32] {
+        (0..<count).compactMap { _ in
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            if connected == 0 { return fd }
+            close(fd)
+            return nil
+        }
+    }
+
     @Test func serverErrorsAndWriteContention() async throws {
         try await withEmulator({ $0.faults = ["503:p=1,routes=files/download", "too_many_write_operations:every=1,routes=files/upload"] }) { client in
             #expect(try await client.download("/anything").status == 503)
