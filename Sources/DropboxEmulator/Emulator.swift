@@ -134,6 +134,8 @@ public final class Emulator: Sendable {
             throw RequestBody.Truncated()
         } catch is CancellationError {
             throw CancellationError()  // shutting down: the connection just ends
+        } catch let error as HTTPParserError {
+            throw error  // the client went away mid-request (or sent garbage, answered 400 by NIO)
         } catch {
             if exchange.writer.closed { return }
             if exchange.writer.headSent { throw error }

@@ -15,10 +15,10 @@ final class HTTPServer: Sendable {
     /// task that serves it. Wrapped at accept, one accepted as the listener closes could be
     /// dropped unserved inside NIO, and its unfinished writer stopped the process ("Deinited
     /// NIOAsyncWriter without calling finish()").
-    private let serverChannel: NIOAsyncChannel<Channel, Never>
+    private let serverChannel: NIOAsyncChannel<any Channel, Never>
     private let connections: OpenChannels
 
-    private init(port: Int, serverChannel: NIOAsyncChannel<Channel, Never>, connections: OpenChannels) {
+    private init(port: Int, serverChannel: NIOAsyncChannel<any Channel, Never>, connections: OpenChannels) {
         self.port = port
         self.serverChannel = serverChannel
         self.connections = connections
@@ -61,7 +61,7 @@ final class HTTPServer: Sendable {
         for channel in connections.all { try? await channel.close() }
     }
 
-    private static func serve(_ channel: Channel, _ respond: @Sendable (Exchange) async throws -> Void) async {
+    private static func serve(_ channel: any Channel, _ respond: @Sendable (Exchange) async throws -> Void) async {
         let wrapped = try? await channel.eventLoop.submit {
             let connection = try Connection(wrappingChannelSynchronously: channel,
                                             configuration: .init(backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8)))
