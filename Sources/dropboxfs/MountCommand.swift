@@ -94,7 +94,7 @@ struct UnmountCommand: AsyncParsableCommand {
         discussion: """
             Waits until every file written through the mount is on Dropbox, showing what is \
             left; with --no-wait the uploads are left in the queue for the next mount. Uploads \
-            that keep failing are left there too, and named.
+            and changes that keep failing are left there too, and named.
             """)
 
     @Argument(help: "The mountpoint.")
@@ -135,12 +135,10 @@ struct UnmountCommand: AsyncParsableCommand {
             }
             try await Task.sleep(for: .milliseconds(100))
         }
-        // Uploads that kept failing stay queued: the daemon's last report names them.
-        guard let report = StatusReport.read(path), report.pid == daemon, report.ended else { return }
+        // What kept failing stays queued: the daemon's last report says what and why.
+        guard let report = StatusReport.read(path), report.pid == daemon, let left = report.leftForNextMount else { return }
         if let file = StatusDirectory.existingFile(for: path) { unlink(file) }
-        var line = "unmount: \(report.uploads) file(s) could not be uploaded; they wait in the queue for the next mount"
-        if let failure = report.failures.first { line += " (\(failure))" }
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        FileHandle.standardError.write(Data("unmount: could not send, left in the queue for the next mount: \(left)\n".utf8))
     }
 }
 
@@ -152,10 +150,8 @@ struct StatusReport {
     /// Files pending, and their bytes not yet sent.
     var uploads: Int
     var bytesLeft: Int64
-    /// The last report of a daemon that ended with uploads left for the next mount.
-    var ended: Bool
-    /// "path: why" of the pending uploads that failed, as far as the report names them.
-    var failures: [String]
+    /// The last report of a daemon whose final uploads kept failing: what it left queued, and why.
+    var leftForNextMount: String?
     /// The saved account the mount was given (nil: the default, or a token in the environment).
     var accountName: String?
     /// The API server's base URL.
@@ -167,13 +163,9 @@ struct StatusReport {
         guard let file = StatusDirectory.existingFile(for: mountpoint), let data = FileManager.default.contents(atPath: file),
               let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
               let pid = (json["pid"] as? NSNumber)?.int32Value else { return nil }
-        let failures = (json["uploads"] as? [[String: Any]] ?? []).compactMap { upload -> String? in
-            guard let path = upload["path"] as? String, let failure = upload["failure"] as? String else { return nil }
-            return path + ": " + failure
-        }
         return StatusReport(pid: pid, serving: json["serving"] as? Bool ?? true, uploads: (json["uploads_pending"] as? NSNumber)?.intValue ?? 0,
                             bytesLeft: (json["uploads_pending_left"] as? NSNumber)?.int64Value ?? 0,
-                            ended: json["ended"] as? Bool ?? false, failures: failures,
+                            leftForNextMount: json["left_for_next_mount"] as? String,
                             accountName: (json["account_name"] as? String).flatMap { $0.isEmpty ? nil : $0 },
                             api: json["api"] as? String, root: json["root"] as? String)
     }

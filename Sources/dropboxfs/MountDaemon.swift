@@ -50,11 +50,11 @@ struct MountDaemon {
         }
         // Unmounted: what was written goes to Dropbox before the process ends, unless told
         // to stop now (SIGTERM, `unmount --no-wait`): the queue then waits for the next mount.
-        var complete = true
+        var left: String?
         if !stopNow.isSet {
             status.write()  // `unmount` shows what is left from here: not a report up to 2 s old
-            complete = await prepared.fs.uploader.drain()
-            if !complete { FuseLog.write("dropboxfs: uploads left for the next mount: \(prepared.fs.writeBack.pendingCount)\n") }
+            left = await prepared.fs.uploader.drain()
+            if let left { FuseLog.write("dropboxfs: left for the next mount: \(left)\n") }
         }
         uploading.cancel()
         pinning.cancel()
@@ -62,7 +62,7 @@ struct MountDaemon {
         reporting.cancel()
         await reporting.value
         // A waiting `unmount` reads the last report to say what is left, then removes it.
-        if complete { status.remove() } else { status.write(ended: true) }
+        if let left { status.write(leftForNextMount: left) } else { status.remove() }
         if result != 0 { throw ExitCode(1) }
     }
 
@@ -240,8 +240,9 @@ struct StatusReporter: Sendable {
         }
     }
 
-    /// `ended`: the last report, of a daemon whose final uploads left some for the next mount.
-    func write(ended: Bool = false) {
+    /// `leftForNextMount`: the last report, of a daemon whose final uploads left these for
+    /// the next mount.
+    func write(leftForNextMount: String? = nil) {
         let cache = prepared.cache
         let pending = prepared.fs.writeBack.pendingSummary(listing: Self.uploadsListed)
         var report: [String: Any] = [
@@ -251,7 +252,7 @@ struct StatusReporter: Sendable {
             "cache_bytes": cache.size, "cache_limit": cache.limit, "cache_hit_rate": cache.hitRate,
             "downloaded_bytes": prepared.fs.reader.bytesDownloaded, "requests": prepared.client.transport.requestCount,
             "inodes": prepared.fs.inodes.count,
-            "serving": prepared.mount.isServing, "ended": ended,
+            "serving": prepared.mount.isServing,
             "uploads_pending": pending.count, "uploads_pending_bytes": pending.bytes, "uploads_pending_left": pending.left,
             "uploads": pending.listed.map { upload -> [String: Any] in
                 var item: [String: Any] = ["path": upload.path, "size": upload.size, "sent": upload.sent, "state": upload.state,
@@ -271,6 +272,7 @@ struct StatusReporter: Sendable {
         report["pinned_bytes"] = pins.bytes
         report["pinned_missing_bytes"] = pins.missing
         report["pinned_over_limit"] = cache.pinnedOverLimit
+        if let leftForNextMount { report["left_for_next_mount"] = leftForNextMount }
         if let since = prepared.client.reachability.offlineSince { report["offline_since"] = since.formatted(.iso8601) }
         guard let path = file, let data = try? JSONSerialization.data(withJSONObject: report, options: [.sortedKeys]) else { return }
         let temporary = path + ".tmp"

@@ -520,20 +520,32 @@ struct WriteTests {
         }
     }
 
-    /// `unmount` waits for the uploads; those that keep failing stay queued for the next
-    /// mount, and `unmount` says so, naming why, where it used to end as if all were sent.
-    @Test func unmountNamesTheUploadsItLeavesForTheNextMount() async throws {
+    /// `unmount` waits for the uploads and namespace changes; those that keep failing stay
+    /// queued for the next mount, and `unmount` says what and why, where it used to end as if
+    /// all were sent.
+    @Test func unmountNamesWhatItLeavesForTheNextMount() async throws {
         try await MountFixture.with(seeds: []) { m in
-            try await m.emulator.setFaults(["403:p=1,routes=files/upload+files/upload_session/finish_batch_v2+files/upload_session/start_batch"])
+            #expect(try await m.sh("echo old > \"$M/old.txt\" && sync \"$M/old.txt\"").status == 0)
+            try await m.emulator.setFaults(["403:p=1,routes=files/move_v2+files/move_batch_v2"])
+            #expect(try await m.sh("mv \"$M/old.txt\" \"$M/moved.txt\"").status == 0)
+            let renameLeft = try await m.unmount()
+            #expect(renameLeft.stderr.contains("unmount: could not send, left in the queue for the next mount: 1 new folder(s), removal(s) and rename(s) (access denied"),
+                    "\(renameLeft.stderr)")
+
+            try await m.mount()
+            try await m.emulator.setFaults(["403:p=1,routes=files/move_v2+files/move_batch_v2+files/upload+files/upload_session/finish_batch_v2"])
             #expect(try await m.sh("echo kept > \"$M/kept.txt\"").status == 0)
-            let left = try await m.unmount()
-            #expect(left.stderr.contains("unmount: 1 file(s) could not be uploaded; they wait in the queue for the next mount (/kept.txt: "),
-                    "\(left.stderr)")
+            let bothLeft = try await m.unmount()
+            #expect(bothLeft.stderr.contains("left in the queue for the next mount: 1 file(s) (/kept.txt: access denied"), "\(bothLeft.stderr)")
+            #expect(bothLeft.stderr.contains(", 1 new folder(s), removal(s) and rename(s) (access denied"), "\(bothLeft.stderr)")
+
             try await m.emulator.setFaults([])
             try await m.mount()
             let done = try await m.unmount()
-            #expect(!done.stderr.contains("could not be uploaded"), "\(done.stderr)")
+            #expect(!done.stderr.contains("left in the queue"), "\(done.stderr)")
             #expect(try await m.client.metadataIfExists("/kept.txt")?.fileMetadata?.size == 5)
+            #expect(try await m.client.metadataIfExists("/moved.txt")?.fileMetadata?.size == 4)
+            #expect(try await m.client.metadataIfExists("/old.txt") == nil)
         }
     }
 

@@ -94,20 +94,24 @@ public final class Uploader: Sendable {
         }
     }
 
-    /// Uploads everything queued, without quiet periods (unmount); returns false if some
-    /// uploads keep failing (they stay queued for the next mount). What is left shows in
-    /// `WriteBack.pendingSummary` (the status file).
-    public func drain() async -> Bool {
+    /// Uploads everything queued, without quiet periods (unmount). Returns nil once all is on
+    /// Dropbox, or, if some uploads or namespace changes keep failing (they stay queued for
+    /// the next mount), one line saying what is left and why.
+    public func drain() async -> String? {
         await writeBack.sealAllForDrain()
-        var namespaceSent = true
+        var namespaceLeft: String?
         do { try await namespace.sendAll() } catch {
-            FuseLog.error("new folders, removals and renames left for the next mount: \(namespace.total) (\(error))")
-            namespaceSent = false
+            namespaceLeft = "\(namespace.total) new folder(s), removal(s) and rename(s) (\(error))"
         }
         while true {
             let seen = writeBack.signal.generation
-            if writeBack.pendingCount == 0 { return namespaceSent }
-            if writeBack.allFailedSinceDrain { return false }
+            if writeBack.pendingCount == 0 { return namespaceLeft }
+            if writeBack.allFailedSinceDrain {
+                let pending = writeBack.pendingSummary(listing: .max)
+                var uploads = "\(pending.count) file(s)"
+                if let failed = pending.listed.first(where: { $0.failure != nil }) { uploads += " (\(failed.path): \(failed.failure!))" }
+                return [uploads, namespaceLeft].compactMap { $0 }.joined(separator: ", ")
+            }
             await writeBack.signal.wait(after: seen, timeout: .seconds(1))  // uploads notify; the timeout is a safety net
         }
     }
