@@ -7,8 +7,8 @@ import Testing
 
 /// The differential, model-based suite (mountpoint-s3's reftests, done against a local
 /// folder): random sequences of system calls run side by side on the mount and on local
-/// disk, with uploads finishing, another client writing and Dropbox going out of reach and
-/// back at random moments; every outcome
+/// disk, with uploads finishing, another client writing, Dropbox going out of reach and
+/// back, and the daemon killed (kill -9) and mounted again at random moments; every outcome
 /// must match, and at the end Dropbox must hold what the local folder holds. A failing
 /// sequence is shrunk by PropertyBased to the shortest one that still fails, and printed.
 ///
@@ -73,6 +73,12 @@ extension DifferentialRunner where Tested == Kernel {
                 } else {
                     try await emulator.setReachable(false)
                 }
+            }
+        }
+        configured.crash = {
+            try blocking {
+                try await m.killDaemon()
+                try await m.mount(options: DifferentialTests.mountOptions)
             }
         }
         let runner = configured

@@ -87,6 +87,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     /// Takes Dropbox out of reach (up `false`; `silent`: connections taken and never
     /// answered) or brings it back, for `.network` steps; without it they do nothing.
     public var network: (@Sendable (_ up: Bool, _ silent: Bool) throws -> Void)?
+    /// Kills the tested side's process and mounts it again, for `.crash` steps; without it
+    /// they do nothing.
+    public var crash: (@Sendable () throws -> Void)?
     /// The network is down now.
     private var offline = false
     /// The network went down in this sequence: the tested side may answer ENETUNREACH until
@@ -250,6 +253,14 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         case .network(let up, let silent):
             try setNetwork(up: up, silent: silent)
             return ("network \(up ? "up" : "down")", "network \(up ? "up" : "down")")
+        case .crash:
+            guard let crash else { return ("no crash here", "no crash here") }
+            // What was written to a file still open may be lost: only closes are promised.
+            let closed = open.map { (describe(tested.close($0.tested)), describe(local.close($0.local))) }
+            open = []
+            if let differing = closed.first(where: { $0.0 != $0.1 }) { return differing }
+            try crash()
+            return ("crashed", "crashed")
         }
     }
 

@@ -37,6 +37,10 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     /// reach, a call that needs it fails with ENETUNREACH and must change nothing (the local
     /// side is then not run); everything else must go on matching local disk.
     case network(up: Bool, silent: Bool = false)
+    /// Every descriptor is closed, then the filesystem's process is killed (kill -9) and
+    /// mounted again: a completed close survives it (doc/SEMANTICS.md), and so do renames,
+    /// removals and new folders, sent or still queued.
+    case crash
 
     /// The paths a sequence works in: enough to rename into and over, nest and collide.
     public static let paths = ["a", "b", "c", "d", "d/a", "d/b", "e", "e/f", "d/e"]
@@ -82,6 +86,7 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .remoteRename(let from, let to): return "remoteRename(\(path(from)), \(path(to)))"
         case .settle: return "settle"
         case .network(let up, let silent): return up ? "network up" : silent ? "network down (silent)" : "network down"
+        case .crash: return "crash and mount again"
         }
     }
 }
@@ -148,9 +153,13 @@ public struct SequenceGenerator {
         case 95: return .remoteDelete(path: path)
         case 96: return .remoteRename(from: path, to: below(Step.paths.count))
         default:
-            guard below(3) == 0 else { return .settle }
-            let up = below(2) == 0
-            return .network(up: up, silent: !up && below(3) == 0)
+            switch below(9) {
+            case 0, 1, 2:
+                let up = below(2) == 0
+                return .network(up: up, silent: !up && below(3) == 0)
+            case 3: return .crash
+            default: return .settle
+            }
         }
     }
 
