@@ -135,10 +135,14 @@ struct UnmountCommand: AsyncParsableCommand {
             }
             try await Task.sleep(for: .milliseconds(100))
         }
-        // What kept failing stays queued: the daemon's last report says what and why.
-        guard let report = StatusReport.read(path), report.pid == daemon, let left = report.leftForNextMount else { return }
+        // A daemon that sent everything removes its report. What kept failing stays queued,
+        // and its last report says what and why; a report without that is one of a daemon
+        // killed during its uploads.
+        guard let report = StatusReport.read(path), report.pid == daemon else { return }
         if let file = StatusDirectory.existingFile(for: path) { unlink(file) }
-        FileHandle.standardError.write(Data("unmount: could not send, left in the queue for the next mount: \(left)\n".utf8))
+        let line = report.leftForNextMount.map { "could not send, left in the queue for the next mount: \($0)" }
+            ?? "the filesystem process ended before its uploads were done; what is left waits in the queue for the next mount"
+        FileHandle.standardError.write(Data("unmount: \(line)\n".utf8))
     }
 }
 

@@ -549,6 +549,25 @@ struct WriteTests {
         }
     }
 
+    /// The daemon killed while `unmount` waits for its uploads: `unmount` says the uploads
+    /// were not all done (it used to end as if they were), and the next mount sends them.
+    @Test func unmountSaysSoWhenTheDaemonIsKilledDuringItsUploads() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            try await m.emulator.setFaults(["silent:routes=files/upload+files/upload_session/finish_batch_v2"])
+            #expect(try await m.sh("echo kept > \"$M/kept.txt\"").status == 0)
+            async let unmounted = m.unmount()
+            try await eventually("the unmount to begin") { !m.isMounted }
+            try await eventually("the upload to be under way") { (try await m.routeStats()["files/upload"]?["requests"] ?? 0) > 0 }
+            for pid in m.daemonPIDs() { kill(pid, SIGKILL) }
+            let said = try await unmounted
+            #expect(said.stderr.contains("unmount: the filesystem process ended before its uploads were done"), "\(said.stderr)")
+            try await m.emulator.setFaults([])
+            try await m.mount()
+            try await m.unmount()
+            #expect(try await m.client.metadataIfExists("/kept.txt")?.fileMetadata?.size == 5)
+        }
+    }
+
     /// An empty file (created, or truncated to nothing) gets no staging file: its queue record
     /// says all there is. Its close still survives a kill -9, and a power loss has nothing of
     /// it to lose (the record counts it as on disk).
