@@ -58,7 +58,7 @@ final class HTTPServer: Sendable {
     /// Stops listening and closes every connection, also one accepted but never served.
     func close() async {
         try? await serverChannel.channel.close()
-        for channel in connections.all { try? await channel.close() }
+        for channel in connections.all { channel.close(promise: nil) }  // the serving tasks end with them
     }
 
     private static func serve(_ channel: any Channel, _ respond: @Sendable (Exchange) async throws -> Void) async {

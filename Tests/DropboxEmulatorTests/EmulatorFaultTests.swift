@@ -49,7 +49,9 @@ struct EmulatorFaultTests {
     /// closed with it. Dropped unserved, each one stopped the whole process ("Deinited
     /// NIOAsyncWriter without calling finish()"): an outage that began while a client
     /// connected could end a test run.
-    @Test func connectionsArrivingAsTheListenerClosesAreClosed() async throws {
+    /// Bounded more loosely than its suite: beside the whole suite each round took seconds.
+    @Test(.timeLimit(.minutes(3)))
+    func connectionsArrivingAsTheListenerClosesAreClosed() async throws {
         try await withEmulator { client in
             let port = try #require(URL(string: client.baseURL)?.port)
             for _ in 0..<24 {
