@@ -68,7 +68,10 @@ final class HTTPServer: Sendable {
             try channel.syncOptions?.setOption(.autoRead, value: true)
             return connection
         }.get()
-        guard let connection = wrapped else { return _ = try? await channel.close() }
+        guard let connection = wrapped else {
+            _ = try? await channel.close()  // closed meanwhile, as the listener closed
+            return
+        }
         try? await connection.executeThenClose { inbound, outbound in
             var parts = inbound.makeAsyncIterator()
             while let part = try await parts.next() {
