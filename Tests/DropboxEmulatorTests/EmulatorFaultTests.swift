@@ -45,48 +45,6 @@ struct EmulatorFaultTests {
         }
     }
 
-    /// Connections the listener accepted but had not begun to serve when it closed are
-    /// closed with it. Dropped unserved, each one stopped the whole process ("Deinited
-    /// NIOAsyncWriter without calling finish()"): an outage that began while a client
-    /// connected could end a test run.
-    /// Bounded more loosely than its suite: beside the whole suite each round took seconds.
-    @Test(.timeLimit(.minutes(3)))
-    func connectionsArrivingAsTheListenerClosesAreClosed() async throws {
-        try await withEmulator { client in
-            let port = try #require(URL(string: client.baseURL)?.port)
-            for _ in 0..<24 {
-                let connecting = Task { await Self.connectAndLeaveOpen(port: port, count: 16) }
-                try await client.emulator.setReachable(false)
-                for socket in await connecting.value { close(socket) }
-                try await client.emulator.setReachable(true)
-            }
-            _ = try await client.put("/after.txt", "after")
-            #expect(try await client.download("/after.txt").text == "after")
-        }
-    }
-
-    /// Opens `count` TCP connections to the port (those refused are skipped), on a thread of
-    /// its own: connect(2) blocks, and Swift's cooperative threads are few.
-    static func connectAndLeaveOpen(port: Int, count: Int) async -> [Int32] {
-        await withCheckedContinuation { done in
-            Thread {
-                done.resume(returning: (0..<count).compactMap { _ in
-                    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-                    var address = sockaddr_in()
-                    address.sin_family = sa_family_t(AF_INET)
-                    address.sin_port = in_port_t(UInt16(port).bigEndian)
-                    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-                    let connected = withUnsafePointer(to: &address) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-                    }
-                    if connected == 0 { return fd }
-                    close(fd)
-                    return nil
-                })
-            }.start()
-        }
-    }
-
     @Test func serverErrorsAndWriteContention() async throws {
         try await withEmulator({ $0.faults = ["503:p=1,routes=files/download", "too_many_write_operations:every=1,routes=files/upload"] }) { client in
             #expect(try await client.download("/anything").status == 503)
@@ -200,6 +158,51 @@ struct EmulatorFaultTests {
             let reuse = try await client.request("/oauth2/token",
                 body: Data("grant_type=authorization_code&code=\(code)&client_id=app&code_verifier=\(verifier)".utf8))
             #expect(reuse.json["error"]?.stringValue == "invalid_grant")
+        }
+    }
+}
+
+/// The listener closing (an outage) while clients connect. A suite of its own, bounded more
+/// loosely than the fault suite: beside the whole suite each round took seconds.
+@Suite("emulator: listener", .timeLimit(.minutes(3)))
+struct EmulatorListenerTests {
+    /// Connections the listener accepted but had not begun to serve when it closed are
+    /// closed with it. Dropped unserved, each one stopped the whole process ("Deinited
+    /// NIOAsyncWriter without calling finish()"): an outage that began while a client
+    /// connected could end a test run.
+    @Test func connectionsArrivingAsTheListenerClosesAreClosed() async throws {
+        try await withEmulator { client in
+            let port = try #require(URL(string: client.baseURL)?.port)
+            for _ in 0..<16 {
+                let connecting = Task { await Self.connectAndLeaveOpen(port: port, count: 16) }
+                try await client.emulator.setReachable(false)
+                for socket in await connecting.value { close(socket) }
+                try await client.emulator.setReachable(true)
+            }
+            _ = try await client.put("/after.txt", "after")
+            #expect(try await client.download("/after.txt").text == "after")
+        }
+    }
+
+    /// Opens `count` TCP connections to the port (those refused are skipped), on a thread of
+    /// its own: connect(2) blocks, and Swift's cooperative threads are few.
+    static func connectAndLeaveOpen(port: Int, count: Int) async -> [Int32] {
+        await withCheckedContinuation { done in
+            Thread {
+                done.resume(returning: (0..<count).compactMap { _ in
+                    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                    var address = sockaddr_in()
+                    address.sin_family = sa_family_t(AF_INET)
+                    address.sin_port = in_port_t(UInt16(port).bigEndian)
+                    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+                    let connected = withUnsafePointer(to: &address) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                    }
+                    if connected == 0 { return fd }
+                    close(fd)
+                    return nil
+                })
+            }.start()
         }
     }
 }

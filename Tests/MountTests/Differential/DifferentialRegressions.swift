@@ -6,7 +6,8 @@ import Testing
 @Suite("mount: differential regressions", .serialized, .timeLimit(.minutes(10)))
 struct DifferentialRegressions {
     @Test func eachKeptSequenceMatchesLocalDisk() async throws {
-        try await MountFixture.with(options: DifferentialTests.mountOptions) { m in
+        try await MountFixture.with(mount: false) { m in
+            try await DifferentialTests.mount(m)
             let localBase = m.root.appendingPathComponent("local").path
             try FileManager.default.createDirectory(atPath: localBase, withIntermediateDirectories: true)
             _ = try await offPool { try Sys.mkdir(m.mountpoint + "/regressions").value("mkdir") }

@@ -87,9 +87,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     /// Takes Dropbox out of reach (up `false`; `silent`: connections taken and never
     /// answered) or brings it back, for `.network` steps; without it they do nothing.
     public var network: (@Sendable (_ up: Bool, _ silent: Bool) throws -> Void)?
-    /// Kills the tested side's process and mounts it again, for `.crash` steps; without it
-    /// they do nothing.
-    public var crash: (@Sendable () throws -> Void)?
+    /// Kills the tested side's process and mounts it again, for `.crash` steps (told whether
+    /// Dropbox is in reach now); without it they do nothing.
+    public var crash: (@Sendable (_ networkUp: Bool) throws -> Void)?
     /// The network is down now.
     private var offline = false
     /// The network went down in this sequence: the tested side may answer ENETUNREACH until
@@ -259,7 +259,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             let closed = open.map { (describe(tested.close($0.tested)), describe(local.close($0.local))) }
             open = []
             if let differing = closed.first(where: { $0.0 != $0.1 }) { return differing }
-            try crash()
+            try crash(!offline)
             return ("crashed", "crashed")
         }
     }
