@@ -271,7 +271,7 @@ public final class Emulator: Sendable {
     }
 
     func log(_ message: String) {
-        FileHandle.standardError.write(Data("dropbox-emulator: \(message)\n".utf8))
+        try? FileHandle.standardError.write(contentsOf: Data("dropbox-emulator: \(message)\n".utf8))
     }
 }
 

@@ -84,7 +84,7 @@ struct DropboxEmulatorCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError("cannot start: \(error)")
         }
-        FileHandle.standardOutput.write(Data("dropbox-emulator listening on \(emulator.baseURL)\n".utf8))
+        try? FileHandle.standardOutput.write(contentsOf: Data("dropbox-emulator listening on \(emulator.baseURL)\n".utf8))
         switchReachability(of: emulator)
 
         await waitForTerminationSignal()
@@ -101,9 +101,9 @@ struct DropboxEmulatorCommand: AsyncParsableCommand {
                 Task {
                     do {
                         try await emulator.setReachable(reachable)
-                        FileHandle.standardOutput.write(Data("dropbox-emulator \(reachable ? "reachable again" : "unreachable")\n".utf8))
+                        try? FileHandle.standardOutput.write(contentsOf: Data("dropbox-emulator \(reachable ? "reachable again" : "unreachable")\n".utf8))
                     } catch {
-                        FileHandle.standardError.write(Data("dropbox-emulator: cannot listen again: \(error)\n".utf8))
+                        try? FileHandle.standardError.write(contentsOf: Data("dropbox-emulator: cannot listen again: \(error)\n".utf8))
                     }
                 }
             }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import DropboxAPI
+import DropboxFS
 import Foundation
 
 struct AuthCommand: AsyncParsableCommand {
@@ -136,7 +137,7 @@ struct AuthCommand: AsyncParsableCommand {
                 do {
                     _ = try await store.client(account: name, apiURL: nil, savedOnly: true).rpc(Routes.revokeToken, NoArgument())
                 } catch {
-                    FileHandle.standardError.write(Data("dropboxfs: warning: could not revoke the token (\(describe(error))); forgetting it anyway\n".utf8))
+                    FuseLog.write("dropboxfs: warning: could not revoke the token (\(describe(error))); forgetting it anyway\n")
                 }
                 try store.remove(name)
                 print("Signed out of '\(name)'.")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import DropboxAPI
+import DropboxFS
 import Foundation
 
 /// `dropboxfs`: a Dropbox account from the command line (and, soon, mounted).
@@ -60,7 +61,7 @@ func reportingErrors(_ what: String, _ body: () async throws -> Void) async thro
     } catch let exit as ExitCode {
         throw exit
     } catch {
-        FileHandle.standardError.write(Data("dropboxfs: \(what): \(describe(error))\n".utf8))
+        FuseLog.write("dropboxfs: \(what): \(describe(error))\n")
         throw ExitCode(1)
     }
 }

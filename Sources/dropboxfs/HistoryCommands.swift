@@ -1,6 +1,7 @@
 import ArgumentParser
 import CFuseShim
 import DropboxAPI
+import DropboxFS
 import Foundation
 
 /// `dropboxfs revisions PATH`: a file's versions, newest first (doc/SEMANTICS.md, "History").
@@ -94,6 +95,6 @@ enum MountedRevision {
             if length > 0 && String(decoding: buffer[..<length], as: UTF8.self) == rev { return }
             try? await Task.sleep(for: .milliseconds(50))
         }
-        FileHandle.standardError.write(Data("dropboxfs restore: the mount does not show the restored version yet; it will shortly\n".utf8))
+        FuseLog.write("dropboxfs restore: the mount does not show the restored version yet; it will shortly\n")
     }
 }

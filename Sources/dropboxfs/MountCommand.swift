@@ -71,7 +71,7 @@ struct MountCommand: AsyncParsableCommand {
         let line = firstLine(readiness.fileHandleForReading).trimmingCharacters(in: .whitespacesAndNewlines)
         if line == "ready" { return }
         if line.hasPrefix("ready: ") {  // mounted, with a note (started offline)
-            FileHandle.standardError.write(Data(("dropboxfs: " + line.dropFirst("ready: ".count) + "\n").utf8))
+            FuseLog.write("dropboxfs: " + line.dropFirst("ready: ".count) + "\n")
             return
         }
         if !process.isRunning { process.waitUntilExit() }
@@ -128,7 +128,7 @@ struct UnmountCommand: AsyncParsableCommand {
             if let report = StatusReport.read(path), !report.serving, report.uploads > 0, ContinuousClock.now - shownAt >= .seconds(1) {
                 let line = "unmount: uploading \(report.uploads) file(s), \(ByteFormat.string(report.bytesLeft)) left"
                 if line != shown {
-                    FileHandle.standardError.write(Data((line + "\n").utf8))
+                    FuseLog.write(line + "\n")
                     shown = line
                     shownAt = .now
                 }
@@ -142,7 +142,7 @@ struct UnmountCommand: AsyncParsableCommand {
         if let file = StatusDirectory.existingFile(for: path) { unlink(file) }
         let line = report.leftForNextMount.map { "could not send, left in the queue for the next mount: \($0)" }
             ?? "the filesystem process ended before its uploads were done; what is left waits in the queue for the next mount"
-        FileHandle.standardError.write(Data("unmount: \(line)\n".utf8))
+        FuseLog.write("unmount: \(line)\n")
     }
 }
 

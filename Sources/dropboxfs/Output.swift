@@ -1,3 +1,4 @@
+import DropboxFS
 import Foundation
 
 enum ByteFormat {
@@ -34,12 +35,12 @@ final class ProgressBar: @unchecked Sendable {
             let rate = Double(done) / max(0.001, Date().timeIntervalSince(started))
             let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
             let line = "\r\(label) [\(bar)] \(Int(fraction * 100))% \(ByteFormat.string(done)) \(ByteFormat.string(Int64(rate)))/s"
-            FileHandle.standardError.write(Data(line.utf8))
+            FuseLog.write(line)
         }
     }
 
     func finish() {
         guard enabled else { return }
-        FileHandle.standardError.write(Data("\n".utf8))
+        FuseLog.write("\n")
     }
 }

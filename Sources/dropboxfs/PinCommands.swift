@@ -1,6 +1,7 @@
 import ArgumentParser
 import CFuseShim
 import DropboxAPI
+import DropboxFS
 import Foundation
 
 /// `dropboxfs pin PATH…` and `unpin PATH…`: files and folders of a mount kept fully
@@ -58,7 +59,7 @@ enum PinAttribute {
             default:
                 reason = String(cString: strerror(error))
             }
-            FileHandle.standardError.write(Data("dropboxfs \(pinned ? "pin" : "unpin") \(path): \(reason)\n".utf8))
+            FuseLog.write("dropboxfs \(pinned ? "pin" : "unpin") \(path): \(reason)\n")
         }
         if failed { throw ExitCode(1) }
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import DropboxAPI
+import DropboxFS
 import Foundation
 
 /// `dropboxfs share PATH`: the item's shared link, made once and the same ever after.
@@ -29,7 +30,7 @@ struct ShareCommand: AsyncParsableCommand {
             let (link, created) = try await client.sharedLink(for: target.remote, expires: expiry)
             print(link.url)
             if !created, expiry != nil, link.expires != expiry {
-                FileHandle.standardError.write(Data("dropboxfs share: the link existed already; its expiry is unchanged (\(link.expires ?? "none"))\n".utf8))
+                FuseLog.write("dropboxfs share: the link existed already; its expiry is unchanged (\(link.expires ?? "none"))\n")
             }
         }
     }

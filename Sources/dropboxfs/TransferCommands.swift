@@ -1,5 +1,6 @@
 import ArgumentParser
 import DropboxAPI
+import DropboxFS
 import Foundation
 
 struct ListCommand: AsyncParsableCommand {
@@ -157,7 +158,7 @@ struct PutCommand: AsyncParsableCommand {
 /// Prints a tree transfer's outcome; failures (the first 20) on stderr and a non-zero exit.
 func finishTreeReport(_ report: DropboxClient.TreeReport, verb: String, place: String) throws {
     for (path, why) in report.failures.prefix(20) {
-        FileHandle.standardError.write(Data("dropboxfs: \(path): \(why)\n".utf8))
+        FuseLog.write("dropboxfs: \(path): \(why)\n")
     }
     if !report.failures.isEmpty { throw ClientError.local("\(report.failures.count) of \(report.files) files failed") }
     print("\(report.files) files (\(ByteFormat.string(report.bytes))) \(verb): \(place)")

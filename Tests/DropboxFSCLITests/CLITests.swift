@@ -42,6 +42,15 @@ struct CLITests {
         }
     }
 
+    /// A failure with nobody to read about it (stderr closed, or a pipe whose reader is gone
+    /// while SIGPIPE is ignored, as under libfuse, systemd or nohup) is still exit status 1:
+    /// Foundation's FileHandle.write trapped on the failed write (status 132, and a crash
+    /// report from every mount command whose test process had died).
+    @Test func aFailureWithStandardErrorClosedIsStillExitStatusOne() async throws {
+        let closed = try await ProcessRunner.shell("'\(CLI.binary)' unmount /nonexistent 2>&-; echo $?")
+        #expect(closed.stdout == "1\n")
+    }
+
     @Test func accountsLifecycleKeepsTokensPrivate() async throws {
         try await withCLIEmulator { url, config in
             let env = ["DROPBOXFS_CONFIG_DIR": config]
