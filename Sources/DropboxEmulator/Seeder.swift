@@ -191,6 +191,7 @@ private struct SeedPlan {
 
     /// Writes the content once per `key` (through `produce`) and records the file.
     private mutating func addFile(_ path: DropboxPath, key: String, size: Int64, produce: (([UInt8]) -> Void) -> Void) {
+        if failure != nil { return }  // the seeding fails at commit
         if let (blob, hash) = blobsByKey[key] {
             files.append((path, blob: size > 0 ? blob : nil, size: size, hash: hash))
             return
@@ -205,11 +206,18 @@ private struct SeedPlan {
             failure = Seeder.SpecError(description: "seed: cannot write \(url.path)")
             return
         }
+        var writeError: (any Error)?
         produce { bytes in
             hasher.update(bytes)
-            handle.write(Data(bytes))
+            if writeError == nil {
+                do { try handle.write(contentsOf: bytes) } catch { writeError = error }  // a full disk, say
+            }
         }
         try? handle.close()
+        if let writeError {
+            failure = Seeder.SpecError(description: "seed: cannot write \(url.path): \(writeError.localizedDescription)")
+            return
+        }
         let hash = hasher.finishHex()
         blobsByKey[key] = (blob, hash)
         files.append((path, blob: size > 0 ? blob : nil, size: size, hash: hash))

@@ -24,6 +24,26 @@ struct EmulatorFileTests {
         #expect(hasher.finishHex() == referenceContentHash(data))
     }
 
+    /// Seeding onto a disk that fills up is a clear error, not a crash (FileHandle's
+    /// `write(_:)` trapped on the failed write).
+    @Test func seedingOntoAFullDiskFailsClearly() async throws {
+        let disk = FileManager.default.temporaryDirectory.appendingPathComponent("emulator-small-disk-" + UUID().uuidString)
+        try FileManager.default.createDirectory(at: disk, withIntermediateDirectories: true)
+        #expect(mount("tmpfs", disk.path, "tmpfs", 0, "size=2m") == 0, "mount a tmpfs: \(String(cString: strerror(errno)))")
+        defer {
+            umount2(disk.path, Int32(MNT_DETACH))
+            try? FileManager.default.removeItem(at: disk)
+        }
+        var configuration = EmulatorConfiguration(dataDirectory: disk.appendingPathComponent("data"))
+        configuration.seeds = ["files=2,dirs=1,depth=1,size=4M"]
+        await #expect {
+            let emulator = try await Emulator.start(configuration)
+            await emulator.shutdown()
+        } throws: { error in
+            "\(error)".contains("seed: cannot write")
+        }
+    }
+
     @Test func uploadDownloadRoundTripWithContentHash() async throws {
         try await withEmulator { client in
             let content = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0) })
