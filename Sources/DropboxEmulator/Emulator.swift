@@ -130,12 +130,10 @@ public final class Emulator: Sendable {
             if exchange.writer.headSent { throw failure }
             _ = try await exchange.body.drained()
             try await exchange.writer.sendFailure(failure)
-        } catch is RequestBody.Truncated {
-            throw RequestBody.Truncated()
-        } catch is CancellationError {
-            throw CancellationError()  // shutting down: the connection just ends
-        } catch let error as HTTPParserError {
-            throw error  // the client went away mid-request (or sent garbage, answered 400 by NIO)
+        } catch let error where error is RequestBody.Truncated || error is HTTPParserError || error is CancellationError {
+            // The connection just ends: the client went away mid-request (or sent garbage,
+            // answered 400 by NIO), or the emulator is shutting down.
+            throw error
         } catch {
             if exchange.writer.closed { return }
             if exchange.writer.headSent { throw error }

@@ -139,7 +139,7 @@ struct UnmountCommand: AsyncParsableCommand {
         // and its last report says what and why; a report without that is one of a daemon
         // killed during its uploads.
         guard let report = StatusReport.read(path), report.pid == daemon else { return }
-        if let file = StatusDirectory.existingFile(for: path) { unlink(file) }
+        unlink(report.file)
         let line = report.leftForNextMount.map { "could not send, left in the queue for the next mount: \($0)" }
             ?? "the filesystem process ended before its uploads were done; what is left waits in the queue for the next mount"
         FuseLog.write("unmount: \(line)\n")
@@ -148,6 +148,8 @@ struct UnmountCommand: AsyncParsableCommand {
 
 /// The daemon's status file, as `status` and `unmount` read it.
 struct StatusReport {
+    /// Where it was read from.
+    var file: String
     var pid: pid_t
     /// Written while the kernel's requests were still served (not yet unmounted).
     var serving: Bool
@@ -167,7 +169,7 @@ struct StatusReport {
         guard let file = StatusDirectory.existingFile(for: mountpoint), let data = FileManager.default.contents(atPath: file),
               let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
               let pid = (json["pid"] as? NSNumber)?.int32Value else { return nil }
-        return StatusReport(pid: pid, serving: json["serving"] as? Bool ?? true, uploads: (json["uploads_pending"] as? NSNumber)?.intValue ?? 0,
+        return StatusReport(file: file, pid: pid, serving: json["serving"] as? Bool ?? true, uploads: (json["uploads_pending"] as? NSNumber)?.intValue ?? 0,
                             bytesLeft: (json["uploads_pending_left"] as? NSNumber)?.int64Value ?? 0,
                             leftForNextMount: json["left_for_next_mount"] as? String,
                             accountName: (json["account_name"] as? String).flatMap { $0.isEmpty ? nil : $0 },

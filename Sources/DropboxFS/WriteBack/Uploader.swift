@@ -109,7 +109,7 @@ public final class Uploader: Sendable {
             if writeBack.allFailedSinceDrain {
                 let pending = writeBack.pendingSummary(listing: .max)
                 var uploads = "\(pending.count) file(s)"
-                if let failed = pending.listed.first(where: { $0.failure != nil }) { uploads += " (\(failed.path): \(failed.failure!))" }
+                if let failed = pending.listed.first(where: { $0.failure != nil }), let why = failed.failure { uploads += " (\(failed.path): \(why))" }
                 return [uploads, namespaceLeft].compactMap { $0 }.joined(separator: ", ")
             }
             await writeBack.signal.wait(after: seen, timeout: .seconds(1))  // uploads notify; the timeout is a safety net
