@@ -14,7 +14,10 @@ import Synchronization
 /// - `bandwidth`: cap request and response bodies at `bps=N` bytes per second;
 /// - `lie`: answer with a result a real server never gives (`what=…`; see `Lie`).
 ///
-/// Every kind takes `routes=a+b` (route names like `files/download`); default: all `/2/` routes.
+/// Every kind takes `routes=a+b` (route names like `files/download`); default: all `/2/` routes;
+/// `skip=N` to pass the first N matching requests by, and `times=N` to act on N requests
+/// only (after those skipped): `reset:times=1` then `silent:skip=1` loses one answer and
+/// holds every later request.
 struct FaultRule: Sendable, CustomStringConvertible {
     enum Kind: Sendable, Equatable {
         case status(Int)
@@ -30,6 +33,8 @@ struct FaultRule: Sendable, CustomStringConvertible {
     var every: Int?
     var probability: Double?
     var retryAfter: Int = 1
+    var skip = 0
+    var times: Int?
     var routes: Set<String>?
     let description: String
 
@@ -67,15 +72,23 @@ struct FaultRule: Sendable, CustomStringConvertible {
         every = try number("every")
         probability = try number("p")
         retryAfter = try number("retry_after") ?? 1
+        skip = try number("skip") ?? 0
+        times = try number("times")
         if let list = options.removeValue(forKey: "routes") {
             routes = Set(list.split(separator: "+").map(String.init))
         }
         if let unknown = options.keys.first { throw FaultSpecError(spec: spec, reason: "unknown option '\(unknown)'") }
+        if skip < 0 || (times ?? 0) < 0 { throw FaultSpecError(spec: spec, reason: "skip and times must not be negative") }
         if let every, every < 1 { throw FaultSpecError(spec: spec, reason: "every must be at least 1") }
         if let probability, !(0...1).contains(probability) { throw FaultSpecError(spec: spec, reason: "p must be within 0...1") }
     }
 
     func applies(to route: String) -> Bool { routes?.contains(route) ?? true }
+
+    /// Whether the rule acts on the `seen`th request it matched (`skip`, `times`).
+    func inWindow(seen: Int) -> Bool {
+        seen > skip && times.map { seen <= skip + $0 } ?? true
+    }
 }
 
 struct FaultSpecError: Error, CustomStringConvertible {
@@ -132,6 +145,7 @@ final class FaultPlan: Sendable {
             for i in state.armed.indices where state.armed[i].rule.applies(to: route) {
                 let rule = state.armed[i].rule
                 state.armed[i].seen += 1
+                guard rule.inWindow(seen: state.armed[i].seen) else { continue }
                 switch rule.kind {
                 case .latency(let ms): decision.delay = .milliseconds(ms)
                 case .silent: decision.silent = true
@@ -156,7 +170,7 @@ final class FaultPlan: Sendable {
     }
 
     private static func fires(_ rule: FaultRule, seen: Int) -> Bool {
-        if let every = rule.every { return seen % every == 0 }
+        if let every = rule.every { return (seen - rule.skip) % every == 0 }
         if let p = rule.probability { return Double.random(in: 0..<1) < p }
         return true
     }

@@ -126,6 +126,13 @@ def test_sdk_retries_through_rate_limit(emu):
     assert n >= 3, "expected at least one 429 + retry, saw %d requests" % n
 
 
+def test_fault_skip_and_times_bound_the_requests_it_acts_on(emu):
+    emu.set_faults("500:skip=1,times=2,routes=users/get_space_usage")
+    codes = [emu.rpc("users/get_space_usage", None).status_code for _ in range(5)]
+    assert codes == [200, 500, 500, 200, 200]
+    emu.clear_faults()
+
+
 @pytest.mark.parametrize("status", [500, 503])
 def test_fault_5xx(emu, status):
     emu.set_faults("%d:every=1,routes=users/get_space_usage" % status)
