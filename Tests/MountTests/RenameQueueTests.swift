@@ -34,6 +34,49 @@ struct RenameQueueTests {
         }
     }
 
+    /// The same with a folder made while Dropbox was out of reach: its rename was queued
+    /// before Dropbox gave the folder an id. If the change feed brings the hidden step in
+    /// before the next try, the store no longer has the folder at its old name, and that try
+    /// knew no id to find it by at the hidden name: it gave the rename up as "gone from
+    /// Dropbox", and the folder stayed at the hidden name, on Dropbox and in the view (the
+    /// differential suite: seed 16449485932232798776, `mkdir e/f` and `e/f` → `e/F` → `e/f`
+    /// in an outage).
+    @Test func aCaseOnlyRenameOfAFolderMadeOfflineWhoseFirstAnswerWasLostEndsAtItsName() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("ls \"$M\"").status == 0)
+            // The first move's answer is lost, and Dropbox goes out of reach while the look
+            // that would settle it is held.
+            try await m.emulator.setFaults(["reset:times=1,after=0,routes=files/move_v2", "silent:routes=files/get_metadata"])
+            try await m.emulator.setReachable(false)
+            let made = try await m.sh("mkdir \"$M/music\" && printf x > \"$M/music/song.txt\" && mv \"$M/music\" \"$M/Music\"")
+            #expect(made.status == 0, "\(made.stderr)")
+            try await m.emulator.setReachable(true)
+            try await eventually("the first step to be made on Dropbox", timeout: 60) {
+                try await m.client.listAll("").contains { $0.name.hasPrefix(".dropboxfs-rename-") }
+            }
+            try await m.emulator.resetStats()
+            try await m.emulator.setReachable(false)
+            try await eventually("the mount to find Dropbox out of reach", timeout: 60) { try m.statusReport()["offline_since"] != nil }
+            // Back, the change feed reads past the hidden step while the rename's tries fail:
+            // the next try finds the store holding the hidden name.
+            try await m.emulator.setReachable(true)
+            try await m.emulator.setFaults(["503:routes=files/move_v2"])
+            try await eventually("the change feed to read past the hidden step", timeout: 60) {
+                (try await m.emulator.routeStats()["files/list_folder/continue"]?["requests"] ?? 0) >= 1
+            }
+            // Two tries of the rename fail after that (each 503 takes the mount offline until
+            // its next look): the second began after the first ended.
+            let failed = m.log.components(separatedBy: "HTTP 503 from files/move_v2").count
+            try await eventually("two more tries of the rename", timeout: 60) {
+                m.log.components(separatedBy: "HTTP 503 from files/move_v2").count >= failed + 2
+            }
+            try await m.emulator.setFaults([])
+            try await eventually("the rename to reach Dropbox", timeout: 60) { try await m.client.listAll("").map(\.name) == ["Music"] }
+            let shown = try await m.sh("ls -a \"$M\" | grep -v '^\\.\\.\\?$' && cat \"$M/Music/song.txt\"")
+            #expect(shown.stdout == "Music\nx", "\(shown)\n\(m.log)")
+        }
+    }
+
     /// A folder renamed here, then read below at once: its unlisted subfolders are listed
     /// where Dropbox has them, and the rename may reach Dropbox during that listing. Listings
     /// are slowed so it does; a listing of the old place then found nothing, and a file of the

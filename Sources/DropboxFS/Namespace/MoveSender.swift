@@ -101,6 +101,10 @@ final class MoveSender: Sendable {
         var source = try store.node(move.fromLower)
             ?? Node(pathLower: move.fromLower, name: String(move.fromLower.split(separator: "/").last ?? ""), isFolder: move.isFolder)
         if source.id.isEmpty { source.id = move.sourceID }
+        // A folder made here was renamed before Dropbox gave it an id: the rename keeps the
+        // id from its first try on, durably, to find its source by should the source leave
+        // the store (a case-only rename's hidden step made, its answer lost).
+        if move.sourceID.isEmpty && !source.id.isEmpty { move = try pending.knowSourceID(of: move, source.id) }
         let sourceRev = source.rev
         defer { pending.setInFlight([:]) }
         var movedAside = false

@@ -118,6 +118,19 @@ public final class PendingMoves: RoundQueue {
         return advanced
     }
 
+    /// The rename's source has this Dropbox id (it had none when the rename was queued: a
+    /// folder made here): kept with the rename, durably.
+    func knowSourceID(of record: QueuedMove, _ id: String) throws -> QueuedMove {
+        var known = record
+        known.sourceID = id
+        state.withLock { state in
+            guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return }
+            state.moves[index].sourceID = id
+        }
+        try queue.saveMove(known)
+        return known
+    }
+
     var generation: UInt64 { state.withLock { $0.generation } }
 
     var isEmpty: Bool { pendingCount.load(ordering: .acquiring) == 0 }
