@@ -64,6 +64,39 @@ extension DropboxFileSystem {
         try await writeBack.write(handle: try localHandle(handle), bytes, at: offset)
     }
 
+    /// fallocate(2). Dropbox keeps no preallocation, so what the call promises is kept in
+    /// the bytes: mode 0 (`fallocate -l`) grows the file to the range's end, zeros fill a
+    /// punched or zeroed range (`FALLOC_FL_PUNCH_HOLE`, `FALLOC_FL_ZERO_RANGE`), and
+    /// `FALLOC_FL_KEEP_SIZE` alone has nothing to do. The kernel refuses the other modes
+    /// (collapse, insert) before they reach a FUSE filesystem.
+    public func allocate(_ inode: UInt64, handle: UInt64, mode: Int32, offset: Int64, length: Int64) async throws {
+        if options.readOnly { throw FSError.readOnly }
+        guard offset >= 0, length > 0 else { throw FSError.invalidArgument }
+        let keepSize = mode & Self.fallocKeepSize != 0
+        let zeroing = mode & (Self.fallocPunchHole | Self.fallocZeroRange) != 0
+        guard mode & ~(Self.fallocKeepSize | Self.fallocPunchHole | Self.fallocZeroRange) == 0 else { throw FSError.notSupported }
+        let (end, overflow) = offset.addingReportingOverflow(length)
+        if overflow { throw FSError.fileTooLarge }
+        let size = try node(inode).size
+        if zeroing {
+            let zeroedEnd = keepSize ? min(end, size) : end
+            var at = offset
+            let zeros = [UInt8](repeating: 0, count: Self.zeroChunk)
+            while at < zeroedEnd {
+                let count = Int(min(Int64(Self.zeroChunk), zeroedEnd - at))
+                at += Int64(try await write(handle: handle, count == zeros.count ? zeros : Array(zeros.prefix(count)), at: at))
+            }
+        } else if !keepSize && end > size {
+            _ = try await setAttributes(inode, handle: handle, size: end, modified: nil)
+        }
+    }
+
+    static let fallocKeepSize: Int32 = 0x01
+    static let fallocPunchHole: Int32 = 0x02
+    static let fallocZeroRange: Int32 = 0x10
+    /// Zeros of a punched range go down in writes of this size (memory stays bounded).
+    static let zeroChunk = 1 << 20
+
     /// setattr: size truncates or extends (through the handle, or as truncate(2) would);
     /// a modification time goes with the next upload as `client_modified`. Mode, owner and
     /// atime are accepted and not kept (Dropbox has no such thing; doc/SEMANTICS.md).

@@ -68,6 +68,23 @@ struct ToolWorkloadTests {
         }
     }
 
+    /// fallocate(2) keeps its promises in the bytes (Dropbox keeps no preallocation): a
+    /// size grown to, zeros over a punched or zeroed range, nothing with KEEP_SIZE alone;
+    /// it was EOPNOTSUPP before. Then Dropbox holds what a local disk holds.
+    @Test func fallocateGrowsPunchesAndZeroesAsALocalDiskDoes() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            try await Self.same(m, "alloc", """
+                printf 'abcdefghijklmnopqrstuvwxyz' > f && fallocate -l 100 f && stat -c %s f && \
+                fallocate -n -l 4096 f && stat -c %s f && fallocate -p -o 2 -l 3 f && fallocate -z -o 20 -l 10 f && \
+                stat -c %s f && od -An -c f | tr -s ' ' | head -3 && fallocate -z -n -o 200 -l 10 f && stat -c %s f && \
+                fallocate -l 1 f && stat -c %s f && fallocate -l 3M g && stat -c %s g && \
+                fallocate -p -o 1000000 -l 5000000 g && stat -c %s g && sha256sum f g
+                """)
+            try await m.unmount()
+            #expect(try await m.expectOnDropbox(m.root.appendingPathComponent("local-alloc").path, at: "/alloc") == 2)
+        }
+    }
+
     @Test func gitInitAddCommitGcFsck() async throws {
         try await MountFixture.with { m in
             try await Self.same(m, "repo", """

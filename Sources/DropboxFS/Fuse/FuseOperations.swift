@@ -231,7 +231,14 @@ enum FuseOperations {
                 fuse_reply_write(request.raw, Int(copied))
             }
         }
-        ops.fallocate = { req, _, _, _, _, _ in Request(raw: req!).fail(FSError.notSupported) }
+        ops.fallocate = { req, ino, mode, offset, length, fi in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            let handle = fi!.pointee.fh
+            mount.answerDone(request) {
+                try await mount.fs.allocate(UInt64(ino), handle: handle, mode: mode, offset: Int64(offset), length: Int64(length))
+            }
+        }
         ops.statfs = { req, _ in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
