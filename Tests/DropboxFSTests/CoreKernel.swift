@@ -128,6 +128,14 @@ final class CoreKernel: SystemCalls, Sendable {
         }
     }
 
+    func fallocate(_ fd: Int32, _ mode: Int32, _ offset: Int64, _ length: Int64) -> Sys.Outcome<Int32> {
+        withDescriptor(fd) { descriptor in
+            guard descriptor.writable, let handle = descriptor.handle else { throw Sys.Errno(code: EBADF) }
+            try await self.fs.allocate(descriptor.inode, handle: handle, mode: mode, offset: offset, length: length)
+            return 0
+        }
+    }
+
     func fsync(_ fd: Int32) -> Sys.Outcome<Int32> {
         withDescriptor(fd) { descriptor in
             guard let handle = descriptor.handle else {

@@ -51,6 +51,12 @@ public enum Sys {
     }
 
     public static func ftruncate(_ fd: Int32, _ size: Int64) -> Outcome<Int32> { check(Glibc.ftruncate(fd, off_t(size))) }
+    public static func fallocate(_ fd: Int32, _ mode: Int32, _ offset: Int64, _ length: Int64) -> Outcome<Int32> {
+        check(fallocateCall(fd, mode, off_t(offset), off_t(length)))
+    }
+
+    /// The C library's fallocate(2), which Swift's Glibc module leaves out (a GNU extension).
+    private static let fallocateCall = unsafeBitCast(dlsym(nil, "fallocate"), to: (@convention(c) (Int32, Int32, off_t, off_t) -> Int32).self)
     public static func truncate(_ path: String, _ size: Int64) -> Outcome<Int32> { check(Glibc.truncate(path, off_t(size))) }
     public static func fsync(_ fd: Int32) -> Outcome<Int32> { check(Glibc.fsync(fd)) }
     public static func fdatasync(_ fd: Int32) -> Outcome<Int32> { check(Glibc.fdatasync(fd)) }

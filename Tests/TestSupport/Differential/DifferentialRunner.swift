@@ -12,6 +12,7 @@ public protocol SystemCalls {
     func pwrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int64) -> Sys.Outcome<Int>
     func pread(_ fd: Int32, count: Int, at offset: Int64) -> Sys.Outcome<[UInt8]>
     func ftruncate(_ fd: Int32, _ size: Int64) -> Sys.Outcome<Int32>
+    func fallocate(_ fd: Int32, _ mode: Int32, _ offset: Int64, _ length: Int64) -> Sys.Outcome<Int32>
     func fsync(_ fd: Int32) -> Sys.Outcome<Int32>
     func fdatasync(_ fd: Int32) -> Sys.Outcome<Int32>
     func fstat(_ fd: Int32) -> Sys.Outcome<Sys.Status>
@@ -45,6 +46,9 @@ public struct Kernel: SystemCalls, Sendable {
     public func pwrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int64) -> Sys.Outcome<Int> { Sys.pwrite(fd, bytes, at: offset) }
     public func pread(_ fd: Int32, count: Int, at offset: Int64) -> Sys.Outcome<[UInt8]> { Sys.pread(fd, count: count, at: offset) }
     public func ftruncate(_ fd: Int32, _ size: Int64) -> Sys.Outcome<Int32> { Sys.ftruncate(fd, size) }
+    public func fallocate(_ fd: Int32, _ mode: Int32, _ offset: Int64, _ length: Int64) -> Sys.Outcome<Int32> {
+        Sys.fallocate(fd, mode, offset, length)
+    }
     public func fsync(_ fd: Int32) -> Sys.Outcome<Int32> { Sys.fsync(fd) }
     public func fdatasync(_ fd: Int32) -> Sys.Outcome<Int32> { Sys.fdatasync(fd) }
     public func fstat(_ fd: Int32) -> Sys.Outcome<Sys.Status> { Sys.fstat(fd) }
@@ -203,6 +207,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         case .ftruncate(let slot, let size):
             guard let d = descriptor(slot) else { return ("none open", "none open") }
             return compared({ tested.ftruncate(d.tested, size) }, { local.ftruncate(d.local, size) })
+        case .fallocate(let slot, let mode, let offset, let length):
+            guard let d = descriptor(slot) else { return ("none open", "none open") }
+            return compared({ tested.fallocate(d.tested, mode, offset, length) }, { local.fallocate(d.local, mode, offset, length) })
         case .fsync(let slot):
             guard let d = descriptor(slot) else { return ("none open", "none open") }
             return compared({ tested.fsync(d.tested) }, { local.fsync(d.local) })

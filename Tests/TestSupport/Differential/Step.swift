@@ -12,6 +12,8 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     case write(slot: Int, offset: Int64, length: Int, fill: UInt8)
     case read(slot: Int, offset: Int64, length: Int)
     case ftruncate(slot: Int, size: Int64)
+    /// fallocate(2) in one of the modes the kernel passes to a FUSE filesystem.
+    case fallocate(slot: Int, mode: Int32, offset: Int64, length: Int64)
     case fsync(slot: Int)
     case fdatasync(slot: Int)
     case fstat(slot: Int)
@@ -42,6 +44,9 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     /// removals and new folders, sent or still queued.
     case crash
 
+    /// 0, KEEP_SIZE, PUNCH_HOLE | KEEP_SIZE, ZERO_RANGE, ZERO_RANGE | KEEP_SIZE.
+    public static let fallocateModes: [Int32] = [0, 0x01, 0x03, 0x10, 0x11]
+
     /// The paths a sequence works in: enough to rename into and over, nest and collide.
     public static let paths = ["a", "b", "c", "d", "d/a", "d/b", "e", "e/f", "d/e"]
 
@@ -70,6 +75,8 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .write(let slot, let offset, let length, let fill): return "pwrite(#\(slot), at: \(offset), \(length) bytes of \(fill))"
         case .read(let slot, let offset, let length): return "pread(#\(slot), at: \(offset), \(length))"
         case .ftruncate(let slot, let size): return "ftruncate(#\(slot), \(size))"
+        case .fallocate(let slot, let mode, let offset, let length):
+            return "fallocate(#\(slot), mode \(String(mode, radix: 16)), at: \(offset), \(length))"
         case .fsync(let slot): return "fsync(#\(slot))"
         case .fdatasync(let slot): return "fdatasync(#\(slot))"
         case .fstat(let slot): return "fstat(#\(slot))"
@@ -137,7 +144,8 @@ public struct SequenceGenerator {
         case 16..<26: return .close(slot: slot)
         case 26..<44: return .write(slot: slot, offset: offset(), length: length(), fill: fill)
         case 44..<52: return .read(slot: slot, offset: offset(), length: length())
-        case 52..<56: return .ftruncate(slot: slot, size: below(2) == 0 ? Int64(below(10_000)) : offset())
+        case 52..<55: return .ftruncate(slot: slot, size: below(2) == 0 ? Int64(below(10_000)) : offset())
+        case 55: return .fallocate(slot: slot, mode: Step.fallocateModes[below(Step.fallocateModes.count)], offset: offset(), length: Int64(length()))
         case 56..<59: return .fsync(slot: slot)
         case 59..<61: return .fdatasync(slot: slot)
         case 61..<64: return .fstat(slot: slot)
