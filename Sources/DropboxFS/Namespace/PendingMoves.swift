@@ -123,11 +123,12 @@ public final class PendingMoves: RoundQueue {
     func knowSourceID(of record: QueuedMove, _ id: String) throws -> QueuedMove {
         var known = record
         known.sourceID = id
-        state.withLock { state in
-            guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return }
+        let queued = state.withLock { state in
+            guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return false }
             state.moves[index].sourceID = id
+            return true
         }
-        try queue.saveMove(known)
+        if queued { try queue.saveMove(known) }  // one that left the queue is never saved again
         return known
     }
 
