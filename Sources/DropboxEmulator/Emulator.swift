@@ -268,7 +268,8 @@ public final class Emulator: Sendable {
         return (String(uri[..<mark]), FormEncoding.decode(String(uri[uri.index(after: mark)...])))
     }
 
-    func log(_ message: String) {
+    /// A line on standard error, prefixed with the program's name; a failed write is dropped.
+    public func log(_ message: String) {
         try? FileHandle.standardError.write(contentsOf: Data("dropbox-emulator: \(message)\n".utf8))
     }
 }

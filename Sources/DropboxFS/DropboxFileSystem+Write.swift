@@ -79,14 +79,15 @@ extension DropboxFileSystem {
         if overflow { throw FSError.fileTooLarge }
         let size = try node(inode).size
         if zeroing {
-            let zeroedEnd = keepSize ? min(end, size) : end
+            // Only bytes the file has are written: growing it (below) reads as zeros already.
             var at = offset
             let zeros = [UInt8](repeating: 0, count: Self.zeroChunk)
-            while at < zeroedEnd {
-                let count = Int(min(Int64(Self.zeroChunk), zeroedEnd - at))
+            while at < min(end, size) {
+                let count = Int(min(Int64(Self.zeroChunk), min(end, size) - at))
                 at += Int64(try await write(handle: handle, count == zeros.count ? zeros : Array(zeros.prefix(count)), at: at))
             }
-        } else if !keepSize && end > size {
+        }
+        if !keepSize && end > size {
             _ = try await setAttributes(inode, handle: handle, size: end, modified: nil)
         }
     }

@@ -103,7 +103,7 @@ struct DropboxEmulatorCommand: AsyncParsableCommand {
                         try await emulator.setReachable(reachable)
                         try? FileHandle.standardOutput.write(contentsOf: Data("dropbox-emulator \(reachable ? "reachable again" : "unreachable")\n".utf8))
                     } catch {
-                        try? FileHandle.standardError.write(contentsOf: Data("dropbox-emulator: cannot listen again: \(error)\n".utf8))
+                        emulator.log("cannot listen again: \(error)")
                     }
                 }
             }
