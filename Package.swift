@@ -110,7 +110,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DropboxEmulatorTests",
-            dependencies: ["DropboxEmulator"],
+            dependencies: ["DropboxEmulator", .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: strictSettings
         ),
     ]

@@ -43,7 +43,7 @@ public enum JSON: Sendable, Equatable {
     }
 
     public static func parse(_ bytes: some Collection<UInt8>) throws -> JSON {
-        try JSONDecoder().decode(JSONNode.self, from: Data(bytes)).value
+        try JSONParser.parse(Array(bytes))
     }
 
     public static func parse(_ text: String) throws -> JSON { try parse(Array(text.utf8)) }
@@ -113,40 +113,5 @@ public enum JSON: Sendable, Equatable {
     private static func hex4(_ v: UInt32) -> String {
         let digits = String(v, radix: 16)
         return "\\u" + String(repeating: "0", count: 4 - digits.count) + digits
-    }
-}
-
-/// Decodable bridge: tries the JSON kinds in an order that keeps booleans and integers apart.
-private struct JSONNode: Decodable {
-    let value: JSON
-
-    init(from decoder: any Decoder) throws {
-        if let keyed = try? decoder.container(keyedBy: AnyKey.self) {
-            var members: [(String, JSON)] = []
-            for key in keyed.allKeys {
-                members.append((key.stringValue, try keyed.decode(JSONNode.self, forKey: key).value))
-            }
-            value = .object(members)
-            return
-        }
-        if var list = try? decoder.unkeyedContainer() {
-            var items: [JSON] = []
-            while !list.isAtEnd { items.append(try list.decode(JSONNode.self).value) }
-            value = .array(items)
-            return
-        }
-        let single = try decoder.singleValueContainer()
-        if single.decodeNil() { value = .null }
-        else if let b = try? single.decode(Bool.self) { value = .bool(b) }
-        else if let i = try? single.decode(Int64.self) { value = .int(i) }
-        else if let d = try? single.decode(Double.self) { value = .double(d) }
-        else { value = .string(try single.decode(String.self)) }
-    }
-
-    private struct AnyKey: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
     }
 }
