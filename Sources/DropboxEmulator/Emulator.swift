@@ -317,8 +317,8 @@ extension Emulator {
     @discardableResult
     public func writeFileDirectly(_ path: String, contents: [UInt8]) throws -> String {
         let staged = namespace.newStagingFile()
-        defer { unlink(staged.path) }
-        guard FileManager.default.createFile(atPath: staged.path, contents: Data(contents)) else {
+        defer { unlink(staged) }
+        guard FileManager.default.createFile(atPath: staged, contents: Data(contents)) else {
             throw APIFailure.badInput("cannot stage \(path)")
         }
         let hasher = ContentHasher()

@@ -59,13 +59,13 @@ enum SessionFailure: Error {
 struct AppendGrant {
     var session: UploadSession
     var offset: Int64
-    var file: URL
+    var file: String
     /// The session's running hasher (sequential sessions only; nil after a restart).
     var runningHash: ContentHasher?
 }
 
 extension Namespace {
-    func sessionFile(_ id: String) -> URL { stagingDirectory.appendingPathComponent("session-" + id, isDirectory: false) }
+    func sessionFile(_ id: String) -> String { stagingPath + "/session-" + id }
 
     func startSession(concurrent: Bool) throws -> UploadSession {
         let session = UploadSession(id: "pid_upload_session:" + Identifiers.random(40), concurrent: concurrent,
@@ -161,7 +161,7 @@ extension Namespace {
             hash = try ContentHasher.hashFile(sessionFile(id), length: session.length)
         }
         // A failed last append may have left bytes past the session's length.
-        truncate(sessionFile(id).path, off_t(session.length))
+        truncate(sessionFile(id), off_t(session.length))
         return StagedContent(file: sessionFile(id), size: session.length, contentHash: hash)
     }
 
@@ -174,7 +174,7 @@ extension Namespace {
         try? database.run("DELETE FROM upload_sessions WHERE id = ?", [.text(id)])
         try? database.run("DELETE FROM session_pieces WHERE session_id = ?", [.text(id)])
         sessionHashers.removeValue(forKey: id)
-        unlink(sessionFile(id).path)
+        unlink(sessionFile(id))
     }
 
     /// Commits closed sessions' content, one result each, in one transaction (a failure
@@ -203,7 +203,7 @@ extension Namespace {
             try database.run("DELETE FROM upload_sessions", [])
             try database.run("DELETE FROM session_pieces", [])
             sessionHashers.removeAll()
-            for id in ids { unlink(sessionFile(id).path) }
+            for id in ids { unlink(sessionFile(id)) }
         }
     }
 
@@ -216,9 +216,9 @@ extension Namespace {
 
 extension ContentHasher {
     /// Hashes `length` bytes of a file, 1 MiB at a time.
-    static func hashFile(_ file: URL, length: Int64) throws -> String {
+    static func hashFile(_ file: String, length: Int64) throws -> String {
         if length == 0 { return ContentHasher().finishHex() }  // no data file: nothing appended
-        let fd = open(file.path, O_RDONLY)
+        let fd = open(file, O_RDONLY)
         guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         defer { close(fd) }
         let hasher = ContentHasher()

@@ -3,7 +3,7 @@ import Foundation
 /// Bytes ready to become a file's content: a staged file (moved into `blobs/` on commit) and
 /// what was measured while it streamed in.
 struct StagedContent {
-    var file: URL?
+    var file: String?
     var size: Int64
     var contentHash: String
 }
@@ -97,7 +97,7 @@ extension Namespace {
         return try commitRevisionLocked(entry, clientModified: request.clientModified, replacing: replacing) {
             guard let file = content.file, content.size > 0 else { return nil }
             let name = "b" + Identifiers.random(20)
-            guard rename(file.path, blobDirectory.appendingPathComponent(name, isDirectory: false).path) == 0 else {
+            guard rename(file, blobFile(name)) == 0 else {
                 throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
             }
             return name

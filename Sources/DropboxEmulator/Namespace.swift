@@ -39,14 +39,17 @@ final class Namespace: @unchecked Sendable {
     /// A batch of writes runs as one transaction (`inOneTransactionLocked`).
     private var batchOpen = false
 
-    // `isDirectory` given: without it Foundation asks the disk (a stat per call, a tenth of
-    // the emulator's CPU in a batch of small uploads).
-    var blobDirectory: URL { directory.appendingPathComponent("blobs", isDirectory: true) }
-    var stagingDirectory: URL { directory.appendingPathComponent("staging", isDirectory: true) }
+    // Paths as strings, joined by hand: building a URL per file (several per upload) took
+    // 4 % of the emulator's CPU in a batch of small uploads.
+    let blobsPath: String
+    let stagingPath: String
+    func blobFile(_ name: String) -> String { blobsPath + "/" + name }
 
     init(directory: URL, quota: Int64) throws {
         self.directory = directory
         self.quota = quota
+        blobsPath = directory.path + "/blobs"
+        stagingPath = directory.path + "/staging"
         let fm = FileManager.default
         for sub in ["blobs", "staging"] {
             try fm.createDirectory(at: directory.appendingPathComponent(sub), withIntermediateDirectories: true)
@@ -122,7 +125,7 @@ final class Namespace: @unchecked Sendable {
     /// the lock, so a concurrent overwrite cannot delete the bytes before they are opened.
     func openBlobLocked(_ blob: String?) throws -> Int32? {
         guard let blob else { return nil }
-        let fd = open(blobDirectory.appendingPathComponent(blob, isDirectory: false).path, O_RDONLY | O_CLOEXEC)
+        let fd = open(blobFile(blob), O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         return fd
     }
@@ -237,13 +240,13 @@ final class Namespace: @unchecked Sendable {
                 SELECT 1 FROM entries WHERE blob = ?1 AND is_deleted = 0
                 UNION ALL SELECT 1 FROM revisions WHERE blob = ?1 LIMIT 1
                 """, [.text(name)]) { _ in true } ?? false
-            if !referenced { unlink(blobDirectory.appendingPathComponent(name, isDirectory: false).path) }
+            if !referenced { unlink(blobFile(name)) }
         }
     }
 
     /// A new file name in `staging/` for an upload in progress.
-    func newStagingFile() -> URL {
-        stagingDirectory.appendingPathComponent("upload-" + Identifiers.random(16), isDirectory: false)
+    func newStagingFile() -> String {
+        stagingPath + "/upload-" + Identifiers.random(16)
     }
 
     private func metaValue(_ key: String) throws -> String? {
@@ -257,9 +260,9 @@ final class Namespace: @unchecked Sendable {
     /// Single-request uploads interrupted by a restart leave files in staging; session data
     /// files are kept, since their sessions outlive a restart as they do on Dropbox.
     private func removeStaleStaging() throws {
-        let names = try FileManager.default.contentsOfDirectory(atPath: stagingDirectory.path)
+        let names = try FileManager.default.contentsOfDirectory(atPath: stagingPath)
         for name in names where name.hasPrefix("upload-") {
-            unlink(stagingDirectory.appendingPathComponent(name, isDirectory: false).path)
+            unlink(stagingPath + "/" + name)
         }
     }
 

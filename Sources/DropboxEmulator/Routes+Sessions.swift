@@ -154,7 +154,7 @@ extension Emulator {
         if let running = grant.runningHash { hashers.append(running) }
         var count: Int64 = 0
         do {
-            count = try await call.body.write(toFile: grant.file.path, at: grant.offset, hashers: hashers, first: firstChunk)
+            count = try await call.body.write(toFile: grant.file, at: grant.offset, hashers: hashers, first: firstChunk)
         } catch {
             namespace.endAppendFailed(grant)
             throw error

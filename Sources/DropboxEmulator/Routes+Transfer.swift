@@ -57,8 +57,8 @@ extension Emulator {
 
         let staged = call.namespace.newStagingFile()
         let hasher = ContentHasher()
-        let count = try await call.body.write(toFile: staged.path, at: 0, hashers: [hasher], truncate: true)
-        defer { unlink(staged.path) }
+        let count = try await call.body.write(toFile: staged, at: 0, hashers: [hasher], truncate: true)
+        defer { unlink(staged) }
         if count > Self.maximumRequestPayload { throw failed(.tagged("payload_too_large")) }
         let hash = hasher.finishHex()
         if let expectedHash, expectedHash != hash { throw failed(.tagged("content_hash_mismatch")) }

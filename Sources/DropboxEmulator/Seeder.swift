@@ -197,13 +197,13 @@ private struct SeedPlan {
             return
         }
         let blob = "b" + Identifiers.random(20)
-        let url = namespace.blobDirectory.appendingPathComponent(blob, isDirectory: false)
+        let blobPath = namespace.blobFile(blob)
         let hasher = ContentHasher()
-        guard let handle = FileHandle(forWritingAtPath: url.path) ?? {
-            _ = FileManager.default.createFile(atPath: url.path, contents: nil)
-            return FileHandle(forWritingAtPath: url.path)
+        guard let handle = FileHandle(forWritingAtPath: blobPath) ?? {
+            _ = FileManager.default.createFile(atPath: blobPath, contents: nil)
+            return FileHandle(forWritingAtPath: blobPath)
         }() else {
-            failure = Seeder.SpecError(description: "seed: cannot write \(url.path)")
+            failure = Seeder.SpecError(description: "seed: cannot write \(blobPath)")
             return
         }
         var writeError: (any Error)?
@@ -215,7 +215,7 @@ private struct SeedPlan {
         }
         try? handle.close()
         if let writeError {
-            failure = Seeder.SpecError(description: "seed: cannot write \(url.path): \(writeError.localizedDescription)")
+            failure = Seeder.SpecError(description: "seed: cannot write \(blobPath): \(writeError.localizedDescription)")
             return
         }
         let hash = hasher.finishHex()

@@ -57,6 +57,7 @@ struct JSONParserTests {
             let document = Self.build(steps[...])
             for asciiOnly in [false, true] {
                 let written = document.serialized(asciiOnly: asciiOnly)
+                #expect(!asciiOnly || written.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }, "\(written)")
                 #expect((try? JSON.parse(written)) == document, "\(written)")
             }
         }
