@@ -136,6 +136,26 @@ final class CoreKernel: SystemCalls, Sendable {
         }
     }
 
+    /// What the kernel makes of stores through a shared mapping: the checks mmap makes, then
+    /// the pages written back as writes at their own offsets (never at the end, whatever
+    /// O_APPEND says), and an fsync for msync(MS_SYNC).
+    func mapWrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int64, sync: Bool) -> Sys.Outcome<Int> {
+        withDescriptor(fd) { descriptor in
+            // do_mmap checks the descriptor's access before asking whether the file maps.
+            guard descriptor.readable && descriptor.writable else { throw Sys.Errno(code: EACCES) }
+            guard let handle = descriptor.handle else { throw Sys.Errno(code: ENODEV) }
+            let count = Int(max(0, min(Int64(bytes.count), try self.fs.node(descriptor.inode).size - offset)))
+            if count > 0 {
+                let stored = Array(bytes[..<count])
+                if try stored.withUnsafeBytes({ try self.fs.tryWrite(handle: handle, $0, at: offset) }) == nil {
+                    _ = try await self.fs.write(handle: handle, stored, at: offset)
+                }
+            }
+            if sync { try await self.fs.sync(descriptor.inode, handle: handle) }
+            return count
+        }
+    }
+
     func fsync(_ fd: Int32) -> Sys.Outcome<Int32> {
         withDescriptor(fd) { descriptor in
             guard let handle = descriptor.handle else {

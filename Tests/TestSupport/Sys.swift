@@ -55,6 +55,27 @@ public enum Sys {
         check(fallocateCall(fd, mode, off_t(offset), off_t(length)))
     }
 
+    /// Stores `bytes` at `offset` through a shared mapping of the file, as a program that
+    /// maps it does, as many of them as lie inside the file (a store past its end faults:
+    /// the rest is dropped), then with `sync` msync(MS_SYNC), then munmap. Returns how many
+    /// bytes were stored. The mapping is made even when none lie inside, so a descriptor that
+    /// cannot be mapped for writing fails (EACCES) whatever the offset.
+    public static func mapWrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int64, sync: Bool) -> Outcome<Int> {
+        var info = Glibc.stat()
+        guard Glibc.fstat(fd, &info) == 0 else { return .failure(Errno(code: errno)) }
+        let page = Int64(sysconf(Int32(_SC_PAGESIZE)))
+        let start = offset / page * page
+        let count = Int(max(0, min(Int64(bytes.count), Int64(info.st_size) - offset)))
+        let length = Int(offset - start) + max(count, 1)
+        guard let base = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(start)), base != MAP_FAILED else {
+            return .failure(Errno(code: errno))
+        }
+        defer { munmap(base, length) }
+        bytes.withUnsafeBytes { (base + Int(offset - start)).copyMemory(from: $0.baseAddress!, byteCount: count) }
+        if sync && msync(base, length, MS_SYNC) != 0 { return .failure(Errno(code: errno)) }
+        return .success(count)
+    }
+
     /// The C library's fallocate(2), which Swift's Glibc module leaves out (a GNU extension).
     private static let fallocateCall = unsafeBitCast(dlsym(nil, "fallocate"), to: (@convention(c) (Int32, Int32, off_t, off_t) -> Int32).self)
     public static func truncate(_ path: String, _ size: Int64) -> Outcome<Int32> { check(Glibc.truncate(path, off_t(size))) }

@@ -13,6 +13,8 @@ public protocol SystemCalls {
     func pread(_ fd: Int32, count: Int, at offset: Int64) -> Sys.Outcome<[UInt8]>
     func ftruncate(_ fd: Int32, _ size: Int64) -> Sys.Outcome<Int32>
     func fallocate(_ fd: Int32, _ mode: Int32, _ offset: Int64, _ length: Int64) -> Sys.Outcome<Int32>
+    /// Stores through a shared mapping (`Sys.mapWrite`).
+    func mapWrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int64, sync: Bool) -> Sys.Outcome<Int>
     func fsync(_ fd: Int32) -> Sys.Outcome<Int32>
     func fdatasync(_ fd: Int32) -> Sys.Outcome<Int32>
     func fstat(_ fd: Int32) -> Sys.Outcome<Sys.Status>
@@ -48,6 +50,9 @@ public struct Kernel: SystemCalls, Sendable {
     public func ftruncate(_ fd: Int32, _ size: Int64) -> Sys.Outcome<Int32> { Sys.ftruncate(fd, size) }
     public func fallocate(_ fd: Int32, _ mode: Int32, _ offset: Int64, _ length: Int64) -> Sys.Outcome<Int32> {
         Sys.fallocate(fd, mode, offset, length)
+    }
+    public func mapWrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int64, sync: Bool) -> Sys.Outcome<Int> {
+        Sys.mapWrite(fd, bytes, at: offset, sync: sync)
     }
     public func fsync(_ fd: Int32) -> Sys.Outcome<Int32> { Sys.fsync(fd) }
     public func fdatasync(_ fd: Int32) -> Sys.Outcome<Int32> { Sys.fdatasync(fd) }
@@ -210,6 +215,10 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         case .fallocate(let slot, let mode, let offset, let length):
             guard let d = descriptor(slot) else { return ("none open", "none open") }
             return compared({ tested.fallocate(d.tested, mode, offset, length) }, { local.fallocate(d.local, mode, offset, length) })
+        case .mapWrite(let slot, let offset, let length, let fill, let sync):
+            guard let d = descriptor(slot) else { return ("none open", "none open") }
+            let bytes = Self.bytes(length, fill: fill, offset: offset)
+            return compared({ tested.mapWrite(d.tested, bytes, at: offset, sync: sync) }, { local.mapWrite(d.local, bytes, at: offset, sync: sync) })
         case .fsync(let slot):
             guard let d = descriptor(slot) else { return ("none open", "none open") }
             return compared({ tested.fsync(d.tested) }, { local.fsync(d.local) })

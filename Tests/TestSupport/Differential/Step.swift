@@ -14,6 +14,9 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     case ftruncate(slot: Int, size: Int64)
     /// fallocate(2) in one of the modes the kernel passes to a FUSE filesystem.
     case fallocate(slot: Int, mode: Int32, offset: Int64, length: Int64)
+    /// Stores through a shared mapping (mmap, memcpy, then msync if `sync`, munmap): the
+    /// bytes reach the file through the kernel's page cache instead of write(2).
+    case mapWrite(slot: Int, offset: Int64, length: Int, fill: UInt8, sync: Bool)
     case fsync(slot: Int)
     case fdatasync(slot: Int)
     case fstat(slot: Int)
@@ -77,6 +80,8 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .ftruncate(let slot, let size): return "ftruncate(#\(slot), \(size))"
         case .fallocate(let slot, let mode, let offset, let length):
             return "fallocate(#\(slot), mode \(String(mode, radix: 16)), at: \(offset), \(length))"
+        case .mapWrite(let slot, let offset, let length, let fill, let sync):
+            return "mmapWrite(#\(slot), at: \(offset), \(length) bytes of \(fill)\(sync ? ", msync" : ""))"
         case .fsync(let slot): return "fsync(#\(slot))"
         case .fdatasync(let slot): return "fdatasync(#\(slot))"
         case .fstat(let slot): return "fstat(#\(slot))"
@@ -142,7 +147,9 @@ public struct SequenceGenerator {
         switch below(100) {
         case 0..<16: return .open(path: path, mode: Step.OpenMode.all[below(Step.OpenMode.all.count)])
         case 16..<26: return .close(slot: slot)
-        case 26..<44: return .write(slot: slot, offset: offset(), length: length(), fill: fill)
+        case 26..<42: return .write(slot: slot, offset: offset(), length: length(), fill: fill)
+        case 42..<44:
+            return .mapWrite(slot: slot, offset: below(2) == 0 ? Int64(below(20_000)) : offset(), length: length(), fill: fill, sync: below(2) == 0)
         case 44..<52: return .read(slot: slot, offset: offset(), length: length())
         case 52..<55: return .ftruncate(slot: slot, size: below(2) == 0 ? Int64(below(10_000)) : offset())
         case 55: return .fallocate(slot: slot, mode: Step.fallocateModes[below(Step.fallocateModes.count)], offset: offset(), length: Int64(length()))
