@@ -119,23 +119,20 @@ struct JSONParser {
 
     private mutating func string() throws -> String {
         index += 1  // opening quote
-        let start = index
-        // The common case, no escapes: one validation of the bytes as UTF-8.
-        while let byte = current, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") {
-            guard byte >= 0x20 else { throw invalid("control character in a string") }
-            index += 1
-        }
-        guard current != nil else { throw invalid("unterminated string") }
-        var utf8 = Array(bytes[start..<index])
-        while current == UInt8(ascii: "\\") {
-            index += 1
-            try escape(into: &utf8)
+        var utf8: [UInt8] = []
+        // Runs of plain bytes are copied whole, escapes between them decoded one by one; the
+        // whole is validated as UTF-8 once.
+        while true {
+            let run = index
             while let byte = current, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") {
                 guard byte >= 0x20 else { throw invalid("control character in a string") }
-                utf8.append(byte)
                 index += 1
             }
             guard current != nil else { throw invalid("unterminated string") }
+            utf8 += bytes[run..<index]
+            guard current == UInt8(ascii: "\\") else { break }
+            index += 1
+            try escape(into: &utf8)
         }
         index += 1  // closing quote
         guard let text = String(validating: utf8, as: UTF8.self) else { throw invalid("invalid UTF-8 in a string") }

@@ -80,10 +80,11 @@ extension DropboxFileSystem {
         let size = try node(inode).size
         if zeroing {
             // Only bytes the file has are written: growing it (below) reads as zeros already.
+            let zeroedEnd = min(end, size)
             var at = offset
             let zeros = [UInt8](repeating: 0, count: Self.zeroChunk)
-            while at < min(end, size) {
-                let count = Int(min(Int64(Self.zeroChunk), min(end, size) - at))
+            while at < zeroedEnd {
+                let count = Int(min(Int64(Self.zeroChunk), zeroedEnd - at))
                 at += Int64(try await write(handle: handle, count == zeros.count ? zeros : Array(zeros.prefix(count)), at: at))
             }
         }

@@ -79,9 +79,14 @@ final class CoreKernel: SystemCalls, Sendable {
             guard descriptor.writable, let handle = descriptor.handle else { throw Sys.Errno(code: EBADF) }
             // Linux appends whatever pwrite's offset says, at the size the kernel knows.
             let at = descriptor.append ? try self.fs.node(descriptor.inode).size : offset
-            if let written = try bytes.withUnsafeBytes({ try self.fs.tryWrite(handle: handle, $0, at: at) }) { return written }
-            return try await self.fs.write(handle: handle, bytes, at: at)
+            return try await self.write(handle, bytes, at: at)
         }
+    }
+
+    /// A write as the adapter makes it: answered at once when it can be, else waited for.
+    private func write(_ handle: UInt64, _ bytes: [UInt8], at offset: Int64) async throws -> Int {
+        if let written = try bytes.withUnsafeBytes({ try self.fs.tryWrite(handle: handle, $0, at: offset) }) { return written }
+        return try await fs.write(handle: handle, bytes, at: offset)
     }
 
     func pread(_ fd: Int32, count: Int, at offset: Int64) -> Sys.Outcome<[UInt8]> {
@@ -145,12 +150,7 @@ final class CoreKernel: SystemCalls, Sendable {
             guard descriptor.readable && descriptor.writable else { throw Sys.Errno(code: EACCES) }
             guard let handle = descriptor.handle else { throw Sys.Errno(code: ENODEV) }
             let count = Int(max(0, min(Int64(bytes.count), try self.fs.node(descriptor.inode).size - offset)))
-            if count > 0 {
-                let stored = Array(bytes[..<count])
-                if try stored.withUnsafeBytes({ try self.fs.tryWrite(handle: handle, $0, at: offset) }) == nil {
-                    _ = try await self.fs.write(handle: handle, stored, at: offset)
-                }
-            }
+            if count > 0 { _ = try await self.write(handle, Array(bytes[..<count]), at: offset) }
             if sync { try await self.fs.sync(descriptor.inode, handle: handle) }
             return count
         }
