@@ -317,12 +317,19 @@ public final class MetadataStore: @unchecked Sendable {
     private static let select = "SELECT \(attributeColumns), nodes.rev, content_hash, id \(nodesWithTimes)"
     private static let selectAttributes = "SELECT \(attributeColumns) \(nodesWithTimes)"
 
-    /// Remembers the nanoseconds of a revision's modification time (Dropbox keeps seconds).
-    public func setModifiedNanos(rev: String, nanos: Int32) throws {
-        guard nanos != 0 else { return }
+    /// Remembers the nanoseconds of revisions' modification times (Dropbox keeps seconds), in
+    /// one transaction for a whole batch of uploads (one each was a tenth of the work that
+    /// follows a batch commit of 1,000 files).
+    public func setModifiedNanos(_ revisions: [(rev: String, nanos: Int32)]) throws {
+        let known = revisions.filter { $0.nanos != 0 }
+        guard !known.isEmpty else { return }
         try lock.withLock {
             forgetCachedLocked()
-            try db.run("INSERT OR IGNORE INTO times (rev, sec, nsec) VALUES (?, NULL, ?)", [.text(rev), .int(Int64(nanos))])
+            try db.transaction {
+                for (rev, nanos) in known {
+                    try db.run("INSERT OR IGNORE INTO times (rev, sec, nsec) VALUES (?, NULL, ?)", [.text(rev), .int(Int64(nanos))])
+                }
+            }
         }
     }
 

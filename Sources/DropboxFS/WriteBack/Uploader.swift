@@ -49,10 +49,12 @@ public final class Uploader: Sendable {
             group.addTask { await self.namespace.run() }
             var lastPass = ContinuousClock.now - UploadSchedule.passInterval
             var gap = UploadSchedule.passInterval
+            var urgentSeen = writeBack.urgentSignal.generation
             while !Task.isCancelled {
                 let sinceLastPass = ContinuousClock.now - lastPass
-                if sinceLastPass < gap { try? await Task.sleep(for: gap - sinceLastPass) }
+                if sinceLastPass < gap { await writeBack.urgentSignal.wait(after: urgentSeen, timeout: gap - sinceLastPass) }
                 lastPass = .now
+                urgentSeen = writeBack.urgentSignal.generation
                 let seen = writeBack.uploaderSignal.generation
                 let free = running.withLock { (UploadSchedule.batchesAtOnce - $0.batches, UploadSchedule.largeAtOnce - $0.large) }
                 let (jobs, wake) = writeBack.takeEligible(freeBatches: free.0, freeLarge: free.1)
@@ -265,22 +267,24 @@ public final class Uploader: Sendable {
     private func complete(_ done: [(LocalVersion, FileMetadata)], asConflictedCopy: Bool = false) async {
         guard !done.isEmpty else { return }
         // The files' nanoseconds, which Dropbox does not keep (rsync compares them).
+        var nanos: [(rev: String, nanos: Int32)] = []
         for (version, file) in done {
             if let lower = file.pathLower { watcher.expectOwn(lower, .revision(file.rev)) }
             if version.timeSetDuringUpload {
                 try? store.setModified(rev: file.rev, to: version.modified)
             } else {
-                try? store.setModifiedNanos(rev: file.rev, nanos: Int32(version.modified.tv_nsec))
+                nanos.append((file.rev, Int32(version.modified.tv_nsec)))
             }
             if let hash = file.contentHash, !asConflictedCopy, writeBack.isNewest(version) {
                 uploaded(version.pathLower, version.lineage, hash)
             }
         }
+        try? store.setModifiedNanos(nanos)
         // The store learns the new revisions before the local versions stop hiding the old
         // ones: the mount never shows the revision before its own write.
         await watcher.catchUp(after: done.map { .file($0.1) })
+        writeBack.finished(done, atTheirPaths: !asConflictedCopy)
         for (version, file) in done {
-            writeBack.finished(version, as: file, atItsPath: !asConflictedCopy)
             if let hash = file.contentHash { version.file.offerBlocks(to: writeBack.reader.cache, contentHash: hash) }
         }
     }

@@ -131,25 +131,28 @@ extension WriteBack {
         state.withLock { _ in version.sentBytes = sent }
     }
 
-    /// The version is on Dropbox as `file`: it leaves the queue, and (unless `file` is a
-    /// conflicted copy beside its path) newer versions of the same path now replace that
-    /// revision.
-    func finished(_ version: LocalVersion, as file: FileMetadata, atItsPath onPath: Bool) {
+    /// The versions are on Dropbox as their files: they leave the queue (together: one
+    /// transaction for a batch), and (unless `onPaths` is false: the files are conflicted
+    /// copies beside their paths) newer versions of the same paths now replace those
+    /// revisions.
+    func finished(_ done: [(LocalVersion, FileMetadata)], atTheirPaths onPaths: Bool) {
         state.withLock { state in
-            if onPath {
+            for (version, file) in done where onPaths {
                 version.committedRev = file.rev
                 version.descends(from: file.rev)
                 recordOwnCommitLocked(&state, file.rev, ancestry: version.ancestry)
+                for newer in Self.versionsLocked(state, at: version.pathLower) where newer !== version {
+                    newer.baseRev = file.rev
+                    newer.descends(from: file.rev)
+                    if newer.phase == .queued { try? queue.save(newer.record) }
+                }
             }
-            for newer in Self.versionsLocked(state, at: version.pathLower) where newer !== version && onPath {
-                newer.baseRev = file.rev
-                newer.descends(from: file.rev)
-                if newer.phase == .queued { try? queue.save(newer.record) }
+            try? queue.remove(done.map { $0.0.id })
+            for (version, _) in done {
+                finishLocked(&state, version)
+                if onPaths { catchUpHandlesLocked(&state, to: version) }
             }
-            try? queue.remove([version.id])
-            finishLocked(&state, version)
-            if onPath { catchUpHandlesLocked(&state, to: version) }
-            state.uploaded += 1
+            state.uploaded += done.count
         }
         changed()
     }
@@ -242,6 +245,7 @@ extension WriteBack {
             return state.versions.values.filter { $0.phase == .editing }
         }
         for version in open { try? await seal(version) }
+        urgentSignal.notify()
         changed()
     }
 
