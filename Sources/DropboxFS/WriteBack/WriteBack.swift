@@ -37,6 +37,10 @@ public final class WriteBack: Sendable {
     /// Wakes the uploader's loop: `changed()` unless the change cannot make an upload due
     /// sooner than its next planned pass (`State.nextPass`).
     let uploaderSignal = ChangeSignal()
+    /// Someone now waits for an upload (fsync): the uploader's loop stops resting between
+    /// passes, which it does after a close (the pause that keeps a burst of creates from
+    /// costing a pass each) but must not do while an fsync waits.
+    let urgentSignal = ChangeSignal()
     let state: Mutex<State>
     /// Every open handle, and the version serving each (changed under `state`).
     let openFiles: OpenFiles
@@ -571,6 +575,7 @@ public final class WriteBack: Sendable {
     /// 1,000 new files.
     private func uploadNow(_ sealed: [LocalVersion]) async throws {
         state.withLock { _ in for version in sealed { version.urgent = true } }
+        urgentSignal.notify()
         changed()
         let flushing = Task {
             try await Task.sleep(for: Self.syncFlushDelay)
@@ -604,7 +609,10 @@ public final class WriteBack: Sendable {
                 if let failure = version.failure, version.phase == .queued { return .failure(failure) }
                 return .success(false)
             }
-            if madeUrgent { uploaderSignal.notify() }
+            if madeUrgent {
+                urgentSignal.notify()
+                uploaderSignal.notify()
+            }
             switch outcome {
             case .success(true): return nil
             case .success(false): await signal.wait(after: seen)
