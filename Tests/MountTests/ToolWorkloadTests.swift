@@ -110,6 +110,24 @@ struct ToolWorkloadTests {
         }
     }
 
+    /// Archivers write a file and then go back to patch its headers (zip), set times and
+    /// modes on what they extract (unzip, tar, cp -a), and patch files in place (dd
+    /// conv=notrunc); a save by rename over the old file (Python's os.replace) reopens what
+    /// it replaced. Listings, sizes, times and bytes compare equal with a local folder.
+    @Test func archiversInPlacePatchesAndAtomicSaves() async throws {
+        try await MountFixture.with { m in
+            try await Self.same(m, "arch", """
+                mkdir src && for i in $(seq 1 30); do head -c $((i * 997)) /dev/zero | tr '\\0' "$(printf \\\\$((i % 7 + 101)))" > src/f$i.txt; done &&                 touch -d '2020-02-03 04:05:06' src/f1.txt &&                 zip -q -r a.zip src && unzip -q -d out a.zip && diff -r src out/src &&                 cp -a src copy && diff -r src copy && stat -c '%n %s %Y' src/f1.txt copy/f1.txt out/src/f1.txt &&                 tar -cf t.tar src && mkdir untar && tar -C untar -xf t.tar && diff -r src untar/src &&                 printf 'XYZ' | dd of=src/f5.txt bs=1 seek=100 conv=notrunc status=none &&                 dd if=/dev/zero of=src/f6.txt bs=1 count=0 seek=10000 status=none &&                 python3 -c "
+                import os
+                for i in range(20):
+                    with open('save.tmp', 'w') as f: f.write('version %d\\n' % i * (i + 1))
+                    os.replace('save.tmp', 'save.txt')
+                    with open('save.txt') as f: assert f.read() == 'version %d\\n' % i * (i + 1), i
+                " &&                 unzip -l a.zip | tail -1 && wc -c src/f5.txt src/f6.txt save.txt && md5sum src/*.txt save.txt | sort && ls -R | sort
+                """)
+        }
+    }
+
     @Test func editorsSaveWithBackupAndSedInPlace() async throws {
         try await MountFixture.with { m in
             try await Self.same(m, "edit", """
