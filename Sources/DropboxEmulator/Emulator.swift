@@ -167,6 +167,7 @@ public final class Emulator: Sendable {
             exchange.writer.throttle = Throttle(bytesPerSecond: bps)
         }
         exchange.writer.resetAfter = decision.resetAfter
+        exchange.writer.dropAnswer = decision.dropAnswer
         if let failure = decision.failure { throw failure }
 
         guard head.method == .POST || (head.method == .GET && spec.style.isDownload) else {

@@ -7,6 +7,9 @@ import Synchronization
 /// - `403`, `429`, `500`, `503`, `too_many_write_operations`: fail the request (`every=N` for every
 ///   Nth matching request, `p=P` for a probability; `retry_after=S` for 429-style answers);
 /// - `reset`: drop the connection after `after=BYTES` of the response body (default: half);
+/// - `drop`: carry the request out, then close the connection without a byte of answer (a
+///   server or proxy that fails after acting: to the client, like a connection that died
+///   before the request arrived);
 /// - `latency`: delay each matching request by `ms=N`;
 /// - `silent`: take each matching request and never answer it while the rule is in force;
 ///   once the faults are replaced, its connection is dropped without it being served (a
@@ -23,6 +26,7 @@ struct FaultRule: Sendable, CustomStringConvertible {
         case status(Int)
         case tooManyWriteOperations
         case reset(after: Int64?)
+        case drop
         case latency(milliseconds: Int)
         case silent
         case bandwidth(bytesPerSecond: Int64)
@@ -56,6 +60,7 @@ struct FaultRule: Sendable, CustomStringConvertible {
         case "403", "429", "500", "503": kind = .status(Int(name)!)
         case "too_many_write_operations": kind = .tooManyWriteOperations
         case "reset": kind = .reset(after: try number("after"))
+        case "drop": kind = .drop
         case "silent": kind = .silent
         case "latency":
             guard let ms: Int = try number("ms") else { throw FaultSpecError(spec: spec, reason: "latency needs ms=N") }
@@ -67,7 +72,7 @@ struct FaultRule: Sendable, CustomStringConvertible {
             guard let what = options.removeValue(forKey: "what") else { throw FaultSpecError(spec: spec, reason: "lie needs what=KIND") }
             kind = .lie(try Lie(what: what, value: options.removeValue(forKey: "value"), spec: spec))
         default:
-            throw FaultSpecError(spec: spec, reason: "unknown kind '\(name)' (403, 429, 500, 503, too_many_write_operations, reset, latency, silent, bandwidth, lie)")
+            throw FaultSpecError(spec: spec, reason: "unknown kind '\(name)' (403, 429, 500, 503, too_many_write_operations, reset, drop, latency, silent, bandwidth, lie)")
         }
         every = try number("every")
         probability = try number("p")
@@ -102,6 +107,8 @@ struct FaultDecision: Sendable {
     var delay: Duration?
     var failure: APIFailure?
     var resetAfter: Int64??
+    /// `drop`: the answer is never sent, the connection closed instead.
+    var dropAnswer = false
     var bytesPerSecond: Int64?
     var lie: Lie?
     /// A `silent` rule holds the request until the rules made at `generation` are replaced.
@@ -160,6 +167,7 @@ final class FaultPlan: Sendable {
                     case .tooManyWriteOperations:
                         decision.failure = decision.failure ?? .rateLimited(reason: "too_many_write_operations", retryAfter: rule.retryAfter)
                     case .reset(let after): decision.resetAfter = .some(after)
+                    case .drop: decision.dropAnswer = true
                     case .lie(let lie): decision.lie = lie
                     default: break
                     }

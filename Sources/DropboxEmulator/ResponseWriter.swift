@@ -16,6 +16,8 @@ final class ResponseWriter {
     var throttle: Throttle?
     /// `reset` fault: drop the connection after this many body bytes (nil inside: half).
     var resetAfter: Int64??
+    /// `drop` fault: close the connection instead of answering.
+    var dropAnswer = false
 
     static let chunkSize = 1 << 20
 
@@ -25,6 +27,7 @@ final class ResponseWriter {
     }
 
     func send(status: HTTPResponseStatus, contentType: String, body: [UInt8], headers extra: [(String, String)] = []) async throws {
+        if dropAnswer { return await abortConnection() }
         var buffer = channel.allocator.buffer(capacity: body.count)
         buffer.writeBytes(body)
         let head = makeHead(status: status, length: Int64(body.count), headers: [("Content-Type", contentType)] + extra)

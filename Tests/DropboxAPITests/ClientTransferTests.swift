@@ -50,6 +50,51 @@ struct ClientTransferTests {
         }
     }
 
+    /// A batch commit the server carries out and then answers with nothing, its connection
+    /// closed (a server or proxy failing after acting). curl sent it again by itself, as it
+    /// does when a reused connection dies before a byte of answer, and the second try found
+    /// the sessions used and answered `not_found` for every file: the files were on Dropbox
+    /// and the client said they were not (found by the mount's differential suite: the next
+    /// version of one such file went beside it as a conflicted copy). The client must treat
+    /// the answer as lost, look, and find its files committed.
+    @Test func aBatchCommitAnsweredWithNothingIsNotSentAgainBlindly() async throws {
+        try await withClient({ $0.faults = ["drop:times=1,routes=files/upload_session/finish_batch_v2"] }) { client, emulator in
+            try await withScratch { scratch in
+                var items: [DropboxClient.BatchItem] = []
+                for i in 0..<5 {
+                    let url = scratch.appendingPathComponent("f\(i).txt")
+                    try Data("file number \(i)\n".utf8).write(to: url)
+                    items.append(.init(localPath: url.path, commit: CommitInfo(path: "/dropped/f\(i).txt")))
+                }
+                let results = try await client.uploadBatch(items)
+                for result in results {
+                    if case .failure(let error) = result { Issue.record("\(error)") }
+                }
+                #expect(try await emulator.routeStats()["files/upload_session/finish_batch_v2"]?["requests"] == 1)
+                #expect(try await client.listAll("/dropped").count == 5)
+            }
+        }
+    }
+
+    /// The same with a commit that has no body (`upload_session/finish`): curl sends such a
+    /// request again without rewinding anything, so refusing the rewind cannot stop it; the
+    /// request goes on a connection of its own, which curl never retries.
+    @Test func aSessionFinishAnsweredWithNothingIsNotSentAgainBlindly() async throws {
+        try await withClient({ $0.faults = ["drop:times=1,routes=files/upload_session/finish"] }) { client, emulator in
+            try await withScratch { scratch in
+                let url = scratch.appendingPathComponent("big.bin")
+                try writePattern(url, size: 300_000)
+                let bytes = [UInt8](try Data(contentsOf: url)), hash = try localContentHash(url)
+                // A reused connection for the finish: the start's.
+                let start = try await client.upload(Routes.uploadSessionStart, UploadSessionStartArgument(), body: .bytes(bytes))
+                let file = try await client.finishSession(start.sessionId, size: Int64(bytes.count), hash: hash,
+                                                          commit: CommitInfo(path: "/dropped/big.bin"))
+                #expect(file.contentHash == hash)
+                #expect(try await emulator.routeStats()["files/upload_session/finish"]?["requests"] == 1)
+            }
+        }
+    }
+
     /// The issue's robustness bar: 1 GiB each way and a 2,000-file tree, under 10% 5xx,
     /// 5% 429 and 2% mid-body connection resets, with every content hash matching.
     @Test func transfersSurviveInjectedFaults() async throws {

@@ -73,6 +73,7 @@ public final class DropboxClient: Sendable {
     private func makeRequest<A, R, E>(_ route: Route<A, R, E>) -> HTTPRequest {
         var request = HTTPRequest(url: endpoints.url(route.host, route: route.name))
         request.stallTimeout = retry.stallTimeout
+        request.resendable = route.retry == .idempotent
         return request
     }
 

@@ -98,6 +98,10 @@ private final class Transfer: @unchecked Sendable {
         ccurl_setopt_string(handle, CURLOPT_USERAGENT, userAgent)
         ccurl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList)
         ccurl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+        // curl sends a bodiless request again on a fresh connection when a reused one dies
+        // before a byte of answer, with no rewind to refuse (`seek`): one that must not be
+        // repeated blindly takes a new connection, which curl never retries.
+        if !request.resendable && request.body.length == 0 { ccurl_setopt_long(handle, CURLOPT_FRESH_CONNECT, 1) }
         ccurl_setopt_long(handle, CURLOPT_TCP_NODELAY, 1)
         ccurl_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         ccurl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1)
@@ -228,8 +232,10 @@ private final class Transfer: @unchecked Sendable {
         return count
     }
 
+    /// curl rewinds the body to send the request again (`HTTPRequest.resendable`).
     private func seek(to offset: Int64, origin: Int32) -> Int32 {
         guard origin == SEEK_SET, offset >= 0, offset <= request.body.length else { return Int32(CURL_SEEKFUNC_CANTSEEK) }
+        guard request.resendable || uploaded == 0 else { return Int32(CURL_SEEKFUNC_CANTSEEK) }
         uploaded = offset
         return Int32(CURL_SEEKFUNC_OK)
     }

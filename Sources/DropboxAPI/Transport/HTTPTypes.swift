@@ -44,6 +44,13 @@ public struct HTTPRequest: Sendable {
     /// need, such as an upload started before the file is closed, must not slow the writer
     /// feeding it.
     public var background = false
+    /// Whether the transport may send the request again by itself. curl does, on a fresh
+    /// connection, when a reused one dies before a byte of answer: right for a request the
+    /// server never got (it had closed the idle connection), wrong for one it carried out
+    /// before failing, where a second commit of the same upload sessions answers `not_found`
+    /// and hides the first. A request that must not be repeated blindly fails instead, its
+    /// outcome unknown (`connectionLost`), and its caller looks at what happened.
+    public var resendable = true
 
     public init(url: String) { self.url = url }
 }
