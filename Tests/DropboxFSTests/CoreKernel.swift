@@ -235,6 +235,17 @@ final class CoreKernel: SystemCalls, Sendable {
         }
     }
 
+    /// setattr of the times alone, answered as the FUSE adapter does (now: the adapter's clock).
+    func setTimes(_ path: String, _ time: timespec?) -> Sys.Outcome<Int32> {
+        outcome {
+            let (inode, _) = try await self.resolve(path)
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            _ = try self.fs.setAttributesWithoutWaiting(inode, modified: time ?? now)
+            return 0
+        }
+    }
+
     func list(_ path: String) -> Sys.Outcome<[String]> {
         outcome {
             let (inode, node) = try await self.resolve(path)

@@ -98,8 +98,18 @@ public enum Sys {
             self.inode = inode
             self.modified = modified
         }
-        public static func == (a: Status, b: Status) -> Bool { a.isDirectory == b.isDirectory && (a.isDirectory || a.size == b.size) }
-        public var description: String { isDirectory ? "dir" : "file(\(size))" }
+        public static func == (a: Status, b: Status) -> Bool {
+            a.isDirectory == b.isDirectory && (a.isDirectory || (a.size == b.size && a.setTime?.seconds == b.setTime?.seconds && a.setTime?.nanos == b.setTime?.nanos))
+        }
+        public var description: String { isDirectory ? "dir" : "file(\(size)\(setTime.map { ", mtime \($0.seconds).\($0.nanos)" } ?? ""))" }
+        /// A file's modification time when it is one set on purpose (utimensat to a time
+        /// before 2001, as the differential steps do): such a time must read back exactly,
+        /// nanoseconds too, until something writes the file. A time the file got from a
+        /// write is "now" on each side, and not compared.
+        public var setTime: (seconds: Int, nanos: Int)? {
+            modified.tv_sec < Self.setTimesBefore ? (modified.tv_sec, modified.tv_nsec) : nil
+        }
+        public static let setTimesBefore = 1_000_000_000
     }
 
     public static func status(_ info: stat) -> Status {
@@ -114,6 +124,13 @@ public enum Sys {
     public static func fstat(_ fd: Int32) -> Outcome<Status> {
         var info = Glibc.stat()
         return Glibc.fstat(fd, &info) == 0 ? .success(status(info)) : .failure(Errno(code: errno))
+    }
+
+    /// utimensat of both times: to `time`, or (nil) to now.
+    public static func setTimes(_ path: String, _ time: timespec?) -> Outcome<Int32> {
+        let set = time ?? timespec(tv_sec: 0, tv_nsec: (1 << 30) - 1)  // UTIME_NOW
+        var times = [set, set]
+        return check(utimensat(AT_FDCWD, path, &times, 0))
     }
 
     public static func setModified(_ path: String, seconds: Int) -> Outcome<Int32> {

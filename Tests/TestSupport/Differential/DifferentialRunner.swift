@@ -25,6 +25,8 @@ public protocol SystemCalls {
     func rmdir(_ path: String) -> Sys.Outcome<Int32>
     func stat(_ path: String) -> Sys.Outcome<Sys.Status>
     func list(_ path: String) -> Sys.Outcome<[String]>
+    /// utimensat of a path: to `time`, or (nil) to now.
+    func setTimes(_ path: String, _ time: timespec?) -> Sys.Outcome<Int32>
 }
 
 extension SystemCalls {
@@ -63,6 +65,7 @@ public struct Kernel: SystemCalls, Sendable {
     public func mkdir(_ path: String) -> Sys.Outcome<Int32> { Sys.mkdir(path) }
     public func rmdir(_ path: String) -> Sys.Outcome<Int32> { Sys.rmdir(path) }
     public func stat(_ path: String) -> Sys.Outcome<Sys.Status> { Sys.stat(path) }
+    public func setTimes(_ path: String, _ time: timespec?) -> Sys.Outcome<Int32> { Sys.setTimes(path, time) }
     public func list(_ path: String) -> Sys.Outcome<[String]> { Sys.list(path) }
 }
 
@@ -251,6 +254,10 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         case .stat(let path):
             let (t, l) = paths(path)
             return compared({ tested.stat(t) }, { local.stat(l) })
+        case .touch(let path, let seconds, let nanos):
+            let (t, l) = paths(path)
+            let time = seconds.map { timespec(tv_sec: $0, tv_nsec: nanos) }
+            return compared({ tested.setTimes(t, time) }, { local.setTimes(l, time) })
         case .list(let path):
             let (t, l) = paths(path)
             return compared({ tested.list(t) }, { local.list(l) })

@@ -28,6 +28,9 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     case mkdir(path: Int)
     case rmdir(path: Int)
     case stat(path: Int)
+    /// utimensat (touch, tar x, cp -a, rsync): both times to `seconds` and `nanos` (a time
+    /// before 2001, which `stat` then compares: `Sys.Status.setTime`), or to now (nil).
+    case touch(path: Int, seconds: Int?, nanos: Int)
     case list(path: Int)
     /// Another client writes the file on Dropbox (only when it is a closed file on both sides).
     case remoteWrite(path: Int, length: Int, fill: UInt8)
@@ -92,6 +95,7 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .mkdir(let p): return "mkdir(\(path(p)))"
         case .rmdir(let p): return "rmdir(\(path(p)))"
         case .stat(let p): return "stat(\(path(p)))"
+        case .touch(let p, let seconds, let nanos): return "touch(\(path(p)), \(seconds.map { "\($0).\(nanos)" } ?? "now"))"
         case .list(let p): return "list(\(path(p)))"
         case .remoteWrite(let p, let length, let fill): return "remoteWrite(\(path(p)), \(length) bytes of \(fill))"
         case .remoteDelete(let p): return "remoteDelete(\(path(p)))"
@@ -145,9 +149,12 @@ public struct SequenceGenerator {
         let path = below(Step.paths.count), slot = below(4)
         let fill = UInt8(truncatingIfNeeded: next())
         switch below(100) {
-        case 0..<16: return .open(path: path, mode: Step.OpenMode.all[below(Step.OpenMode.all.count)])
+        case 0..<15: return .open(path: path, mode: Step.OpenMode.all[below(Step.OpenMode.all.count)])
+        case 15, 41:
+            guard below(4) != 0 else { return .touch(path: path, seconds: nil, nanos: 0) }
+            return .touch(path: path, seconds: 946_684_800 + below(1_000_000), nanos: below(2) == 0 ? 0 : below(1_000_000_000))
         case 16..<26: return .close(slot: slot)
-        case 26..<42: return .write(slot: slot, offset: offset(), length: length(), fill: fill)
+        case 26..<41: return .write(slot: slot, offset: offset(), length: length(), fill: fill)
         case 42..<44:
             return .mapWrite(slot: slot, offset: below(2) == 0 ? Int64(below(20_000)) : offset(), length: length(), fill: fill, sync: below(2) == 0)
         case 44..<52: return .read(slot: slot, offset: offset(), length: length())
