@@ -30,10 +30,9 @@ final class ResponseWriter {
         if dropAnswer { return await abortConnection() }
         var buffer = channel.allocator.buffer(capacity: body.count)
         buffer.writeBytes(body)
-        let head = makeHead(status: status, length: Int64(body.count), headers: [("Content-Type", contentType)] + extra)
+        let headers = [("Content-Type", contentType)] + extra
         guard throttle == nil, resetAfter == nil else {
-            headSent = true
-            try await outbound.write(.head(head))
+            try await writeHead(status: status, length: Int64(body.count), headers: headers)
             try await writeBody(buffer, total: Int64(body.count))
             if !closed { try await outbound.write(.end(nil)) }
             return
@@ -41,6 +40,7 @@ final class ResponseWriter {
         // Without faults, the whole response in one write: a write each for its head, body
         // and end went to the event loop and the socket three times, and woke the client
         // as often (a third of the emulator's CPU while 1,000 small uploads came in).
+        let head = makeHead(status: status, length: Int64(body.count), headers: headers)
         headSent = true
         bodyBytesWritten += Int64(body.count)
         try await outbound.write(contentsOf: body.isEmpty ? [.head(head), .end(nil)] : [.head(head), .body(.byteBuffer(buffer)), .end(nil)])
@@ -90,6 +90,7 @@ final class ResponseWriter {
 
     /// Streams `length` bytes of `fd` from `offset` as the body.
     func sendFile(status: HTTPResponseStatus, headers: [(String, String)], fd: Int32?, offset: Int64, length: Int64) async throws {
+        if dropAnswer { return await abortConnection() }
         try await writeHead(status: status, length: length, headers: headers)
         if let fd, length > 0, throttle == nil, resetAfter == nil {
             try await sendZeroCopy(fd: fd, offset: offset, length: length)
