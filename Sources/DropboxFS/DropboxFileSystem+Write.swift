@@ -122,7 +122,7 @@ extension DropboxFileSystem {
                                          base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size,
                                          through: openFiles.open(inode: inode, node: current))
         }
-        try setModified(current, attached: attached, to: modified)
+        try setModified(current, inode: inode, attached: attached, to: modified)
         return try node(inode)
     }
 
@@ -132,14 +132,18 @@ extension DropboxFileSystem {
         try refuseInHistory(inode)
         let current = try node(inode)
         if modified != nil && options.readOnly { throw FSError.readOnly }
-        try setModified(current, attached: inodes.path(of: inode) != nil, to: modified)
+        try setModified(current, inode: inode, attached: inodes.path(of: inode) != nil, to: modified)
         return try node(inode)
     }
 
-    private func setModified(_ current: Node, attached: Bool, to modified: timespec?) throws {
+    private func setModified(_ current: Node, inode: UInt64, attached: Bool, to modified: timespec?) throws {
         guard let modified, !current.isFolder, attached else { return }
         if try writeBack.setModified(current.pathLower, to: modified) == nil, let rev = try remoteNode(current.pathLower)?.rev {
             try store.setModified(rev: rev, to: modified)
+            // Descriptors open on it keep their own copy of the file's node (or of its done
+            // local version): fstat of them, after an unlink too, shows the new time.
+            openFiles.setModified(of: inode, to: modified)
+            writeBack.setModified(servingHandles: openFiles.handles(of: inode).map(\.handle), to: modified)
         }
     }
 

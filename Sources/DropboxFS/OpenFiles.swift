@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// The mount's one table of open file handles, keyed by the number FUSE hands back on every
@@ -52,6 +53,17 @@ final class OpenFiles: Sendable {
 
     func any(of inode: UInt64) -> (handle: UInt64, entry: Entry)? {
         table.withLock { table in table.entries.first { $0.value.inode == inode }.map { ($0.key, $0.value) } }
+    }
+
+    /// The Dropbox file the handles on `inode` read gets a new time (utimens through its
+    /// path): fstat of them shows it, also once the name is gone.
+    func setModified(of inode: UInt64, to time: timespec) {
+        table.withLock { table in
+            for (handle, entry) in table.entries where entry.inode == inode {
+                table.entries[handle]!.node.modified = Int64(time.tv_sec)
+                table.entries[handle]!.node.modifiedNanos = Int32(time.tv_nsec)
+            }
+        }
     }
 
     /// Every version a handle is on (with repeats).

@@ -364,6 +364,19 @@ public final class WriteBack: Sendable {
         }
     }
 
+    /// A time set through the path of a file whose local version is done (uploaded): the
+    /// versions still serving `handles` (what fstat of them shows, also once the name is
+    /// gone) get it too.
+    func setModified(servingHandles handles: [UInt64], to time: timespec) {
+        state.withLock { state in
+            for handle in handles {
+                guard let own = openFiles.version(of: handle) else { continue }
+                let version = Self.newestLocked(state, of: own)
+                if version.phase == .finished && !version.detached { version.modified = time }
+            }
+        }
+    }
+
     /// close(2) of a writable descriptor: seals the version into the queue if it changed.
     /// (A reader closing never seals a version someone is still writing.)
     public func flush(handle: UInt64) async throws {

@@ -131,5 +131,17 @@ public enum KeptSequences {
             .list(path: 3),
             .rmdir(path: 3),
         ]),
+        // Core seed 15715743439190257008: a time set through the path of an uploaded file,
+        // then the file unlinked: fstat of a descriptor still open on it showed the time the
+        // descriptor's own copy of the file had (its done local version's), not the one set.
+        ("fstat after a time was set on an uploaded file and its name removed", [
+            .open(path: 6, mode: Step.OpenMode.all[5]),  // e, RDWR|CREAT|TRUNC
+            .open(path: 3, mode: Step.OpenMode.all[7]),  // d, RDWR|CREAT|EXCL
+            .open(path: 0, mode: Step.OpenMode.all[7]),  // a, RDWR|CREAT|EXCL
+            .fdatasync(slot: 0),
+            .touch(path: 6, seconds: 946_877_937, nanos: 246_377_420),
+            .unlink(path: 6),
+            .fstat(slot: 3),
+        ]),
     ]
 }
