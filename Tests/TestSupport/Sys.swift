@@ -134,8 +134,7 @@ public enum Sys {
     }
 
     public static func setModified(_ path: String, seconds: Int) -> Outcome<Int32> {
-        var times = [timespec(tv_sec: seconds, tv_nsec: 0), timespec(tv_sec: seconds, tv_nsec: 0)]
-        return check(utimensat(AT_FDCWD, path, &times, 0))
+        setTimes(path, timespec(tv_sec: seconds, tv_nsec: 0))
     }
 
     /// A folder's entry names, sorted.

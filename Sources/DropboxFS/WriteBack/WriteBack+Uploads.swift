@@ -245,8 +245,7 @@ extension WriteBack {
             return state.versions.values.filter { $0.phase == .editing }
         }
         for version in open { try? await seal(version) }
-        urgentSignal.notify()
-        changed()
+        changed(urgent: true)
     }
 
     /// True when every pending upload has failed again since the drain began.

@@ -492,9 +492,10 @@ public final class WriteBack: Sendable {
     }
 
     /// Something changed: wakes those waiting on `signal` and, unless told it cannot matter
-    /// to it, the uploader.
-    func changed(wakesUploader: Bool = true) {
+    /// to it, the uploader; `urgent`: someone waits for uploads now (`urgentSignal`).
+    func changed(wakesUploader: Bool = true, urgent: Bool = false) {
         signal.notify()
+        if urgent { urgentSignal.notify() }
         if wakesUploader { uploaderSignal.notify() }
     }
 
@@ -588,8 +589,7 @@ public final class WriteBack: Sendable {
     /// 1,000 new files.
     private func uploadNow(_ sealed: [LocalVersion]) async throws {
         state.withLock { _ in for version in sealed { version.urgent = true } }
-        urgentSignal.notify()
-        changed()
+        changed(urgent: true)
         let flushing = Task {
             try await Task.sleep(for: Self.syncFlushDelay)
             await flush(sealed, hashing: false)
