@@ -42,7 +42,7 @@ extension DropboxFileSystem {
         if folder { try await requireEmpty(node) }  // a quick refusal; `DeleteSender` makes sure on Dropbox
         // A new folder not sent yet is taken back (no request); one being sent is removed
         // from Dropbox once it is there.
-        if folder, try showsNewFolderMadeHere(node.pathLower), try !folders.takeBack(node.pathLower) {
+        if folder, try showsNewFolderMadeHere(node.pathLower), try !takeBackNewFolder(node.pathLower) {
             try await namespace.send(touching: [node.pathLower])
         }
         try await writeBack.holding([node.pathLower]) {
@@ -75,12 +75,18 @@ extension DropboxFileSystem {
         // Nothing changed yet when this is not true: a commit under way there, a new folder
         // being sent, or no room to queue the delete (`remove` makes it on Dropbox at once).
         let done = try writeBack.holdingWithoutWaiting([node.pathLower]) { () throws -> Bool in
-            if isFolder, try showsNewFolderMadeHere(node.pathLower), try !folders.takeBack(node.pathLower) { return false }
+            if isFolder, try showsNewFolderMadeHere(node.pathLower), try !takeBackNewFolder(node.pathLower) { return false }
             return try removeHeld(node) == nil
         }
         guard done == true else { return false }
         inodes.detach(node.pathLower, folder: isFolder)
         return true
+    }
+
+    /// A new folder leaves the queue unless a round is sending it (false); one that may be
+    /// on Dropbox already (sent before, its outcome unknown) is deleted there in its place.
+    private func takeBackNewFolder(_ pathLower: String) throws -> Bool {
+        try folders.takeBack(pathLower) { try deletes.add($0) }
     }
 
     /// The refusals of unlink and rmdir that need nothing but the node: rmdir of a file,
@@ -166,7 +172,7 @@ extension DropboxFileSystem {
         }
         // A new folder at the target not sent yet is taken back (no request): the rename
         // replaces it. One being sent is on Dropbox next, and removed before the move.
-        if target?.isFolder == true, try showsNewFolderMadeHere(targetLower), try !folders.takeBack(targetLower) {
+        if target?.isFolder == true, try showsNewFolderMadeHere(targetLower), try !takeBackNewFolder(targetLower) {
             try await namespace.send(touching: [targetLower])
         }
         try await writeBack.holding([source.pathLower, targetLower]) {

@@ -64,4 +64,37 @@ struct NewFolderTests {
             #expect(names == ["/also Also", "/kept Kept", "/kept/deeper Deeper"])
         }
     }
+
+    /// A folder whose `create_folder_batch` Dropbox carried out without answering, the
+    /// daemon then killed before it learnt so: the next mount cannot tell it from one never
+    /// sent, and an rmdir of it must remove it from Dropbox too, not only from the queue
+    /// (found by the differential suite, seed 14932194666217369875: the folder came back).
+    @Test func aFolderThatMayHaveBeenMadeIsRemovedFromDropboxWhenTakenBack() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            // Refused at first; then made and unanswered once, and refused again, with the
+            // change feed failing: neither this mount nor the next (offline) learns it is there.
+            try await m.emulator.setFaults(["403:routes=files/create_folder_batch"])
+            #expect(try await m.sh("mkdir \"$M/Made\"").status == 0)
+            try await m.emulator.setFaults(["drop:times=1,routes=files/create_folder_batch",
+                                            "403:skip=1,routes=files/create_folder_batch",
+                                            "503:routes=files/list_folder/continue"])
+            try await m.emulator.resetStats()
+            try await eventually("the folder to be sent", timeout: 120) {
+                try await m.routeStats()["files/create_folder_batch"]?["requests"] ?? 0 >= 2
+            }
+            #expect(try await m.client.listAll("").map(\.name) == ["Made"])
+            try await m.killDaemon()
+            try await m.emulator.setReachable(false)
+            try await m.mount()
+            let removed = try await m.sh("rmdir \"$M/Made\" && ls -A \"$M\"")
+            #expect(removed.status == 0, "\(removed.stderr)")
+            #expect(removed.stdout == "")
+            try await m.emulator.setReachable(true)
+            try await m.emulator.setFaults([])
+            try await eventually("the mount to see Dropbox again", timeout: 120) { try m.statusReport()["offline_since"] == nil }
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            #expect(try await m.client.listAll("").isEmpty)
+            #expect(try await m.sh("ls -A \"$M\"").stdout == "")
+        }
+    }
 }

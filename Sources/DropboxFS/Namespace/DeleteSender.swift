@@ -114,7 +114,11 @@ final class DeleteSender: Sendable {
     /// from Dropbox (or was already); false when it stays and its deletes go one by one.
     private func deleteWhole(_ top: QueuedDelete, _ inside: [QueuedDelete], via hidden: String) async throws -> Bool {
         var aside: Node?
-        if let folder = try store.node(top.pathLower) {
+        // Not in the store: a new folder taken back after it may have been made (a round or
+        // a previous mount sent it, and learnt nothing), or one gone since. Dropbox says which.
+        var atName = try store.node(top.pathLower)
+        if atName == nil { atName = try await calls.client.metadataIfExists(top.pathLower).flatMap(Node.init) }
+        if let folder = atName {
             // Something else holds the name now (replaced elsewhere): the folder is gone.
             guard folder.isFolder else { return true }
             do {

@@ -7,7 +7,10 @@ import Synchronization
 /// has it and the store has learnt so, the folder shows from here, empty but for what is made
 /// in it here: the store, which holds what Dropbox holds, does not have it yet.
 ///
-/// An rmdir before the folder was sent takes it back: it costs no request. Whatever else
+/// An rmdir before the folder was sent takes it back: it costs no request. One that may have
+/// reached Dropbox already (a round sent it and learnt nothing, or a previous mount left it)
+/// is taken back with a delete queued in its place: that finds it on Dropbox or nothing.
+/// Whatever else
 /// reaches Dropbox in it or at it (an upload, a copy, a move, an fsync of it) sends it first:
 /// an upload would make it too, but with its name in lower case (the parent part of a local
 /// version's path is a key).
@@ -26,6 +29,9 @@ public final class PendingFolders: RoundQueue {
         var byParent: [String: Set<String>] = [:]
         /// Folders a round is sending: an rmdir no longer takes them back.
         var sending: Set<String> = []
+        /// Folders a round sent, or a previous mount left (it may have sent them before it
+        /// stopped): Dropbox may have made them without this mount hearing of it.
+        var maybeMade: Set<String> = []
         var lastAdded = ContinuousClock.now
 
         mutating func insert(_ record: QueuedFolder) {
@@ -39,6 +45,7 @@ public final class PendingFolders: RoundQueue {
             byParent[parent]?.remove(pathLower)
             if byParent[parent]?.isEmpty == true { byParent.removeValue(forKey: parent) }
             sending.remove(pathLower)
+            maybeMade.remove(pathLower)
         }
     }
 
@@ -51,6 +58,7 @@ public final class PendingFolders: RoundQueue {
         var state = State()
         for record in records where state.byPath[record.pathLower] == nil {
             state.insert(record)
+            state.maybeMade.insert(record.pathLower)
             try store.beginMakingFolder(record.pathLower)
         }
         self.state = Mutex(state)
@@ -102,15 +110,29 @@ public final class PendingFolders: RoundQueue {
         if first { signal.notify() }  // later ones the sender finds when its quiet wait ends
     }
 
-    /// rmdir of a folder not sent yet: it leaves the queue, no request made. False if a
+    /// rmdir of a folder not sent yet: it leaves the queue, no request made. One that may
+    /// be on Dropbox all the same has its delete queued first (`removeFromDropbox`), before
+    /// it leaves the queue: a crash in between makes it and then deletes it. False if a
     /// round is sending it (the caller waits for that round, and removes it from Dropbox).
-    func takeBack(_ pathLower: String) throws -> Bool {
-        let record: QueuedFolder? = state.withLock { state in
+    func takeBack(_ pathLower: String, removeFromDropbox: (Node) throws -> Void) throws -> Bool {
+        let taken: (record: QueuedFolder, maybeMade: Bool)? = state.withLock { state in
             guard let record = state.byPath[pathLower], !state.sending.contains(pathLower) else { return nil }
+            let maybeMade = state.maybeMade.contains(pathLower)
             state.remove(pathLower)
-            return record
+            return (record, maybeMade)
         }
-        guard let record else { return false }
+        guard let (record, maybeMade) = taken else { return false }
+        if maybeMade {
+            do {
+                try removeFromDropbox(Self.node(record))
+            } catch {
+                state.withLock { state in
+                    state.insert(record)
+                    state.maybeMade.insert(pathLower)
+                }
+                throw error
+            }
+        }
         try store.endMakingFolder(pathLower, takenBack: true)
         try queue.removeFolders([record.id])
         signal.notify()
@@ -134,6 +156,7 @@ public final class PendingFolders: RoundQueue {
         return state.withLock { state in
             let records = state.byPath.values.filter { $0.id < barrier }.sorted { $0.id < $1.id }
             state.sending.formUnion(records.map(\.pathLower))
+            state.maybeMade.formUnion(records.map(\.pathLower))
             return records
         }
     }

@@ -143,5 +143,17 @@ public enum KeptSequences {
             .unlink(path: 6),
             .fstat(slot: 3),
         ]),
+        // Mount seed 14932194666217369875: a new folder sent before a kill -9, made on
+        // Dropbox but not heard of; the next mount, offline, took it back on rmdir without
+        // a request, and it came back once Dropbox was in reach. Depends on timing (the
+        // folder must be sent before the crash); NewFolderTests pins the cause.
+        ("rmdir of a new folder that may have been made before a crash", [
+            .mkdir(path: 1),  // b
+            .open(path: 2, mode: Step.OpenMode.all[6]),  // c, WRONLY|CREAT|APPEND
+            .crash,
+            .network(up: false, silent: true),
+            .crash,
+            .rmdir(path: 1),
+        ]),
     ]
 }
