@@ -309,6 +309,26 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         return true
     }
 
+    /// `isClosedFile` for a folder too: one with no descriptor open on a file below it, whose
+    /// tree goes to Dropbox first (each file, and each folder's removals and making).
+    private func isClosedEntry(_ path: Int) -> Bool {
+        let (t, l) = paths(path)
+        guard case .success(let status) = local.stat(l) else { return false }
+        guard status.isDirectory else { return isClosedFile(path) }
+        let openInodes = Set(open.compactMap { (try? local.fstat($0.local).get())?.inode })
+        var below: [UInt64] = []
+        func walk(_ folder: String) {
+            for name in (try? local.list(folder).get()) ?? [] {
+                guard case .success(let entry) = local.stat(folder + "/" + name) else { continue }
+                if entry.isDirectory { walk(folder + "/" + name) } else { below.append(entry.inode) }
+            }
+        }
+        walk(l)
+        guard !below.contains(where: openInodes.contains) else { return false }
+        syncTree(t)
+        return true
+    }
+
     /// Awaits what another client's change must come to on the tested side: it travels
     /// through longpoll and a listing, which a loaded machine may take many seconds over
     /// (a bound against a hang, not a timing assertion). Returns what was last seen.
@@ -321,25 +341,29 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         return seen()
     }
 
-    /// Another client deletes a closed file on Dropbox; dropboxfs must stop showing it.
+    /// Another client deletes a closed file, or a folder with everything in it, on Dropbox;
+    /// dropboxfs must stop showing it.
     private func remoteDelete(_ path: Int) throws -> (String, String) {
-        guard isClosedFile(path) else { return ("skipped", "skipped") }
+        guard isClosedEntry(path) else { return ("skipped", "skipped") }
         let (t, l) = paths(path)
         let client = self.client, remote = remoteRoot + "/" + Step.paths[path]
         try blocking { _ = try await client.rpc(Routes.delete, DeleteArgument(path: remote)) }
-        _ = local.unlink(l)
+        try FileManager.default.removeItem(atPath: l)
         let stale = awaitShown({ tested.stat(t) == .failure(Sys.Errno(code: ENOENT)) }, { describe(tested.stat(t)) })
         return (stale.map { "still shows the deleted file: \($0)" } ?? "gone", "gone")
     }
 
-    /// Another client moves a closed file on Dropbox to a name that is free, in a folder
-    /// that exists; dropboxfs must show it there, with its bytes, and no longer where it was.
+    /// Another client moves a closed file, or a folder with everything in it, on Dropbox to a
+    /// name that is free, in a folder that exists (not the moved one); dropboxfs must show it
+    /// there, with its bytes (the whole tree), and no longer where it was.
     private func remoteRename(_ from: Int, _ to: Int) throws -> (String, String) {
         let (tf, lf) = paths(from), (tt, lt) = paths(to)
         guard case .failure = local.stat(lt), case .success(let folder) = local.stat(PathText.parent(lt)), folder.isDirectory,
-              isClosedFile(from), case .success(let bytes) = local.contents(lf) else {
+              !lt.hasPrefix(lf + "/"), isClosedEntry(from), case .success(let moved) = local.stat(lf) else {
             return ("skipped", "skipped")
         }
+        if moved.isDirectory { return try remoteRenameFolder(tf, lf, to: tt, lt, remote: Step.paths[from], Step.paths[to]) }
+        guard case .success(let bytes) = local.contents(lf) else { return ("skipped", "skipped") }
         // A removal here of the name taken goes first (fsync of its folder), as our own
         // pending upload does: the name is free here, but not on Dropbox until then.
         syncTested(PathText.parent(tt))
@@ -348,6 +372,18 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         _ = local.rename(lf, lt)
         let stale = awaitShown({ tested.contents(tt) == .success(bytes) && tested.stat(tf) == .failure(Sys.Errno(code: ENOENT)) },
                                { "\(describe(tested.contents(tt))) at the new name, \(describe(tested.stat(tf))) at the old" })
+        return (stale.map { "never showed the move: \($0)" } ?? "moved", "moved")
+    }
+
+    /// `remoteRename` of a folder: the tree at the new name must be the local one's.
+    private func remoteRenameFolder(_ tf: String, _ lf: String, to tt: String, _ lt: String, remote from: String, _ to: String) throws -> (String, String) {
+        syncTested(PathText.parent(tt))
+        let client = self.client, remote = (remoteRoot + "/" + from, remoteRoot + "/" + to)
+        try blocking { _ = try await client.rpc(Routes.move, RelocationArgument(from: remote.0, to: remote.1)) }
+        _ = local.rename(lf, lt)
+        let expected = tree(lt, on: local)
+        let stale = awaitShown({ tree(tt, on: tested) == expected && tested.stat(tf) == .failure(Sys.Errno(code: ENOENT)) },
+                               { "\(tree(tt, on: tested)) at the new name, \(describe(tested.stat(tf))) at the old" })
         return (stale.map { "never showed the move: \($0)" } ?? "moved", "moved")
     }
 
@@ -370,16 +406,17 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     /// Waits until Dropbox has every file under the tested folder (fsync of each, found by
     /// walking the tree: renames put files at paths no operation names), and every removal
     /// (fsync of the folder, as on a disk).
-    private func settle() {
-        func walk(_ path: String) {
-            for name in (try? tested.list(path).get()) ?? [] {
-                let child = path + "/" + name
-                if (try? tested.stat(child).get())?.isDirectory == true { walk(child); continue }
-                syncTested(child)
-            }
+    private func settle() { syncTree(testedRoot) }
+
+    /// fsync of every file below a folder of the tested side, then of each folder (its
+    /// removals, and its own making), deepest first.
+    private func syncTree(_ root: String) {
+        for name in (try? tested.list(root).get()) ?? [] {
+            let child = root + "/" + name
+            if (try? tested.stat(child).get())?.isDirectory == true { syncTree(child); continue }
+            syncTested(child)
         }
-        walk(testedRoot)
-        syncTested(testedRoot)
+        syncTested(root)
     }
 
     /// fsync of a file or folder on the tested side (a folder: its removals), if it opens.

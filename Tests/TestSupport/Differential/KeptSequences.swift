@@ -131,6 +131,23 @@ public enum KeptSequences {
             .list(path: 3),
             .rmdir(path: 3),
         ]),
+        // Not found by the suite: another client's move and delete of folders with files,
+        // one of them written here and not yet uploaded, and a folder made here inside.
+        ("folders moved and deleted elsewhere", [
+            .mkdir(path: 3),  // d
+            .open(path: 4, mode: Step.OpenMode.all[3]),  // d/a, RDWR|CREAT
+            .write(slot: 0, offset: 0, length: 7000, fill: 9),
+            .close(slot: 0),
+            .mkdir(path: 8),  // d/e
+            .remoteRename(from: 3, to: 6),  // d → e
+            .list(path: 6),
+            .stat(path: 3),
+            .open(path: 6, mode: Step.OpenMode.all[0]),  // e: RDONLY of a folder
+            .mkdir(path: 3),  // d again
+            .rename(from: 6, to: 5),  // e → d/b
+            .remoteDelete(path: 3),
+            .list(path: -1),
+        ]),
         // Core seed 15715743439190257008: a time set through the path of an uploaded file,
         // then the file unlinked: fstat of a descriptor still open on it showed the time the
         // descriptor's own copy of the file had (its done local version's), not the one set.

@@ -34,9 +34,11 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     case list(path: Int)
     /// Another client writes the file on Dropbox (only when it is a closed file on both sides).
     case remoteWrite(path: Int, length: Int, fill: UInt8)
-    /// Another client deletes the file on Dropbox (only a closed file).
+    /// Another client deletes the file, or the folder with its tree, on Dropbox (only a closed
+    /// file, or a folder with no file open below it).
     case remoteDelete(path: Int)
-    /// Another client moves the file on Dropbox to a free name (only a closed file).
+    /// Another client moves the file, or the folder with its tree, on Dropbox to a free name
+    /// (only a closed file, or a folder with no file open below it).
     case remoteRename(from: Int, to: Int)
     /// Every file's uploads finish now (fsync of each through the mount).
     case settle
