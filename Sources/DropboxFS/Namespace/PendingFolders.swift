@@ -10,10 +10,9 @@ import Synchronization
 /// An rmdir before the folder was sent takes it back: it costs no request. One that may have
 /// reached Dropbox already (a round sent it and learnt nothing, or a previous mount left it)
 /// is taken back with a delete queued in its place: that finds it on Dropbox or nothing.
-/// Whatever else
-/// reaches Dropbox in it or at it (an upload, a copy, a move, an fsync of it) sends it first:
-/// an upload would make it too, but with its name in lower case (the parent part of a local
-/// version's path is a key).
+/// Whatever else reaches Dropbox in it or at it (an upload, a copy, a move, an fsync of it)
+/// sends it first: an upload would make it too, but with its name in lower case (the parent
+/// part of a local version's path is a key).
 ///
 /// The store counts each as listed while it is pending (`MetadataStore.beginMakingFolder`).
 public final class PendingFolders: RoundQueue {
