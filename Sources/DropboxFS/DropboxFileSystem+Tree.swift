@@ -107,8 +107,12 @@ extension DropboxFileSystem {
         adoptRemoteHandles(at: node.pathLower)
         // Queued before the local versions go: a crash in between uploads them again (the
         // delete first), it never loses the unlink.
+        // A commit of ours there whose answer was lost goes too.
+        let ownCommits = node.isFolder ? [] : writeBack.ownCommitsUnheardOf(at: node.pathLower)
         if let remote = try remoteNode(node.pathLower) {
-            do { try deletes.add(remote) } catch FSError.noSpace { return remote }
+            do { try deletes.add(remote, ifContent: ownCommits) } catch FSError.noSpace { return remote }
+        } else if !ownCommits.isEmpty {
+            try deletes.add(Node(pathLower: node.pathLower, name: node.name, isFolder: false), ifContent: ownCommits)
         }
         try writeBack.discard(node.pathLower)
         return nil
@@ -181,12 +185,20 @@ extension DropboxFileSystem {
             // there before the move: the order of namespace changes says so).
             let movedOnDropbox = try remoteNode(source.pathLower) ?? (source.isFolder ? source : nil)
             let remoteTarget = try remoteNode(targetLower).flatMap { $0.pathLower == source.pathLower ? nil : $0 }
+            // Commits of ours at either name whose answers were lost: the rename removes them
+            // from Dropbox as it removes the names here.
+            let targetCommits = target == nil || target?.isFolder == true ? [] : writeBack.ownCommitsUnheardOf(at: targetLower)
             if let remoteTarget {
                 // A file only here replaces the target by uploading over it, later (a target
                 // changed on Dropbox meanwhile then keeps its name, the upload goes beside).
                 // Otherwise the target's removal is queued before the move: if Dropbox keeps
                 // it (changed elsewhere), the move finds it there and sets it aside.
-                if movedOnDropbox != nil || remoteTarget.isFolder { try deletes.add(remoteTarget) }
+                if movedOnDropbox != nil || remoteTarget.isFolder { try deletes.add(remoteTarget, ifContent: targetCommits) }
+            } else if !targetCommits.isEmpty {
+                try deletes.add(Node(pathLower: targetLower, name: newName, isFolder: false), ifContent: targetCommits)
+            }
+            if movedOnDropbox == nil, case let sourceCommits = writeBack.ownCommitsUnheardOf(at: source.pathLower), !sourceCommits.isEmpty {
+                try deletes.add(Node(pathLower: source.pathLower, name: source.name, isFolder: false), ifContent: sourceCommits)
             }
             if let movedOnDropbox {
                 // Queued: the view shows the rename at once, Dropbox gets it in order.

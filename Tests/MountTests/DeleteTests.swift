@@ -120,4 +120,40 @@ struct DeleteTests {
             #expect(try await m.client.listAll("").map(\.name).filter { $0.contains("conflicted") }.isEmpty)
         }
     }
+
+    /// A new file whose commit Dropbox carried out without answering, the daemon then killed
+    /// before it learnt so: the next mount (offline) holds it as never sent. `rm` of it must
+    /// remove it from Dropbox too, and `mv` must leave it only at the new name, not also at
+    /// the old one (the differential suite's seed 9335543464791172486 met the `mv` case).
+    @Test(arguments: ["rm", "mv"])
+    func aFileWhoseCommitMayHaveHappenedLeavesDropboxWhenRemovedOrRenamed(_ command: String) async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let commits = "files/upload+files/upload_session/finish+files/upload_session/finish_batch_v2"
+            try await m.emulator.setFaults(["503:routes=\(commits)"])
+            #expect(try await m.sh("printf 'bytes of d' > \"$M/d.txt\"").status == 0)
+            // Made and unanswered once, then refused, with the change feed and lookups failing:
+            // neither this mount nor the next (offline) learns that the file is there.
+            try await m.emulator.resetStats()
+            try await m.emulator.setFaults(["drop:times=1,routes=\(commits)", "503:skip=1,routes=\(commits)",
+                                            "503:routes=files/list_folder/continue+files/get_metadata"])
+            try await eventually("the file to be committed", timeout: 120) {
+                try await MountFixture.requests(m.routeStats(), commits.split(separator: "+").map(String.init)) >= 2
+            }
+            #expect(try await m.client.listAll("").map(\.name) == ["d.txt"])
+            try await m.killDaemon()
+            try await m.emulator.setReachable(false)
+            try await m.mount()
+            let changed = try await m.sh(command == "rm" ? "rm \"$M/d.txt\" && ls -A \"$M\"" : "mv \"$M/d.txt\" \"$M/e.txt\" && ls -A \"$M\"")
+            #expect(changed.status == 0, "\(changed.stderr)")
+            let expected = command == "rm" ? [] : ["e.txt"]
+            #expect(changed.stdout == expected.map { $0 + "\n" }.joined())
+            try await m.emulator.setReachable(true)
+            try await m.emulator.setFaults([])
+            try await eventually("the mount to see Dropbox again", timeout: 120) { try m.statusReport()["offline_since"] == nil }
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            #expect(try await m.client.listAll("").map(\.name) == expected)
+            #expect(try await m.sh("ls -A \"$M\"").stdout == expected.map { $0 + "\n" }.joined())
+            if command == "mv" { #expect(try await m.sh("cat \"$M/e.txt\"").stdout == "bytes of d") }
+        }
+    }
 }

@@ -131,14 +131,14 @@ final class DeleteSender: Sendable {
         if aside == nil { aside = try await calls.client.metadataIfExists(hidden).flatMap(Node.init) }
         guard let aside else { return true }
 
-        let removedFiles = Dictionary(inside.filter { !$0.isFolder }.map { ($0.pathLower, $0.rev) }) { first, _ in first }
+        let removedFiles = Dictionary(inside.filter { !$0.isFolder }.map { ($0.pathLower, $0) }) { first, _ in first }
         let removedFolders = Set(inside.filter(\.isFolder).map(\.pathLower))
         let entries = try await calls.client.listAll(aside.pathLower, recursive: true)
         let onlyRemoved = entries.allSatisfy { entry in
             guard let lower = entry.pathLower, lower != aside.pathLower else { return true }
             let original = top.pathLower + lower.dropFirst(aside.pathLower.count)
             switch entry {
-            case .file(let file): return removedFiles[original] == file.rev
+            case .file(let file): return removedFiles[original].map { Self.isRemoved(file, by: $0) } ?? false
             case .folder: return removedFolders.contains(original)
             case .deleted: return true
             }
@@ -153,7 +153,37 @@ final class DeleteSender: Sendable {
         return false
     }
 
+    /// Whether Dropbox's file is the one a delete removed: at its revision, or one of our own
+    /// commits whose answer was lost (`QueuedDelete.ifContent`).
+    static func isRemoved(_ file: FileMetadata, by record: QueuedDelete) -> Bool {
+        file.rev == record.rev || file.contentHash.map(record.ifContent.contains) == true
+    }
+
+    /// Deletes of files our own commit may be at (`QueuedDelete.ifContent`) look first: such
+    /// a file is deleted at the revision it has; anything else there is another client's
+    /// (kept, as a file changed elsewhere is); nothing there is done.
+    private func resolvingOwnCommits(_ files: [QueuedDelete], into outcome: inout Outcome) async throws -> [QueuedDelete] {
+        var ready: [QueuedDelete] = []
+        for var record in files {
+            guard !record.ifContent.isEmpty else { ready.append(record); continue }
+            guard case .file(let file)? = try await calls.client.metadataIfExists(record.pathLower) else {
+                outcome.done.append(record)
+                continue
+            }
+            if Self.isRemoved(file, by: record) {
+                record.rev = file.rev
+                ready.append(record)
+            } else if record.rev == nil {
+                outcome.done.append(record)  // a new file's name, taken by another client's file
+            } else {
+                ready.append(record)  // changed elsewhere: its revision check keeps it
+            }
+        }
+        return ready
+    }
+
     private func deleteFiles(_ files: [QueuedDelete], into outcome: inout Outcome) async throws {
+        let files = try await resolvingOwnCommits(files, into: &outcome)
         guard !files.isEmpty else { return }
         let results = try await calls.watcher.changingOwn(files.map { ($0.pathLower, .absent) }) {
             try await calls.client.deleteBatch(files.map { DeleteArgument(path: $0.pathLower, parentRev: $0.rev) })

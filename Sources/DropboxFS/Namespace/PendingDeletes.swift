@@ -76,13 +76,15 @@ public final class PendingDeletes: RoundQueue {
     /// survive a crash of the daemon. `durable: false` for a delete Dropbox has made already,
     /// which a full disk kept the store from learning: it hides the name until a round of
     /// `DeleteSender` finds it done and the store has caught up.
-    func add(_ node: Node, durable: Bool = true) throws {
+    /// `ifContent`: contents of our own commits there that may have happened unheard of
+    /// (`QueuedDelete.ifContent`); `node` is then the file as the store has it, if it has it.
+    func add(_ node: Node, durable: Bool = true, ifContent: [String] = []) throws {
         let first: Bool = try state.withLock { state in
             // The same delete twice changes nothing; with a rename pending, a second one
             // at a path removes what the rename brought there.
-            if state.byPath[node.pathLower] != nil && order.barrier == .max { return false }
+            if state.byPath[node.pathLower] != nil && order.barrier == .max && ifContent.isEmpty { return false }
             let record = QueuedDelete(id: order.take(), pathLower: node.pathLower, name: node.name,
-                                      rev: node.isFolder ? nil : node.rev, isFolder: node.isFolder)
+                                      rev: node.isFolder ? nil : node.rev, isFolder: node.isFolder, ifContent: ifContent)
             if durable { try queue.saveDelete(record) }
             state.byPath[node.pathLower, default: []].append(record)
             state.lastAdded = .now

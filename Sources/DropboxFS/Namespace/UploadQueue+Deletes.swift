@@ -12,6 +12,11 @@ public struct QueuedDelete: Sendable, Equatable {
     /// nil for a folder.
     public var rev: String?
     public var isFolder: Bool
+    /// A file whose local version's commit may have reached Dropbox unheard of (its answer
+    /// lost, or the daemon killed meanwhile): the content hashes such a commit left. Dropbox's
+    /// file at the path is deleted too if it holds one of them (it is ours, not another
+    /// client's). Empty for every other delete.
+    public var ifContent: [String] = []
 }
 
 /// Deletes in the durable queue, beside the uploads: an unlink's record is written before
@@ -27,13 +32,17 @@ extension UploadQueue {
                 is_folder INTEGER NOT NULL
             );
             """)
+        var columns: Set<String> = []
+        try db.query("PRAGMA table_info(deletes)") { columns.insert($0.text(1)) }
+        if !columns.contains("if_content") { try db.execute("ALTER TABLE deletes ADD COLUMN if_content TEXT NOT NULL DEFAULT ''") }
     }
 
     public func allDeletes() throws -> [QueuedDelete] {
         try lock.withLock {
             var result: [QueuedDelete] = []
-            try db.query("SELECT id, path_lower, name, rev, is_folder FROM deletes ORDER BY id") { row in
-                result.append(QueuedDelete(id: row.int(0), pathLower: row.text(1), name: row.text(2), rev: row.optionalText(3), isFolder: row.bool(4)))
+            try db.query("SELECT id, path_lower, name, rev, is_folder, if_content FROM deletes ORDER BY id") { row in
+                result.append(QueuedDelete(id: row.int(0), pathLower: row.text(1), name: row.text(2), rev: row.optionalText(3), isFolder: row.bool(4),
+                                           ifContent: row.text(5).split(separator: ",").map(String.init)))
             }
             return result
         }
@@ -41,8 +50,9 @@ extension UploadQueue {
 
     public func saveDelete(_ delete: QueuedDelete) throws {
         try durable {
-            try db.run("INSERT OR REPLACE INTO deletes (id, path_lower, name, rev, is_folder) VALUES (?,?,?,?,?)",
-                       [.int(delete.id), .text(delete.pathLower), .text(delete.name), .optional(delete.rev), .int(delete.isFolder ? 1 : 0)])
+            try db.run("INSERT OR REPLACE INTO deletes (id, path_lower, name, rev, is_folder, if_content) VALUES (?,?,?,?,?,?)",
+                       [.int(delete.id), .text(delete.pathLower), .text(delete.name), .optional(delete.rev), .int(delete.isFolder ? 1 : 0),
+                        .text(delete.ifContent.joined(separator: ","))])
         }
     }
 

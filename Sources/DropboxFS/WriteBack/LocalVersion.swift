@@ -70,6 +70,9 @@ final class LocalVersion: @unchecked Sendable {
     /// Dropbox was out of reach to ask. Finding one of them on Dropbox is finding our own
     /// commit, not another client's change (`Uploader.saveConflictedCopy`).
     var maybeCommitted: [String] = []
+    /// Taken up from a previous mount's queue: that mount may have committed it before it
+    /// stopped, unheard of (`WriteBack.ownCommitsUnheardOf`).
+    var recovered = false
     /// A concurrent upload session under way (large files), to resume after a crash.
     var sessionID: String?
     var sentChunks: Set<Int64> = []

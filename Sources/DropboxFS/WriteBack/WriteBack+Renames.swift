@@ -1,3 +1,4 @@
+import DropboxAPI
 import Foundation
 
 /// Renames and deletes of files with local versions: they wait for commits under way there
@@ -59,6 +60,22 @@ extension WriteBack {
             try detachAllLocked(&state, at: pathLower)
         }
         changed()
+    }
+
+    /// Content hashes our own commits at a path may have left on Dropbox unheard of: those
+    /// of its versions whose commit's answer was lost, and the bytes of versions a previous
+    /// mount left (it may have committed them before it stopped). A removal or rename of the
+    /// path deletes such a file there too (`QueuedDelete.ifContent`).
+    func ownCommitsUnheardOf(at pathLower: String) -> [String] {
+        let versions: [(hashes: [String], recovered: LocalVersion?)] = state.withLock { state in
+            Self.versionsLocked(state, at: pathLower).filter { !$0.detached }.map { ($0.maybeCommitted, $0.recovered ? $0 : nil) }
+        }
+        var hashes: [String] = []
+        for (known, recovered) in versions {
+            hashes += known
+            if let recovered, let hash = recovered.flushedHash ?? (try? ContentHasher.hash(file: recovered.file.bytesPath)) { hashes.append(hash) }
+        }
+        return hashes.reduce(into: []) { unique, hash in if !unique.contains(hash) { unique.append(hash) } }
     }
 
     /// Every version at a path leaves the queue and the view; those that descriptors hold

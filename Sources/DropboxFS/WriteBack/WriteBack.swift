@@ -125,6 +125,7 @@ public final class WriteBack: Sendable {
                 version.flushed = record.flushed
                 version.flushedHash = record.contentHash
                 version.settledAt = .now - .seconds(60)
+                version.recovered = true
                 addLocked(&state, version)
                 if let older = state.current[version.pathLower], older.id > version.id { continue }
                 state.current[version.pathLower] = version
