@@ -161,13 +161,25 @@ final class DeleteSender: Sendable {
 
     /// Deletes of files our own commit may be at (`QueuedDelete.ifContent`) look first: such
     /// a file is deleted at the revision it has; anything else there is another client's
-    /// (kept, as a file changed elsewhere is); nothing there is done.
+    /// (kept, as a file changed elsewhere is); nothing there is done. The looks go 16 at a
+    /// time: after a remount, every file the previous mount left queued is such a delete.
     private func resolvingOwnCommits(_ files: [QueuedDelete], into outcome: inout Outcome) async throws -> [QueuedDelete] {
+        let looking = files.filter { !$0.ifContent.isEmpty }
+        guard !looking.isEmpty else { return files }
+        var found: [Int64: FileMetadata?] = [:]
+        for start in stride(from: 0, to: looking.count, by: 16) {
+            try await withThrowingTaskGroup(of: (Int64, FileMetadata?).self) { group in
+                for record in looking[start..<min(start + 16, looking.count)] {
+                    group.addTask { (record.id, try await self.calls.client.metadataIfExists(record.pathLower)?.fileMetadata) }
+                }
+                for try await (id, file) in group { found[id] = file }
+            }
+        }
         var ready: [QueuedDelete] = []
         for var record in files {
             guard !record.ifContent.isEmpty else { ready.append(record); continue }
-            guard case .file(let file)? = try await calls.client.metadataIfExists(record.pathLower) else {
-                outcome.done.append(record)
+            guard let file = found[record.id] ?? nil else {
+                outcome.done.append(record)  // nothing there, or a folder: nothing of ours
                 continue
             }
             if Self.isRemoved(file, by: record) {
