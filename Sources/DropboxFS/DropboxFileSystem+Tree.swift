@@ -106,8 +106,8 @@ extension DropboxFileSystem {
     private func removeHeld(_ node: Node) throws -> Node? {
         adoptRemoteHandles(at: node.pathLower)
         // Queued before the local versions go: a crash in between uploads them again (the
-        // delete first), it never loses the unlink.
-        // A commit of ours there whose answer was lost goes too.
+        // delete first), it never loses the unlink. A commit of ours there whose answer was
+        // lost is deleted too.
         let ownCommits = node.isFolder ? [] : writeBack.ownCommitsUnheardOf(at: node.pathLower)
         if let remote = try remoteNode(node.pathLower) {
             do { try deletes.add(remote, ifContent: ownCommits) } catch FSError.noSpace { return remote }

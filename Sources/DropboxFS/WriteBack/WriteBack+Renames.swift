@@ -65,7 +65,9 @@ extension WriteBack {
     /// Content hashes our own commits at a path may have left on Dropbox unheard of: those
     /// of its versions whose commit's answer was lost, and the bytes of versions a previous
     /// mount left (it may have committed them before it stopped). A removal or rename of the
-    /// path deletes such a file there too (`QueuedDelete.ifContent`).
+    /// path deletes such a file there too (`QueuedDelete.ifContent`). A recovered version's
+    /// bytes are hashed here, on the caller's thread (often FUSE's), so only up to
+    /// `hashedOnRemoval`: a larger one a killed mount may have committed is left on Dropbox.
     func ownCommitsUnheardOf(at pathLower: String) -> [String] {
         let versions: [(hashes: [String], recovered: LocalVersion?)] = state.withLock { state in
             Self.versionsLocked(state, at: pathLower).filter { !$0.detached }.map { ($0.maybeCommitted, $0.recovered ? $0 : nil) }
@@ -73,10 +75,18 @@ extension WriteBack {
         var hashes: [String] = []
         for (known, recovered) in versions {
             hashes += known
-            if let recovered, let hash = recovered.flushedHash ?? (try? ContentHasher.hash(file: recovered.file.bytesPath)) { hashes.append(hash) }
+            guard let recovered else { continue }
+            if let hash = recovered.flushedHash {
+                hashes.append(hash)
+            } else if recovered.file.size <= Self.hashedOnRemoval, let hash = try? ContentHasher.hash(file: recovered.file.bytesPath) {
+                hashes.append(hash)
+            }
         }
         return hashes.reduce(into: []) { unique, hash in if !unique.contains(hash) { unique.append(hash) } }
     }
+
+    /// 8 MiB: hashed in about 10 ms.
+    static let hashedOnRemoval: Int64 = 8 << 20
 
     /// Every version at a path leaves the queue and the view; those that descriptors hold
     /// (also ones already uploaded) live on detached.
