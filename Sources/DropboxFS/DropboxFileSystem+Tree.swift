@@ -208,6 +208,7 @@ extension DropboxFileSystem {
                 // The file exists only here: it is renamed here, and its upload goes to the
                 // new name, replacing what Dropbox holds there.
                 try writeBack.move(from: source.pathLower, to: targetLower, toName: newName, rebase: .target(remoteTarget?.rev))
+                if remoteTarget != nil { writeBack.inheritOwnCommits(targetCommits, at: targetLower) }
             }
             if let target { inodes.detach(targetLower, folder: target.isFolder) }
             inodes.rename(from: source.pathLower, to: targetLower)

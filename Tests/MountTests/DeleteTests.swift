@@ -156,4 +156,35 @@ struct DeleteTests {
             if command == "mv" { #expect(try await m.sh("cat \"$M/e.txt\"").stdout == "bytes of d") }
         }
     }
+
+    /// `mv` of a new file over one whose edit Dropbox committed without answering (the daemon
+    /// then killed, the next mount offline): the target holds the moved bytes, and that lost
+    /// commit of ours is replaced, not kept beside as another client's change.
+    @Test func aRenameOverAFileWhoseEditMayHaveBeenCommittedReplacesIt() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let commits = "files/upload+files/upload_session/finish+files/upload_session/finish_batch_v2"
+            _ = try await m.client.upload(Routes.upload, UploadArgument(CommitInfo(path: "/e.txt"), contentHash: nil), body: .bytes(Array("first e".utf8)))
+            try await eventually("the mount to show e.txt") { try await m.sh("cat \"$M/e.txt\"").stdout == "first e" }
+            try await m.emulator.setFaults(["503:routes=\(commits)"])
+            #expect(try await m.sh("printf 'edited e' > \"$M/e.txt\"").status == 0)
+            try await m.emulator.resetStats()
+            try await m.emulator.setFaults(["drop:times=1,routes=\(commits)", "503:skip=1,routes=\(commits)",
+                                            "503:routes=files/list_folder/continue+files/get_metadata"])
+            try await eventually("the edit to be committed", timeout: 120) {
+                try await MountFixture.requests(m.routeStats(), commits.split(separator: "+").map(String.init)) >= 2
+            }
+            try await m.killDaemon()
+            try await m.emulator.setReachable(false)
+            try await m.mount()
+            let moved = try await m.sh("printf 'bytes of d' > \"$M/d.txt\" && mv \"$M/d.txt\" \"$M/e.txt\" && ls -A \"$M\"")
+            #expect(moved.status == 0, "\(moved.stderr)")
+            #expect(moved.stdout == "e.txt\n")
+            try await m.emulator.setReachable(true)
+            try await m.emulator.setFaults([])
+            try await eventually("the mount to see Dropbox again", timeout: 120) { try m.statusReport()["offline_since"] == nil }
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            #expect(try await m.client.listAll("").map(\.name) == ["e.txt"])
+            #expect(try await m.sh("ls -A \"$M\"; cat \"$M/e.txt\"").stdout == "e.txt\nbytes of d")
+        }
+    }
 }

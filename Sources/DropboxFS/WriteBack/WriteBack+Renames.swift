@@ -85,6 +85,18 @@ extension WriteBack {
         return hashes.reduce(into: []) { unique, hash in if !unique.contains(hash) { unique.append(hash) } }
     }
 
+    /// A rename brought the versions at `pathLower` over a file our own commits may be at
+    /// unheard of (`ownCommitsUnheardOf` of the target): finding one of those there is
+    /// finding our own commit, which the upload replaces, not another client's change.
+    func inheritOwnCommits(_ hashes: [String], at pathLower: String) {
+        guard !hashes.isEmpty else { return }
+        state.withLock { state in
+            for version in Self.versionsLocked(state, at: pathLower) where !version.detached {
+                version.maybeCommitted += hashes.filter { !version.maybeCommitted.contains($0) }
+            }
+        }
+    }
+
     /// 8 MiB: hashed in about 10 ms.
     static let hashedOnRemoval: Int64 = 8 << 20
 
