@@ -12,7 +12,8 @@ import Synchronization
 ///   Anything else there (a file added or changed elsewhere) and it moves back, and its
 ///   deletes go one by one below;
 /// - other files go through `delete_batch` (1,000 a call), each with its revision: a file
-///   changed elsewhere since is kept, and shows again;
+///   changed elsewhere since is kept, and shows again. One where a commit of ours may be
+///   unheard of (`QueuedDelete.ifContent`) is looked at first, and deleted if it is ours;
 /// - folders whose tree could not go whole are deleted deepest first, each only if empty.
 ///
 /// Rounds run one at a time, in order.
