@@ -111,8 +111,8 @@ extension DropboxFileSystem {
         let ownCommits = node.isFolder ? [] : writeBack.ownCommitsUnheardOf(at: node.pathLower)
         if let remote = try remoteNode(node.pathLower) {
             do { try deletes.add(remote, ifContent: ownCommits) } catch FSError.noSpace { return remote }
-        } else if !ownCommits.isEmpty {
-            try deletes.add(Node(pathLower: node.pathLower, name: node.name, isFolder: false), ifContent: ownCommits)
+        } else {
+            try deletes.addOwnCommits(ownCommits, at: node.pathLower, name: node.name)
         }
         try writeBack.discard(node.pathLower)
         return nil
@@ -194,11 +194,8 @@ extension DropboxFileSystem {
                 // Otherwise the target's removal is queued before the move: if Dropbox keeps
                 // it (changed elsewhere), the move finds it there and sets it aside.
                 if movedOnDropbox != nil || remoteTarget.isFolder { try deletes.add(remoteTarget, ifContent: targetCommits) }
-            } else if !targetCommits.isEmpty {
-                try deletes.add(Node(pathLower: targetLower, name: newName, isFolder: false), ifContent: targetCommits)
-            }
-            if movedOnDropbox == nil, case let sourceCommits = writeBack.ownCommitsUnheardOf(at: source.pathLower), !sourceCommits.isEmpty {
-                try deletes.add(Node(pathLower: source.pathLower, name: source.name, isFolder: false), ifContent: sourceCommits)
+            } else {
+                try deletes.addOwnCommits(targetCommits, at: targetLower, name: newName)
             }
             if let movedOnDropbox {
                 // Queued: the view shows the rename at once, Dropbox gets it in order.
@@ -207,6 +204,7 @@ extension DropboxFileSystem {
             } else {
                 // The file exists only here: it is renamed here, and its upload goes to the
                 // new name, replacing what Dropbox holds there.
+                try deletes.addOwnCommits(writeBack.ownCommitsUnheardOf(at: source.pathLower), at: source.pathLower, name: source.name)
                 try writeBack.move(from: source.pathLower, to: targetLower, toName: newName, rebase: .target(remoteTarget?.rev))
                 if remoteTarget != nil { writeBack.inheritOwnCommits(targetCommits, at: targetLower) }
             }

@@ -95,6 +95,13 @@ public final class PendingDeletes: RoundQueue {
         if first { signal.notify() }
     }
 
+    /// The delete of a file's own commits that may be on Dropbox unheard of (`hashes`, from
+    /// `WriteBack.ownCommitsUnheardOf`) where the store has no file: nothing when there are none.
+    func addOwnCommits(_ hashes: [String], at pathLower: String, name: String) throws {
+        guard !hashes.isEmpty else { return }
+        try add(Node(pathLower: pathLower, name: name, isFolder: false), ifContent: hashes)
+    }
+
     /// Whether a delete that may be sent now (older than every pending rename; `waiting`:
     /// one that waits behind a rename) is pending at, above or below any of `paths`.
     func touches(_ paths: [String], waiting: Bool = false) -> Bool {

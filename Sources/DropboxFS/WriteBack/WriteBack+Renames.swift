@@ -69,18 +69,18 @@ extension WriteBack {
     /// bytes are hashed here, on the caller's thread (often FUSE's), so only up to
     /// `hashedOnRemoval`: a larger one a killed mount may have committed is left on Dropbox.
     func ownCommitsUnheardOf(at pathLower: String) -> [String] {
-        let versions: [(hashes: [String], recovered: LocalVersion?)] = state.withLock { state in
-            Self.versionsLocked(state, at: pathLower).filter { !$0.detached }.map { ($0.maybeCommitted, $0.recovered ? $0 : nil) }
-        }
-        var hashes: [String] = []
-        for (known, recovered) in versions {
-            hashes += known
-            guard let recovered else { continue }
-            if let hash = recovered.flushedHash {
-                hashes.append(hash)
-            } else if recovered.file.size <= Self.hashedOnRemoval, let hash = try? ContentHasher.hash(file: recovered.file.bytesPath) {
-                hashes.append(hash)
+        // Read under the lock; recovered files without a flushed hash are hashed after it.
+        var (hashes, unhashed): ([String], [StagedFile]) = state.withLock { state in
+            var hashes: [String] = [], unhashed: [StagedFile] = []
+            for version in Self.versionsLocked(state, at: pathLower) where !version.detached {
+                hashes += version.maybeCommitted
+                guard version.recovered else { continue }
+                if let hash = version.flushedHash { hashes.append(hash) } else { unhashed.append(version.file) }
             }
+            return (hashes, unhashed)
+        }
+        for file in unhashed where file.size <= Self.hashedOnRemoval {
+            if let hash = try? ContentHasher.hash(file: file.bytesPath) { hashes.append(hash) }
         }
         return hashes.reduce(into: []) { unique, hash in if !unique.contains(hash) { unique.append(hash) } }
     }
