@@ -16,6 +16,12 @@ public final class ChangeWatcher: Sendable {
     let client: DropboxClient
     let store: MetadataStore
     private let listener = Mutex<Listener>({ _, _ in })
+    /// The core's own bookkeeping of Dropbox's changes (permission modes follow moves):
+    /// another client's changes the store applied, with the whole page they came in (which
+    /// holds arrivals in folders the store does not keep). Heard before `listener`, so the
+    /// kernel, told of a change, asks again and finds it done; not told of a reset.
+    public typealias CoreListener = @Sendable (_ changes: [StoreChange], _ page: [Metadata]) -> Void
+    private let coreListener = Mutex<CoreListener>({ _, _ in })
     /// The last catch-up started; the next one waits for it.
     private let lastCatchUp = Mutex<Task<Void, Never>?>(nil)
     /// The mount's own changes: applied to the store like any other, never sent to the kernel.
@@ -31,9 +37,14 @@ public final class ChangeWatcher: Sendable {
         listener.withLock { $0 = newListener }
     }
 
-    private func notify(_ changes: [StoreChange], everything: Bool) {
+    func setCoreListener(_ newListener: @escaping CoreListener) {
+        coreListener.withLock { $0 = newListener }
+    }
+
+    private func notify(_ changes: [StoreChange], page: [Metadata] = [], everything: Bool) {
         let foreign = everything ? changes : own.foreign(changes)
         guard everything || !foreign.isEmpty else { return }
+        if !everything { coreListener.withLock { $0 }(foreign, page) }
         let current = listener.withLock { $0 }
         current(foreign, everything)
     }
@@ -125,7 +136,7 @@ public final class ChangeWatcher: Sendable {
                 let changes = try store.apply(page.entries)
                 cursor = page.cursor
                 try store.setValue("cursor", cursor)
-                if !changes.isEmpty { notify(changes, everything: false) }
+                if !changes.isEmpty { notify(changes, page: page.entries, everything: false) }
                 if !page.hasMore { return }
             }
         } catch let error as CallError<PathLookupError> {

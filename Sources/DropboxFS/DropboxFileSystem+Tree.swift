@@ -15,7 +15,8 @@ import Foundation
 extension DropboxFileSystem {
     /// mkdir, answered once the folder is queued: it shows at once, and reaches Dropbox when
     /// `FolderSender` sends it (after any removal pending at its name).
-    public func makeDirectory(parent: UInt64, name: String) async throws -> (UInt64, Node) {
+    /// `mode`: what mkdir(2) asked for, the process's umask applied (nil: the default).
+    public func makeDirectory(parent: UInt64, name: String, mode: UInt32? = nil) async throws -> (UInt64, Node) {
         if options.readOnly { throw FSError.readOnly }
         try refuseChanges(in: parent)
         let parentPath = try await listedFolder(parent)
@@ -27,6 +28,7 @@ extension DropboxFileSystem {
         if folders.isPending(pathLower) { try await namespace.send(touching: [pathLower]) }
         try folders.add(path: parentPath + "/" + name)
         guard let node = folders.node(pathLower) else { throw FSError.io("mkdir \(pathLower): not queued") }
+        modes.created(pathLower, isFolder: true, requested: mode)
         return (inodes.inode(for: pathLower), node)
     }
 
@@ -51,6 +53,7 @@ extension DropboxFileSystem {
                 try writeBack.discard(node.pathLower)
             }
         }
+        modes.remove(node.pathLower)
         inodes.detach(node.pathLower, folder: node.isFolder)
     }
 
@@ -79,6 +82,7 @@ extension DropboxFileSystem {
             return try removeHeld(node) == nil
         }
         guard done == true else { return false }
+        modes.remove(node.pathLower)
         inodes.detach(node.pathLower, folder: isFolder)
         return true
     }
@@ -209,6 +213,7 @@ extension DropboxFileSystem {
                 if remoteTarget != nil { writeBack.inheritOwnCommits(targetCommits, at: targetLower) }
             }
             if let target { inodes.detach(targetLower, folder: target.isFolder) }
+            modes.move(from: source.pathLower, to: targetLower)
             inodes.rename(from: source.pathLower, to: targetLower)
         }
     }

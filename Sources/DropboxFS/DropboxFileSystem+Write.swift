@@ -6,26 +6,27 @@ import Foundation
 /// waits for Dropbox except `fsync` (and a copy, which Dropbox makes itself).
 extension DropboxFileSystem {
     /// create(2) / open with O_CREAT of a new name: an empty local version, open for writing.
-    public func create(parent: UInt64, name: String, exclusive: Bool) async throws -> (inode: UInt64, node: Node, handle: UInt64) {
+    /// `mode`: what open(2) asked for, the process's umask applied (nil: the default).
+    public func create(parent: UInt64, name: String, exclusive: Bool, mode: UInt32? = nil) async throws -> (inode: UInt64, node: Node, handle: UInt64) {
         if options.readOnly { throw FSError.readOnly }
         try refuseChanges(in: parent)
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
         try await ensureListed(folder.pathLower)
-        return try create(in: folder, name: name, exclusive: exclusive)
+        return try create(in: folder, name: name, exclusive: exclusive, mode: mode)
     }
 
     /// `create` when the folder is listed already (nothing to ask Dropbox); nil otherwise.
-    public func createWithoutWaiting(parent: UInt64, name: String, exclusive: Bool) throws -> (inode: UInt64, node: Node, handle: UInt64)? {
+    public func createWithoutWaiting(parent: UInt64, name: String, exclusive: Bool, mode: UInt32? = nil) throws -> (inode: UInt64, node: Node, handle: UInt64)? {
         if options.readOnly { throw FSError.readOnly }
         try refuseChanges(in: parent)
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
         guard try isListed(folder.pathLower) else { return nil }
-        return try create(in: folder, name: name, exclusive: exclusive)
+        return try create(in: folder, name: name, exclusive: exclusive, mode: mode)
     }
 
-    private func create(in folder: Node, name: String, exclusive: Bool) throws -> (inode: UInt64, node: Node, handle: UInt64) {
+    private func create(in folder: Node, name: String, exclusive: Bool, mode: UInt32?) throws -> (inode: UInt64, node: Node, handle: UInt64) {
         try Self.checkName(name)
         if let existing = try childIgnoringCase(of: folder.pathLower, named: name) {
             if exclusive || existing.name != name { throw FSError.exists }
@@ -44,12 +45,13 @@ extension DropboxFileSystem {
             _ = openFiles.remove(handle)
             throw error
         }
+        modes.created(pathLower, isFolder: false, requested: mode)
         return (inode, try node(inode), handle)
     }
 
     /// mknod(2) of a regular file: created and closed at once (an empty file to upload).
-    public func makeFile(parent: UInt64, name: String) async throws -> (UInt64, Node) {
-        let (inode, node, handle) = try await create(parent: parent, name: name, exclusive: true)
+    public func makeFile(parent: UInt64, name: String, mode: UInt32? = nil) async throws -> (UInt64, Node) {
+        let (inode, node, handle) = try await create(parent: parent, name: name, exclusive: true, mode: mode)
         try await release(handle: handle)
         return (inode, node)
     }
@@ -100,14 +102,15 @@ extension DropboxFileSystem {
     static let zeroChunk = 1 << 20
 
     /// setattr: size truncates or extends (through the handle, or as truncate(2) would);
-    /// a modification time goes with the next upload as `client_modified`. Mode, owner and
-    /// atime are accepted and not kept (Dropbox has no such thing; doc/SEMANTICS.md).
+    /// a modification time goes with the next upload as `client_modified`; a mode is kept
+    /// here (`FileModes`). Owner and atime are accepted and not kept (Dropbox has no such
+    /// thing; doc/SEMANTICS.md).
     /// A time set on a file whose content is already on Dropbox is kept in the store for
     /// that revision (Dropbox changes `client_modified` only with new content): this mount
     /// shows it across remounts; other clients see the upload's time (doc/SEMANTICS.md).
-    public func setAttributes(_ inode: UInt64, handle: UInt64?, size: Int64?, modified: timespec?) async throws -> Node {
+    public func setAttributes(_ inode: UInt64, handle: UInt64?, size: Int64?, modified: timespec?, mode: UInt32? = nil) async throws -> Node {
         try refuseInHistory(inode)
-        guard let size else { return try setAttributesWithoutWaiting(inode, modified: modified) }
+        guard let size else { return try setAttributesWithoutWaiting(inode, modified: modified, mode: mode) }
         let current = try node(inode)
         if options.readOnly { throw FSError.readOnly }
         // A detached file (its name is gone) changes only through its open descriptor.
@@ -123,17 +126,27 @@ extension DropboxFileSystem {
                                          through: openFiles.open(inode: inode, node: current))
         }
         try setModified(current, inode: inode, attached: attached, to: modified)
+        try setMode(current, attached: attached, to: mode)
         return try node(inode)
     }
 
-    /// setattr without a size (times; mode and owner are not kept): nothing to wait for, so
-    /// answered on the FUSE thread (`tar x` sets every file's time after writing it).
-    public func setAttributesWithoutWaiting(_ inode: UInt64, modified: timespec?) throws -> Node {
+    /// setattr without a size (times, mode; the owner is not kept): nothing to wait for, so
+    /// answered on the FUSE thread (`tar x` sets every file's time and mode after writing it).
+    public func setAttributesWithoutWaiting(_ inode: UInt64, modified: timespec?, mode: UInt32? = nil) throws -> Node {
         try refuseInHistory(inode)
         let current = try node(inode)
-        if modified != nil && options.readOnly { throw FSError.readOnly }
-        try setModified(current, inode: inode, attached: inodes.path(of: inode) != nil, to: modified)
+        if (modified != nil || mode != nil) && options.readOnly { throw FSError.readOnly }
+        let attached = inodes.path(of: inode) != nil
+        try setModified(current, inode: inode, attached: attached, to: modified)
+        try setMode(current, attached: attached, to: mode)
         return try node(inode)
+    }
+
+    /// A detached file (unlinked, still open) shows the default mode: its path may name
+    /// another file by now.
+    private func setMode(_ current: Node, attached: Bool, to mode: UInt32?) throws {
+        guard let mode, attached else { return }
+        try modes.set(current.pathLower, isFolder: current.isFolder, to: mode)
     }
 
     private func setModified(_ current: Node, inode: UInt64, attached: Bool, to modified: timespec?) throws {

@@ -51,6 +51,8 @@ public final class DropboxFileSystem: Sendable {
     let namespace: NamespaceSender
     let tree: TreeCalls
     public let options: Options
+    /// Permission bits set here (Dropbox keeps none).
+    let modes: FileModes
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
     /// Wakes the loop that keeps pinned files downloaded (`DropboxFileSystem+Pins`).
     let pinSignal = ChangeSignal()
@@ -93,6 +95,8 @@ public final class DropboxFileSystem: Sendable {
             if cache.isPinned(pathLower) { pinSignal.notify() }  // its bytes now live in the cache by their hash
         }
         self.options = options
+        self.modes = try FileModes(store: store, umask: options.umask)
+        watcher.setCoreListener { [weak self] changes, page in self?.modesFollow(changes, page: page) }
     }
 
     /// Dropbox is back after an outage: uploads, removals and new folders queued meanwhile go
@@ -330,13 +334,13 @@ public final class DropboxFileSystem: Sendable {
         attributes.st_gid = options.gid
         // No write bits where nothing can be changed: the history views, a team space's top.
         let readOnly = (history.inUse && HistoryPath.isInView(node.pathLower)) || (options.protectedTop && node.pathLower.isEmpty)
-        let umask = readOnly ? options.umask | 0o222 : options.umask
+        let permissions = modes.mode(of: node.pathLower, isFolder: node.isFolder) & (readOnly ? ~0o222 : ~0)
         if node.isFolder {
-            attributes.st_mode = S_IFDIR | (0o777 & ~umask)
+            attributes.st_mode = S_IFDIR | permissions
             attributes.st_nlink = 2
             attributes.st_size = 4096
         } else {
-            attributes.st_mode = S_IFREG | (0o666 & ~umask)
+            attributes.st_mode = S_IFREG | permissions
             attributes.st_nlink = 1
             attributes.st_size = Int(node.size)
             attributes.st_blocks = Int((node.size + 511) / 512)

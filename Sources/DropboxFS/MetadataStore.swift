@@ -53,6 +53,9 @@ public final class MetadataStore: @unchecked Sendable {
             CREATE TABLE IF NOT EXISTS listed (path_lower TEXT PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS times (rev TEXT PRIMARY KEY, sec INTEGER, nsec INTEGER NOT NULL) WITHOUT ROWID;
+            -- Permission bits set here (`FileModes`): Dropbox keeps none. Not cleared with
+            -- the nodes: they are this machine's, not a copy of Dropbox's.
+            CREATE TABLE IF NOT EXISTS modes (path_lower TEXT PRIMARY KEY, mode INTEGER NOT NULL) WITHOUT ROWID;
             """)
         // A cache from before `times` kept nanoseconds alone: carried over once.
         if try db.first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'nanos'", map: { _ in true }) == true {
@@ -281,6 +284,27 @@ public final class MetadataStore: @unchecked Sendable {
         try lock.withLock {
             forgetCachedLocked()
             try db.execute("DELETE FROM nodes; DELETE FROM listed; DELETE FROM state;")
+        }
+    }
+
+    /// Every permission mode kept (`FileModes` loads them once).
+    func modes() throws -> [String: UInt32] {
+        try lock.withLock {
+            var modes: [String: UInt32] = [:]
+            try db.query("SELECT path_lower, mode FROM modes", []) { row in modes[row.text(0)] = UInt32(truncatingIfNeeded: row.int(1)) }
+            return modes
+        }
+    }
+
+    /// Drops the modes of `removing`, then keeps `setting`'s, in one transaction.
+    func replaceModes(removing: [String], setting: [(path: String, mode: UInt32)]) throws {
+        try lock.withLock {
+            try db.transaction {
+                for path in removing { try db.run("DELETE FROM modes WHERE path_lower = ?", [.text(path)]) }
+                for (path, mode) in setting {
+                    try db.run("INSERT OR REPLACE INTO modes (path_lower, mode) VALUES (?, ?)", [.text(path), .int(Int64(mode))])
+                }
+            }
         }
     }
 

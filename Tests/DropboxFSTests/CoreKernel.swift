@@ -42,7 +42,9 @@ final class CoreKernel: SystemCalls, Sendable {
             }
             guard let (inode, node) = found else {
                 let (parent, name) = try await self.resolveParent(path)
-                let created = try await self.fs.create(parent: parent, name: name, exclusive: flags & O_EXCL != 0)
+                // The mode open(2) asks for (`Sys.open`'s), with the process's umask, as the kernel sends it.
+                let created = try await self.fs.create(parent: parent, name: name, exclusive: flags & O_EXCL != 0,
+                                                       mode: UInt32(0o644 & ~Sys.processUmask))
                 return self.add(Descriptor(inode: created.inode, handle: created.handle, readable: access != O_WRONLY,
                                            writable: access != O_RDONLY, append: append))
             }
@@ -223,7 +225,7 @@ final class CoreKernel: SystemCalls, Sendable {
         outcome {
             let (parent, name) = try await self.resolveParent(path)
             if (try? await self.fs.lookup(parent: parent, name: name)) != nil { throw Sys.Errno(code: EEXIST) }
-            _ = try await self.fs.makeDirectory(parent: parent, name: name)
+            _ = try await self.fs.makeDirectory(parent: parent, name: name, mode: UInt32(0o755 & ~Sys.processUmask))
             return 0
         }
     }
@@ -242,6 +244,15 @@ final class CoreKernel: SystemCalls, Sendable {
             var now = timespec()
             clock_gettime(CLOCK_REALTIME, &now)
             _ = try self.fs.setAttributesWithoutWaiting(inode, modified: time ?? now)
+            return 0
+        }
+    }
+
+    /// setattr of the mode alone, answered as the FUSE adapter does.
+    func chmod(_ path: String, _ mode: mode_t) -> Sys.Outcome<Int32> {
+        outcome {
+            let (inode, _) = try await self.resolve(path)
+            _ = try self.fs.setAttributesWithoutWaiting(inode, modified: nil, mode: UInt32(mode))
             return 0
         }
     }

@@ -86,22 +86,30 @@ public enum Sys {
     public static func rmdir(_ path: String) -> Outcome<Int32> { check(Glibc.rmdir(path)) }
     public static func rename(_ from: String, _ to: String) -> Outcome<Int32> { check(Glibc.rename(from, to)) }
 
-    /// What a test compares of a stat: type, size, and (for files) the modification time.
+    /// What a test compares of a stat: type, permission bits, size, and (for files) the
+    /// modification time.
     public struct Status: Equatable, Sendable, CustomStringConvertible {
         public var isDirectory: Bool
         public var size: Int64
         public var inode: UInt64
         public var modified: timespec
-        public init(isDirectory: Bool, size: Int64, inode: UInt64, modified: timespec) {
+        /// The mode's permission bits (`st_mode & 0o7777`).
+        public var permissions: UInt32
+        public init(isDirectory: Bool, size: Int64, inode: UInt64, modified: timespec, permissions: UInt32) {
             self.isDirectory = isDirectory
             self.size = size
             self.inode = inode
             self.modified = modified
+            self.permissions = permissions
         }
         public static func == (a: Status, b: Status) -> Bool {
-            a.isDirectory == b.isDirectory && (a.isDirectory || (a.size == b.size && a.setTime?.seconds == b.setTime?.seconds && a.setTime?.nanos == b.setTime?.nanos))
+            a.isDirectory == b.isDirectory && a.permissions == b.permissions
+                && (a.isDirectory || (a.size == b.size && a.setTime?.seconds == b.setTime?.seconds && a.setTime?.nanos == b.setTime?.nanos))
         }
-        public var description: String { isDirectory ? "dir" : "file(\(size)\(setTime.map { ", mtime \($0.seconds).\($0.nanos)" } ?? ""))" }
+        public var description: String {
+            let mode = String(permissions, radix: 8)
+            return isDirectory ? "dir \(mode)" : "file(\(size), \(mode)\(setTime.map { ", mtime \($0.seconds).\($0.nanos)" } ?? ""))"
+        }
         /// A file's modification time when it is one set on purpose (utimensat to a time
         /// before 2001, as the differential steps do): such a time must read back exactly,
         /// nanoseconds too, until something writes the file. A time the file got from a
@@ -113,8 +121,18 @@ public enum Sys {
     }
 
     public static func status(_ info: stat) -> Status {
-        Status(isDirectory: info.st_mode & S_IFMT == S_IFDIR, size: Int64(info.st_size), inode: UInt64(info.st_ino), modified: info.st_mtim)
+        Status(isDirectory: info.st_mode & S_IFMT == S_IFDIR, size: Int64(info.st_size), inode: UInt64(info.st_ino), modified: info.st_mtim,
+               permissions: UInt32(info.st_mode) & 0o7777)
     }
+
+    public static func chmod(_ path: String, _ mode: mode_t) -> Outcome<Int32> { check(Glibc.chmod(path, mode)) }
+
+    /// This process's umask, read without setting it (umask(2) sets it, for every thread).
+    public static let processUmask: mode_t = {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("Umask:") }
+        return line.flatMap { mode_t($0.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8) } ?? 0o022
+    }()
 
     public static func stat(_ path: String) -> Outcome<Status> {
         var info = Glibc.stat()

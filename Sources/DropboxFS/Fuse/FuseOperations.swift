@@ -4,6 +4,7 @@ import Foundation
 /// RENAME_NOREPLACE from <linux/fs.h> (not visible through libfuse's headers).
 private let renameNoReplace: UInt32 = 1
 /// FUSE_SET_ATTR_* bits of setattr's `to_set` (macros in fuse_lowlevel.h).
+private let setAttrMode: Int32 = 1 << 0
 private let setAttrSize: Int32 = 1 << 3
 private let setAttrMtime: Int32 = 1 << 5
 private let setAttrMtimeNow: Int32 = 1 << 8
@@ -97,7 +98,7 @@ enum FuseOperations {
                 request.fail(error)
             }
         }
-        ops.create = { req, parent, name, _, fi in
+        ops.create = { req, parent, name, mode, fi in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let name = String(cString: name!)
@@ -111,12 +112,14 @@ enum FuseOperations {
             }
             // Answered at once when the folder is listed (the usual case: tar x, cp -r).
             do {
-                if let created = try mount.fs.createWithoutWaiting(parent: UInt64(parent), name: name, exclusive: exclusive) { return reply(created) }
+                if let created = try mount.fs.createWithoutWaiting(parent: UInt64(parent), name: name, exclusive: exclusive, mode: UInt32(mode)) {
+                    return reply(created)
+                }
             } catch {
                 return request.fail(error)
             }
             mount.answerLater(request) {
-                reply(try await mount.fs.create(parent: UInt64(parent), name: name, exclusive: exclusive))
+                reply(try await mount.fs.create(parent: UInt64(parent), name: name, exclusive: exclusive, mode: UInt32(mode)))
             }
         }
         ops.mknod = { req, parent, name, mode, _ in
@@ -125,7 +128,7 @@ enum FuseOperations {
             let name = String(cString: name!)
             guard mode & S_IFMT == S_IFREG else { return request.fail(FSError.notPermitted) }  // no devices, fifos or sockets
             mount.answerLater(request) {
-                let (inode, node) = try await mount.fs.makeFile(parent: UInt64(parent), name: name)
+                let (inode, node) = try await mount.fs.makeFile(parent: UInt64(parent), name: name, mode: UInt32(mode))
                 var entry = mount.entryParam(inode, node)
                 fuse_reply_entry(request.raw, &entry)
             }
@@ -155,9 +158,11 @@ enum FuseOperations {
             let handle = fi?.pointee.fh
             let size: Int64? = toSet & setAttrSize != 0 ? Int64(attr!.pointee.st_size) : nil
             let modified: timespec? = toSet & setAttrMtimeNow != 0 ? LocalVersion.now() : toSet & setAttrMtime != 0 ? attr!.pointee.st_mtim : nil
+            let mode: UInt32? = toSet & setAttrMode != 0 ? UInt32(attr!.pointee.st_mode) : nil
             if size == nil {
                 do {
-                    var attributes = mount.fs.attributes(UInt64(ino), try mount.fs.setAttributesWithoutWaiting(UInt64(ino), modified: modified))
+                    let node = try mount.fs.setAttributesWithoutWaiting(UInt64(ino), modified: modified, mode: mode)
+                    var attributes = mount.fs.attributes(UInt64(ino), node)
                     fuse_reply_attr(request.raw, &attributes, mount.cacheTimeout)
                 } catch {
                     request.fail(error)
@@ -165,7 +170,7 @@ enum FuseOperations {
                 return
             }
             mount.answerLater(request) {
-                let node = try await mount.fs.setAttributes(UInt64(ino), handle: handle, size: size, modified: modified)
+                let node = try await mount.fs.setAttributes(UInt64(ino), handle: handle, size: size, modified: modified, mode: mode)
                 var attributes = mount.fs.attributes(UInt64(ino), node)
                 fuse_reply_attr(request.raw, &attributes, mount.cacheTimeout)
             }
@@ -282,12 +287,12 @@ enum FuseOperations {
                 request.fail(error)
             }
         }
-        ops.mkdir = { req, parent, name, _ in
+        ops.mkdir = { req, parent, name, mode in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let name = String(cString: name!)
             mount.answerLater(request) {
-                let (inode, node) = try await mount.fs.makeDirectory(parent: UInt64(parent), name: name)
+                let (inode, node) = try await mount.fs.makeDirectory(parent: UInt64(parent), name: name, mode: UInt32(mode))
                 var entry = mount.entryParam(inode, node)
                 fuse_reply_entry(request.raw, &entry)
             }

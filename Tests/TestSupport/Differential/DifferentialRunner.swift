@@ -27,6 +27,7 @@ public protocol SystemCalls {
     func list(_ path: String) -> Sys.Outcome<[String]>
     /// utimensat of a path: to `time`, or (nil) to now.
     func setTimes(_ path: String, _ time: timespec?) -> Sys.Outcome<Int32>
+    func chmod(_ path: String, _ mode: mode_t) -> Sys.Outcome<Int32>
 }
 
 extension SystemCalls {
@@ -67,6 +68,7 @@ public struct Kernel: SystemCalls, Sendable {
     public func stat(_ path: String) -> Sys.Outcome<Sys.Status> { Sys.stat(path) }
     public func setTimes(_ path: String, _ time: timespec?) -> Sys.Outcome<Int32> { Sys.setTimes(path, time) }
     public func list(_ path: String) -> Sys.Outcome<[String]> { Sys.list(path) }
+    public func chmod(_ path: String, _ mode: mode_t) -> Sys.Outcome<Int32> { Sys.chmod(path, mode) }
 }
 
 /// Runs one sequence of operations side by side on a folder of the filesystem under test
@@ -261,6 +263,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         case .list(let path):
             let (t, l) = paths(path)
             return compared({ tested.list(t) }, { local.list(l) })
+        case .chmod(let path, let mode):
+            let (t, l) = paths(path)
+            return compared({ tested.chmod(t, mode) }, { local.chmod(l, mode) })
         case .remoteWrite(let path, let length, let fill):
             if wentOffline { return ("skipped after an outage", "skipped after an outage") }
             return try remoteWrite(path, length: length, fill: fill)
@@ -370,7 +375,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         let client = self.client, remote = (remoteRoot + "/" + Step.paths[from], remoteRoot + "/" + Step.paths[to])
         try blocking { _ = try await client.rpc(Routes.move, RelocationArgument(from: remote.0, to: remote.1)) }
         _ = local.rename(lf, lt)
-        let stale = awaitShown({ tested.contents(tt) == .success(bytes) && tested.stat(tf) == .failure(Sys.Errno(code: ENOENT)) },
+        // The mode kept here goes along (`stat` compares it).
+        let stale = awaitShown({ tested.contents(tt) == .success(bytes) && tested.stat(tt) == local.stat(lt)
+                                    && tested.stat(tf) == .failure(Sys.Errno(code: ENOENT)) },
                                { "\(describe(tested.contents(tt))) at the new name, \(describe(tested.stat(tf))) at the old" })
         return (stale.map { "never showed the move: \($0)" } ?? "moved", "moved")
     }
@@ -426,7 +433,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         _ = tested.close(fd)
     }
 
-    /// Every entry below a root: name, type, size, and a hash of each file's bytes.
+    /// Every entry below a root: name, type, permission bits, size, and a hash of each file's bytes.
     private func tree<Side: SystemCalls>(_ root: String, on side: Side) -> String {
         var lines: [String] = []
         func walk(_ relative: String) {
@@ -436,10 +443,10 @@ public struct DifferentialRunner<Tested: SystemCalls> {
                 let path = relative + "/" + name
                 switch side.stat(root + path) {
                 case .success(let status) where status.isDirectory:
-                    lines.append("\(path)/")
+                    lines.append("\(path)/ \(String(status.permissions, radix: 8))")
                     walk(path)
                 case .success(let status):
-                    lines.append("\(path) \(status.size) \(describe(side.contents(root + path)))")
+                    lines.append("\(path) \(status.size) \(String(status.permissions, radix: 8)) \(describe(side.contents(root + path)))")
                 case .failure(let error):
                     lines.append("\(path) \(error)")
                 }

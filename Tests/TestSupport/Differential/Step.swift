@@ -32,6 +32,8 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     /// before 2001, which `stat` then compares: `Sys.Status.setTime`), or to now (nil).
     case touch(path: Int, seconds: Int?, nanos: Int)
     case list(path: Int)
+    /// chmod: a mode kept here (Dropbox keeps none), which renames take along and stat shows.
+    case chmod(path: Int, mode: mode_t)
     /// Another client writes the file on Dropbox (only when it is a closed file on both sides).
     case remoteWrite(path: Int, length: Int, fill: UInt8)
     /// Another client deletes the file, or the folder with its tree, on Dropbox (only a closed
@@ -51,6 +53,9 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     /// mounted again: a completed close survives it (doc/SEMANTICS.md), and so do renames,
     /// removals and new folders, sent or still queued.
     case crash
+
+    /// Modes tools set: executables, the defaults, private files and folders, read-only ones.
+    public static let chmodModes: [mode_t] = [0o755, 0o644, 0o600, 0o700, 0o444, 0o555, 0o640, 0o4755]
 
     /// 0, KEEP_SIZE, PUNCH_HOLE | KEEP_SIZE, ZERO_RANGE, ZERO_RANGE | KEEP_SIZE.
     public static let fallocateModes: [Int32] = [0, 0x01, 0x03, 0x10, 0x11]
@@ -99,6 +104,7 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .stat(let p): return "stat(\(path(p)))"
         case .touch(let p, let seconds, let nanos): return "touch(\(path(p)), \(seconds.map { "\($0).\(nanos)" } ?? "now"))"
         case .list(let p): return "list(\(path(p)))"
+        case .chmod(let p, let mode): return "chmod(\(path(p)), \(String(mode, radix: 8)))"
         case .remoteWrite(let p, let length, let fill): return "remoteWrite(\(path(p)), \(length) bytes of \(fill))"
         case .remoteDelete(let p): return "remoteDelete(\(path(p)))"
         case .remoteRename(let from, let to): return "remoteRename(\(path(from)), \(path(to)))"
@@ -171,7 +177,8 @@ public struct SequenceGenerator {
         case 74..<79: return .unlink(path: path)
         case 79..<84: return .mkdir(path: path)
         case 84..<86: return .rmdir(path: path)
-        case 86..<90: return .stat(path: path)
+        case 86..<88: return .stat(path: path)
+        case 88..<90: return .chmod(path: path, mode: Step.chmodModes[below(Step.chmodModes.count)])
         case 90..<93: return .list(path: below(Step.paths.count + 1) - 1)  // -1: the sequence's root
         case 93..<95: return .remoteWrite(path: path, length: length(), fill: fill)
         case 95: return .remoteDelete(path: path)

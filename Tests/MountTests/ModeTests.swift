@@ -1,0 +1,72 @@
+import DropboxAPI
+import Foundation
+import Testing
+import TestSupport
+
+/// Permission modes: Dropbox keeps none, the mount keeps what chmod, open(O_CREAT) and mkdir
+/// ask for (doc/SEMANTICS.md). Before, chmod succeeded and changed nothing, so a script made
+/// executable could not be run, and `chmod 600` made nothing private.
+@Suite("mount: permission modes", .serialized, .timeLimit(.minutes(5)))
+struct ModeTests {
+    /// What tools do with modes, compared with a local folder: scripts made executable and
+    /// run, a private file, modes set at creation (install, mkdir -m, umask), and kept by
+    /// mv, cp -a, tar and rsync -a; a removed file's mode does not pass to a new one.
+    @Test func toolsSeeTheModesTheySetAsOnALocalDisk() async throws {
+        try await MountFixture.with { m in
+            try await ToolWorkloadTests.same(m, "modes", """
+                printf '#!/bin/sh\\necho ran $0\\n' > run.sh && chmod +x run.sh && ./run.sh && \
+                echo secret > key && chmod 600 key && mkdir -m 700 private && mkdir bin && \
+                install -m 755 run.sh bin/tool && bin/tool && (umask 077 && echo x > mine && mkdir minedir) && \
+                chmod 4755 bin/tool && chmod g+w bin && mv run.sh renamed.sh && ./renamed.sh && \
+                mkdir tree && cp -a bin key private tree/ && tar -cf t.tar bin key && mkdir untar && tar -C untar -xpf t.tar && \
+                rsync -a bin/ synced/ && rm key && echo again > key && \
+                find . -path ./t.tar -prune -o -printf '%m %y %P\\n' | sort
+                """)
+        }
+    }
+
+    /// Kept in the cache: a remount shows them, and an executable still runs.
+    @Test func modesSurviveARemount() async throws {
+        try await MountFixture.with { m in
+            let set = try await m.sh("""
+                cd "$M" && printf '#!/bin/sh\\necho ok\\n' > tool.sh && chmod 750 tool.sh && mkdir -p a/b && chmod 711 a/b && \
+                echo s > a/b/secret && chmod 400 a/b/secret && mv a moved
+                """)
+            #expect(set.status == 0, "\(set.stderr)")
+            #expect(try await m.unmount().status == 0)
+            try await m.mount()
+            let shown = try await m.sh("cd \"$M\" && stat -c '%a %n' tool.sh moved/b moved/b/secret moved && ./tool.sh")
+            #expect(shown.stdout == "750 tool.sh\n711 moved/b\n400 moved/b/secret\n755 moved\nok\n", "\(shown.stderr)")
+        }
+    }
+
+    /// Another client's move takes the mode along (Dropbox keeps the entry's id); its removal
+    /// drops it, so a file it puts back at the name shows the default; its edit keeps it.
+    @Test func anotherClientsMovesCarryModesAndItsRemovalsDropThem() async throws {
+        try await MountFixture.with { m in
+            let set = try await m.sh("""
+                cd "$M" && echo one > one.sh && echo two > two.sh && echo three > three.sh && mkdir -p dir/sub && echo four > dir/sub/four && \
+                chmod 700 one.sh two.sh three.sh dir/sub/four && chmod 750 dir && \
+                sync one.sh two.sh three.sh dir/sub/four dir/sub dir .
+                """)
+            #expect(set.status == 0, "\(set.stderr)")
+            _ = try await m.client.rpc(Routes.move, RelocationArgument(from: "/one.sh", to: "/Documents/one.sh"))
+            _ = try await m.client.rpc(Routes.move, RelocationArgument(from: "/dir", to: "/Documents/dir"))
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/two.sh"))
+            try await m.uploadElsewhere("new two\n", to: "/two.sh")
+            try await m.uploadElsewhere("three again\n", to: "/three.sh")
+            let expected = "700 Documents/one.sh\n750 Documents/dir\n700 Documents/dir/sub/four\n644 two.sh\n700 three.sh\n"
+            var shown = ""
+            let show = """
+                cd "$M" && grep -q 'new two' two.sh && grep -q again three.sh && \
+                stat -c '%a %n' Documents/one.sh Documents/dir Documents/dir/sub/four two.sh three.sh
+                """
+            try? await eventually("the other client's changes with their modes", timeout: 120) {
+                let result = try await m.sh(show)
+                shown = result.stdout + result.stderr
+                return shown == expected
+            }
+            #expect(shown == expected, "\(m.log)")
+        }
+    }
+}
