@@ -17,16 +17,16 @@ extension DropboxFileSystem {
             if let node = Node(entry), !node.id.isEmpty { arrivals[node.id] = viewPath(ofStorePath: node.pathLower, moves: pending).path }
         }
         for change in shown {
-            guard let old = change.old, old.id != change.new?.id, modes.keeps(atOrUnder: change.pathLower) else { continue }
+            guard let old = change.old, old.id != change.new?.id, modes.keeps(atOrUnder: change.pathLower, isFolder: old.isFolder) else { continue }
             if writeBack.hasVersion(change.pathLower) { continue }
             if change.new == nil {
                 if (try? node(at: change.pathLower, remember: false)) ?? nil != nil { continue }  // a folder made here since
                 if !old.id.isEmpty, let destination = arrivals[old.id], destination != change.pathLower {
-                    modes.move(from: change.pathLower, to: destination)
+                    modes.move(from: change.pathLower, to: destination, isFolder: old.isFolder)
                     continue
                 }
             }
-            modes.remove(change.pathLower)
+            modes.remove(change.pathLower, isFolder: old.isFolder)
         }
     }
 }

@@ -53,7 +53,8 @@ extension DropboxFileSystem {
                 try writeBack.discard(node.pathLower)
             }
         }
-        modes.remove(node.pathLower)
+        modes.detach(node.pathLower, inode: inodes.existing(node.pathLower), isFolder: node.isFolder)
+        modes.remove(node.pathLower, isFolder: node.isFolder)
         inodes.detach(node.pathLower, folder: node.isFolder)
     }
 
@@ -82,7 +83,8 @@ extension DropboxFileSystem {
             return try removeHeld(node) == nil
         }
         guard done == true else { return false }
-        modes.remove(node.pathLower)
+        modes.detach(node.pathLower, inode: inodes.existing(node.pathLower), isFolder: isFolder)
+        modes.remove(node.pathLower, isFolder: isFolder)
         inodes.detach(node.pathLower, folder: isFolder)
         return true
     }
@@ -212,8 +214,11 @@ extension DropboxFileSystem {
                 try writeBack.move(from: source.pathLower, to: targetLower, toName: newName, rebase: .target(remoteTarget?.rev))
                 if remoteTarget != nil { writeBack.inheritOwnCommits(targetCommits, at: targetLower) }
             }
-            if let target { inodes.detach(targetLower, folder: target.isFolder) }
-            modes.move(from: source.pathLower, to: targetLower)
+            if let target {
+                modes.detach(targetLower, inode: inodes.existing(targetLower), isFolder: target.isFolder)
+                inodes.detach(targetLower, folder: target.isFolder)
+            }
+            modes.move(from: source.pathLower, to: targetLower, isFolder: source.isFolder)
             inodes.rename(from: source.pathLower, to: targetLower)
         }
     }

@@ -126,7 +126,7 @@ extension DropboxFileSystem {
                                          through: openFiles.open(inode: inode, node: current))
         }
         try setModified(current, inode: inode, attached: attached, to: modified)
-        try setMode(current, attached: attached, to: mode)
+        try setMode(current, inode: inode, attached: attached, to: mode)
         return try node(inode)
     }
 
@@ -138,15 +138,19 @@ extension DropboxFileSystem {
         if (modified != nil || mode != nil) && options.readOnly { throw FSError.readOnly }
         let attached = inodes.path(of: inode) != nil
         try setModified(current, inode: inode, attached: attached, to: modified)
-        try setMode(current, attached: attached, to: mode)
+        try setMode(current, inode: inode, attached: attached, to: mode)
         return try node(inode)
     }
 
-    /// A detached file (unlinked, still open) shows the default mode: its path may name
-    /// another file by now.
-    private func setMode(_ current: Node, attached: Bool, to mode: UInt32?) throws {
-        guard let mode, attached else { return }
-        try modes.set(current.pathLower, isFolder: current.isFolder, to: mode)
+    /// A detached file's (unlinked, still open) is kept by inode: its path may name another
+    /// file by now.
+    private func setMode(_ current: Node, inode: UInt64, attached: Bool, to mode: UInt32?) throws {
+        guard let mode else { return }
+        if attached {
+            try modes.set(current.pathLower, isFolder: current.isFolder, to: mode)
+        } else {
+            modes.setDetached(inode, isFolder: current.isFolder, to: mode)
+        }
     }
 
     private func setModified(_ current: Node, inode: UInt64, attached: Bool, to modified: timespec?) throws {

@@ -334,7 +334,8 @@ public final class DropboxFileSystem: Sendable {
         attributes.st_gid = options.gid
         // No write bits where nothing can be changed: the history views, a team space's top.
         let readOnly = (history.inUse && HistoryPath.isInView(node.pathLower)) || (options.protectedTop && node.pathLower.isEmpty)
-        let permissions = modes.mode(of: node.pathLower, isFolder: node.isFolder) & (readOnly ? ~0o222 : ~0)
+        let shown = modes.mode(of: node.pathLower, inode: inode, attached: inodes.path(of: inode) != nil, isFolder: node.isFolder)
+        let permissions = shown & (readOnly ? ~0o222 : ~0)
         if node.isFolder {
             attributes.st_mode = S_IFDIR | permissions
             attributes.st_nlink = 2
@@ -489,7 +490,10 @@ public final class DropboxFileSystem: Sendable {
 
     /// The kernel forgot `count` references to an inode; its state goes with the last one.
     public func forget(_ inode: UInt64, count: UInt64) {
-        if inodes.forget(inode, count: count) { pages.forget(inode) }
+        if inodes.forget(inode, count: count) {
+            pages.forget(inode)
+            modes.forget(inode)
+        }
     }
 
     /// The kernel's entry (parent inode, name) of a file it may drop to keep the inode table

@@ -16,6 +16,10 @@ import Foundation
 final class FileModes: @unchecked Sendable {
     private let lock = NSLock()
     private var modes: [String: UInt32]
+    /// Modes of files whose name went (unlinked, or replaced by a rename) while the kernel
+    /// holds them still, by inode: fstat of a descriptor open on one shows its mode, fchmod
+    /// changes it. In memory alone: such a file does not outlive the mount.
+    private var detached: [UInt64: UInt32] = [:]
     private let store: MetadataStore
     private let umask: UInt32
 
@@ -27,17 +31,39 @@ final class FileModes: @unchecked Sendable {
         self.modes = try store.modes()
     }
 
-    /// The mode shown for a node.
-    func mode(of pathLower: String, isFolder: Bool) -> UInt32 {
-        let kept = lock.withLock { modes.isEmpty ? nil : modes[pathLower] }
+    /// The mode shown for a node; `attached`: whether its inode still has its path.
+    func mode(of pathLower: String, inode: UInt64, attached: @autoclosure () -> Bool, isFolder: Bool) -> UInt32 {
+        let kept: UInt32? = lock.withLock {
+            if !detached.isEmpty, let mode = detached[inode], !attached() { return mode }
+            return modes.isEmpty ? nil : modes[pathLower]
+        }
         return kept ?? defaultMode(isFolder: isFolder)
+    }
+
+    /// The name of `inode` is going (unlink, or a rename over it): it keeps the mode it
+    /// showed for as long as the kernel holds it. Call before the name's mode is dropped.
+    /// (The default too: another file may take the path and its mode.)
+    func detach(_ pathLower: String, inode: UInt64?, isFolder: Bool) {
+        guard let inode else { return }
+        lock.withLock { detached[inode] = modes[pathLower] ?? defaultMode(isFolder: isFolder) }
+    }
+
+    /// fchmod of a detached file.
+    func setDetached(_ inode: UInt64, isFolder: Bool, to mode: UInt32) {
+        let mode = mode & Self.permissionBits
+        lock.withLock { detached[inode] = mode }
+    }
+
+    /// The kernel let go of an inode.
+    func forget(_ inode: UInt64) {
+        lock.withLock { if !detached.isEmpty { detached[inode] = nil } }
     }
 
     var keepsAny: Bool { lock.withLock { !modes.isEmpty } }
 
-    /// Whether a mode is kept at or below a path.
-    func keeps(atOrUnder pathLower: String) -> Bool {
-        lock.withLock { !modes.isEmpty && modes.keys.contains { Node.isAt($0, orUnder: pathLower) } }
+    /// Whether a mode is kept at a path, or below it for a folder.
+    func keeps(atOrUnder pathLower: String, isFolder: Bool) -> Bool {
+        lock.withLock { !modes.isEmpty && !Self.keys(atOrUnder: pathLower, isFolder: isFolder, in: modes).isEmpty }
     }
 
     func defaultMode(isFolder: Bool) -> UInt32 { (isFolder ? 0o777 : 0o666) & ~umask }
@@ -66,23 +92,31 @@ final class FileModes: @unchecked Sendable {
 
     /// A rename made here: the modes at and below `source` go to `target`, replacing those
     /// at and below it (a replaced target's mode goes with it).
-    func move(from source: String, to target: String) {
+    func move(from source: String, to target: String, isFolder: Bool) {
         guard source != target else { return }
         change { modes in
-            let replaced = modes.keys.filter { Node.isAt($0, orUnder: target) }
-            let moved = modes.filter { Node.isAt($0.key, orUnder: source) }
+            let replaced = Self.keys(atOrUnder: target, isFolder: isFolder, in: modes)
+            let moved = Self.keys(atOrUnder: source, isFolder: isFolder, in: modes)
             guard !replaced.isEmpty || !moved.isEmpty else { return nil }
-            let setting = moved.map { (path: target + $0.key.dropFirst(source.count), mode: $0.value) }
-            return (removing: replaced + moved.keys, setting: setting)
+            let setting = moved.map { (path: target + $0.dropFirst(source.count), mode: modes[$0]!) }
+            return (removing: replaced + moved, setting: setting)
         }
     }
 
     /// An unlink or rmdir made here: the path's mode, and any kept below it, go.
-    func remove(_ pathLower: String) {
+    func remove(_ pathLower: String, isFolder: Bool) {
         change { modes in
-            let removed = modes.keys.filter { Node.isAt($0, orUnder: pathLower) }
+            let removed = Self.keys(atOrUnder: pathLower, isFolder: isFolder, in: modes)
             return removed.isEmpty ? nil : (removing: removed, setting: [])
         }
+    }
+
+    /// The kept keys at a path, and below it for a folder: a file's is one lookup (`rm -r`
+    /// removes each file, and must not walk every kept mode each time).
+    private static func keys(atOrUnder pathLower: String, isFolder: Bool, in modes: [String: UInt32]) -> [String] {
+        guard isFolder else { return modes[pathLower] == nil ? [] : [pathLower] }
+        let below = pathLower + "/"
+        return modes.keys.filter { $0 == pathLower || $0.hasPrefix(below) }
     }
 
     /// Applies a change worked out from the kept modes (nil: nothing to change) to the

@@ -172,5 +172,23 @@ public enum KeptSequences {
             .crash,
             .rmdir(path: 1),
         ]),
+        // Core seed 5860729189645261790: fstat of a descriptor open on a file whose mode was
+        // set and whose name was then removed showed the default mode, not the one set.
+        ("fstat of a file with a mode set, after its name was removed", [
+            .open(path: 1, mode: Step.OpenMode.all[7]),  // b, RDWR|CREAT|EXCL
+            .chmod(path: 1, mode: 0o4755),
+            .unlink(path: 1),
+            .fstat(slot: 0),
+        ]),
+        // Core seed 805724870378030322: a file replaced by a rename, still open, showed the
+        // mode of the file that took its name.
+        ("fstat of a file replaced by a rename of a file with a mode set", [
+            .open(path: 3, mode: Step.OpenMode.all[3]),  // d, RDWR|CREAT
+            .chmod(path: 3, mode: 0o600),
+            .open(path: 2, mode: Step.OpenMode.all[7]),  // c, RDWR|CREAT|EXCL
+            .rename(from: 3, to: 0),  // d → a
+            .rename(from: 0, to: 2),  // a → c
+            .fstat(slot: 1),
+        ]),
     ]
 }
