@@ -69,7 +69,8 @@ extension DropboxFileSystem {
     /// fallocate(2). Dropbox keeps no preallocation, so what the call promises is kept in
     /// the bytes: mode 0 (`fallocate -l`) grows the file to the range's end, zeros fill a
     /// punched or zeroed range (`FALLOC_FL_PUNCH_HOLE`, `FALLOC_FL_ZERO_RANGE`), and
-    /// `FALLOC_FL_KEEP_SIZE` alone has nothing to do. The kernel refuses the other modes
+    /// `FALLOC_FL_KEEP_SIZE` alone changes no byte. Each advances mtime, as on a local disk
+    /// (the file is uploaded again with it at close). The kernel refuses the other modes
     /// (collapse, insert) before they reach a FUSE filesystem.
     public func allocate(_ inode: UInt64, handle: UInt64, mode: Int32, offset: Int64, length: Int64) async throws {
         if options.readOnly { throw FSError.readOnly }
@@ -93,6 +94,8 @@ extension DropboxFileSystem {
         if !keepSize && end > size {
             _ = try await setAttributes(inode, handle: handle, size: end, modified: nil)
         }
+        // Every fallocate advances mtime, as on ext4, also one that changes no byte.
+        try writeBack.touch(handle: try localHandle(handle))
     }
 
     static let fallocKeepSize: Int32 = 0x01
@@ -149,7 +152,7 @@ extension DropboxFileSystem {
         if attached {
             try modes.set(current.pathLower, isFolder: current.isFolder, to: mode)
         } else {
-            modes.setDetached(inode, isFolder: current.isFolder, to: mode)
+            modes.setDetached(inode, to: mode)
         }
     }
 

@@ -33,10 +33,8 @@ final class FileModes: @unchecked Sendable {
 
     /// The mode shown for a node; `attached`: whether its inode still has its path.
     func mode(of pathLower: String, inode: UInt64, attached: @autoclosure () -> Bool, isFolder: Bool) -> UInt32 {
-        let kept: UInt32? = lock.withLock {
-            if !detached.isEmpty, let mode = detached[inode], !attached() { return mode }
-            return modes.isEmpty ? nil : modes[pathLower]
-        }
+        let (ofInode, kept) = lock.withLock { (detached.isEmpty ? nil : detached[inode], modes.isEmpty ? nil : modes[pathLower]) }
+        if let ofInode, !attached() { return ofInode }
         return kept ?? defaultMode(isFolder: isFolder)
     }
 
@@ -49,7 +47,7 @@ final class FileModes: @unchecked Sendable {
     }
 
     /// fchmod of a detached file.
-    func setDetached(_ inode: UInt64, isFolder: Bool, to mode: UInt32) {
+    func setDetached(_ inode: UInt64, to mode: UInt32) {
         let mode = mode & Self.permissionBits
         lock.withLock { detached[inode] = mode }
     }

@@ -203,6 +203,16 @@ public final class StagedFile: Sendable {
         }
     }
 
+    /// Counts as changed with its bytes as they are (fallocate, which changes no byte and
+    /// still advances mtime, as on a disk); false once sealed.
+    public func markChanged() -> Bool {
+        state.withLock { state in
+            if state.sealed { return false }
+            state.changed = true
+            return true
+        }
+    }
+
     /// Reads local bytes, filling what is still on Dropbox first.
     public func read(at offset: Int64, size: Int) async throws -> [UInt8] {
         let end = min(offset + Int64(size), self.size)

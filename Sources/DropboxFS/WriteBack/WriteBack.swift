@@ -350,6 +350,16 @@ public final class WriteBack: Sendable {
         }
     }
 
+    /// A change through a handle that leaves the bytes as they are (fallocate): the version
+    /// counts as changed, and its mtime advances.
+    func touch(handle: UInt64) throws {
+        while true {
+            guard let version = openFiles.version(of: handle) else { throw FSError.io("fallocate on an unknown handle") }
+            if version.file.markChanged() { return touch(version) }
+            try moveToNewVersion(handle: handle, from: version)
+        }
+    }
+
     /// Sets the modification time of the path's newest local version (sent as
     /// `client_modified`). Returns the version's state: `.none` when the path has no local
     /// version, `.uploading` when the time reached it too late for its upload (the caller

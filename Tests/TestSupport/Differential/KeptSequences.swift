@@ -190,5 +190,15 @@ public enum KeptSequences {
             .rename(from: 0, to: 2),  // a → c
             .fstat(slot: 1),
         ]),
+        // Core seed 2637417632024770726: fallocate(KEEP_SIZE) changed no byte and left a
+        // time set before; on a local disk every fallocate advances mtime.
+        ("fallocate keeping the size after a time was set", [
+            .open(path: 2, mode: Step.OpenMode.all[4]),  // c, WRONLY|CREAT|TRUNC
+            .touch(path: 2, seconds: 946_728_741, nanos: 0),
+            .fallocate(slot: 0, mode: 0x01, offset: 4_195_751, length: 2_936),
+            .fstat(slot: 0),
+            .close(slot: 0),
+            .stat(path: 2),
+        ]),
     ]
 }
