@@ -10,23 +10,27 @@ extension DropboxFileSystem {
     /// and not yet uploaded keeps it: the name shows that file.
     func modesFollow(_ changes: [StoreChange], page: [Metadata]) {
         guard modes.keepsAny else { return }
-        let shown = viewChanges(changes)
+        // Entries that left with a mode kept: most pages have none, and then the page's
+        // arrivals are never looked at.
+        let gone = viewChanges(changes).compactMap { change -> (change: StoreChange, old: Node)? in
+            guard let old = change.old, old.id != change.new?.id, modes.keeps(atOrUnder: change.pathLower, isFolder: old.isFolder),
+                  !writeBack.hasVersion(change.pathLower) else { return nil }
+            // Removed, and no folder made here since.
+            if change.new == nil, (try? node(at: change.pathLower, remember: false)) ?? nil != nil { return nil }
+            return (change, old)
+        }
+        guard !gone.isEmpty else { return }
         let pending = moves.snapshot.moves
         var arrivals: [String: String] = [:]
         for entry in page {
             if let node = Node(entry), !node.id.isEmpty { arrivals[node.id] = viewPath(ofStorePath: node.pathLower, moves: pending).path }
         }
-        for change in shown {
-            guard let old = change.old, old.id != change.new?.id, modes.keeps(atOrUnder: change.pathLower, isFolder: old.isFolder) else { continue }
-            if writeBack.hasVersion(change.pathLower) { continue }
-            if change.new == nil {
-                if (try? node(at: change.pathLower, remember: false)) ?? nil != nil { continue }  // a folder made here since
-                if !old.id.isEmpty, let destination = arrivals[old.id], destination != change.pathLower {
-                    modes.move(from: change.pathLower, to: destination, isFolder: old.isFolder)
-                    continue
-                }
+        for (change, old) in gone {
+            if change.new == nil, !old.id.isEmpty, let destination = arrivals[old.id], destination != change.pathLower {
+                modes.move(from: change.pathLower, to: destination, isFolder: old.isFolder)
+            } else {
+                modes.remove(change.pathLower, isFolder: old.isFolder)
             }
-            modes.remove(change.pathLower, isFolder: old.isFolder)
         }
     }
 }

@@ -53,9 +53,7 @@ extension DropboxFileSystem {
                 try writeBack.discard(node.pathLower)
             }
         }
-        modes.detach(node.pathLower, inode: inodes.existing(node.pathLower), isFolder: node.isFolder)
-        modes.remove(node.pathLower, isFolder: node.isFolder)
-        inodes.detach(node.pathLower, folder: node.isFolder)
+        nameRemoved(node.pathLower, folder: node.isFolder)
     }
 
     /// unlink (a file) or rmdir (an empty folder), when it needs nothing from Dropbox: the
@@ -83,10 +81,16 @@ extension DropboxFileSystem {
             return try removeHeld(node) == nil
         }
         guard done == true else { return false }
-        modes.detach(node.pathLower, inode: inodes.existing(node.pathLower), isFolder: isFolder)
-        modes.remove(node.pathLower, isFolder: isFolder)
-        inodes.detach(node.pathLower, folder: isFolder)
+        nameRemoved(node.pathLower, folder: isFolder)
         return true
+    }
+
+    /// A name is gone from the view (unlink, rmdir, a rename over it): its mode goes with it,
+    /// kept for the inode while the kernel holds it, and the inode loses its path.
+    private func nameRemoved(_ pathLower: String, folder: Bool) {
+        modes.detach(pathLower, inode: inodes.existing(pathLower), isFolder: folder)
+        modes.remove(pathLower, isFolder: folder)
+        inodes.detach(pathLower, folder: folder)
     }
 
     /// A new folder leaves the queue unless a round is sending it (false); one that may be
@@ -214,10 +218,7 @@ extension DropboxFileSystem {
                 try writeBack.move(from: source.pathLower, to: targetLower, toName: newName, rebase: .target(remoteTarget?.rev))
                 if remoteTarget != nil { writeBack.inheritOwnCommits(targetCommits, at: targetLower) }
             }
-            if let target {
-                modes.detach(targetLower, inode: inodes.existing(targetLower), isFolder: target.isFolder)
-                inodes.detach(targetLower, folder: target.isFolder)
-            }
+            if let target { nameRemoved(targetLower, folder: target.isFolder) }
             modes.move(from: source.pathLower, to: targetLower, isFolder: source.isFolder)
             inodes.rename(from: source.pathLower, to: targetLower)
         }

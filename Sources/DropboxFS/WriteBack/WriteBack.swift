@@ -343,19 +343,21 @@ public final class WriteBack: Sendable {
     /// ftruncate through a handle served locally.
     func truncate(handle: UInt64, to size: Int64) throws {
         try Self.checkSize(size)
-        while true {
-            guard let version = openFiles.version(of: handle) else { throw FSError.io("truncate on an unknown handle") }
-            if try version.file.truncate(to: size) { return touch(version) }
-            try moveToNewVersion(handle: handle, from: version)
-        }
+        try change(handle: handle, doing: "truncate") { try $0.truncate(to: size) }
     }
 
     /// A change through a handle that leaves the bytes as they are (fallocate): the version
     /// counts as changed, and its mtime advances.
     func touch(handle: UInt64) throws {
+        try change(handle: handle, doing: "fallocate") { $0.markChanged() }
+    }
+
+    /// Makes a change to the handle's version (`change` answers false, having done nothing,
+    /// when the version is sealed: the handle goes on in a newer one), then advances its mtime.
+    private func change(handle: UInt64, doing call: String, _ change: (StagedFile) throws -> Bool) throws {
         while true {
-            guard let version = openFiles.version(of: handle) else { throw FSError.io("fallocate on an unknown handle") }
-            if version.file.markChanged() { return touch(version) }
+            guard let version = openFiles.version(of: handle) else { throw FSError.io("\(call) on an unknown handle") }
+            if try change(version.file) { return touch(version) }
             try moveToNewVersion(handle: handle, from: version)
         }
     }
