@@ -58,17 +58,12 @@ final class DeleteSender: Sendable {
         let records = pending.all
         guard !records.isEmpty else { return }
         var outcome = Outcome()
-        var asideNames: [String] = []
-        defer { for name in asideNames { pending.setAside(name, false) } }
 
         let (trees, loose) = Self.trees(of: records)
         var folders: [QueuedDelete] = []
         var files = loose.filter { !$0.isFolder }
         for (top, inside) in trees {
-            let hidden = TreeCalls.hiddenName(beside: top.pathLower, for: "rmdir", tag: String(top.id))
-            asideNames.append(Node.key(of: hidden))
-            pending.setAside(Node.key(of: hidden), true)
-            if try await deleteWhole(top, inside, via: hidden) {
+            if try await deleteWhole(top, inside, via: top.hiddenStep(alone: false)) {
                 outcome.done += inside
             } else {
                 files += inside.filter { !$0.isFolder }
@@ -78,7 +73,7 @@ final class DeleteSender: Sendable {
         try await deleteFiles(files, into: &outcome)
         if !folders.isEmpty {
             try await calls.watcher.catchUp()  // folders moved back are in the store again
-            try await deleteFolders(folders, into: &outcome, asideNames: &asideNames)
+            try await deleteFolders(folders, into: &outcome)
         }
 
         // The names stay hidden until the store has learnt they are gone (a full cache disk
@@ -215,17 +210,14 @@ final class DeleteSender: Sendable {
     }
 
     /// Folders whose tree did not go whole, deepest first, each deleted only if empty.
-    private func deleteFolders(_ folders: [QueuedDelete], into outcome: inout Outcome, asideNames: inout [String]) async throws {
+    private func deleteFolders(_ folders: [QueuedDelete], into outcome: inout Outcome) async throws {
         let deepestFirst = folders.sorted { $0.pathLower.utf8.count > $1.pathLower.utf8.count }
         for record in deepestFirst {
             guard let folder = try store.node(record.pathLower), folder.isFolder else {
                 outcome.done.append(record)  // gone, or something else holds the name now
                 continue
             }
-            let hidden = TreeCalls.hiddenName(beside: record.pathLower, for: "rmdir", tag: "\(record.id)-one")
-            asideNames.append(Node.key(of: hidden))
-            pending.setAside(Node.key(of: hidden), true)
-            if try await calls.deleteEmptyFolder(folder, via: hidden) {
+            if try await calls.deleteEmptyFolder(folder, via: record.hiddenStep(alone: true)) {
                 outcome.done.append(record)
             } else {
                 outcome.kept.append(record)

@@ -110,12 +110,12 @@ final class MoveSender: Sendable {
         var movedAside = false
         while true {
             do {
-                if Node.key(of: move.toPath) == move.fromLower {
+                if move.isCaseOnly {
                     // A case-only rename: Dropbox refuses a move onto the same path, so the
                     // source first goes to a hidden name, which the view never shows; the
                     // rename then goes on from there (also after a crash).
-                    let temporary = hiddenStep(of: move, source: source)
-                    pending.park(move, at: temporary)
+                    move = try pending.park(move, at: move.freshHiddenStep(sourceID: move.sourceID))
+                    let temporary = move.parkedAt
                     pending.setInFlight([move.id: Node.key(of: temporary)])
                     let landing = try store.beginLanding(from: move.fromLower, to: Node.key(of: temporary))
                     defer { store.endLanding(landing) }
@@ -149,8 +149,8 @@ final class MoveSender: Sendable {
                     // A case-only rename whose step to its hidden name was made, the answer
                     // lost with Dropbox out of reach before the mount could look: on from there
                     // (given up, it left the folder at the hidden name for good).
-                    if Node.key(of: move.toPath) == move.fromLower, !source.id.isEmpty,
-                       let parked = try await calls.client.metadataIfExists(hiddenStep(of: move, source: source)).flatMap(Node.init),
+                    if move.isParked, !source.id.isEmpty,
+                       let parked = try await calls.client.metadataIfExists(move.parkedAt).flatMap(Node.init),
                        parked.id == source.id {
                         let from = move.fromLower
                         move = try pending.advance(move, from: parked.pathLower) { try store.applyMove(from: from, to: parked) }
@@ -166,20 +166,6 @@ final class MoveSender: Sendable {
                 }
             }
         }
-    }
-
-    /// Where a case-only rename parks its source: where a try of this mount parked it
-    /// already, else the name below.
-    private func hiddenStep(of move: QueuedMove, source: Node) -> String {
-        pending.parkedPath(move) ?? Self.hiddenStep(of: move, source: source)
-    }
-
-    /// Where a case-only rename parks its source: named after the queued move and the
-    /// source's Dropbox id, so a later try finds it there, and another machine's rename (whose
-    /// queue numbers its moves alike) never parks at the same name.
-    static func hiddenStep(of move: QueuedMove, source: Node) -> String {
-        let id = source.id.hasPrefix("id:") ? String(source.id.dropFirst(3)) : source.id
-        return TreeCalls.hiddenName(beside: move.toPath, for: "rename", tag: id.isEmpty ? "\(move.id)" : "\(move.id)-\(id)")
     }
 
     /// The move is done on Dropbox: the store learns it as the rename leaves the queue, and

@@ -22,7 +22,9 @@ public final class PendingDeletes: RoundQueue {
         /// Usually one a path; more when a rename brought something else there in between
         /// (`rm B; mv A B; rm B`), oldest first.
         var byPath: [String: [QueuedDelete]] = [:]
-        /// Hidden names folders take on Dropbox while their delete is checked: hidden too.
+        /// Hidden names on Dropbox, hidden too: those of the queued folders' deletes
+        /// (`QueuedDelete.hiddenStep`), a case-only rename's (`PendingMoves.park`), a folder's
+        /// removed at once (`DropboxFileSystem.removeNow`).
         var aside: Set<String> = []
         var lastAdded = ContinuousClock.now
     }
@@ -32,7 +34,10 @@ public final class PendingDeletes: RoundQueue {
         self.queue = queue
         self.order = order
         var state = State()
-        for record in try queue.allDeletes() { state.byPath[record.pathLower, default: []].append(record) }
+        for record in try queue.allDeletes() {
+            state.byPath[record.pathLower, default: []].append(record)
+            state.aside.formUnion(record.hiddenStepKeys)
+        }
         self.state = Mutex(state)
         order.wakes(signal)
     }
@@ -87,6 +92,7 @@ public final class PendingDeletes: RoundQueue {
                                       rev: node.isFolder ? nil : node.rev, isFolder: node.isFolder, ifContent: ifContent)
             if durable { try queue.saveDelete(record) }
             state.byPath[node.pathLower, default: []].append(record)
+            state.aside.formUnion(record.hiddenStepKeys)
             state.lastAdded = .now
             return state.byPath.count == 1
         }
@@ -148,6 +154,7 @@ public final class PendingDeletes: RoundQueue {
                 let left = state.byPath[path]?.filter { !ids.contains($0.id) } ?? []
                 state.byPath[path] = left.isEmpty ? nil : left
             }
+            for record in records { state.aside.subtract(record.hiddenStepKeys) }
         }
         signal.notify()
     }

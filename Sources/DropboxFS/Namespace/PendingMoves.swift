@@ -27,11 +27,6 @@ public final class PendingMoves: RoundQueue {
         /// The renames whose calls are under way, each with where its source lands if the
         /// change feed brings the move before the call returns (the store then has it there).
         var inFlight: [Int64: String] = [:]
-        /// Case-only renames whose first step (to a hidden name) may be done on Dropbox, its
-        /// answer lost: their sources may be at these hidden names (keys) until the next try
-        /// finds out. The change feed can bring the hidden entry in first; the view then
-        /// shows it at the rename's name, as for a call in flight, and hides the hidden name.
-        var parked: [Int64: (path: String, key: String)] = [:]
         /// Counts every change to `moves`: a resolution made while one happened is made again.
         var generation: UInt64 = 0
         var lastAdded = ContinuousClock.now
@@ -42,37 +37,48 @@ public final class PendingMoves: RoundQueue {
         self.queue = queue
         self.order = order
         self.deletes = deletes
-        self.state = Mutex(State(moves: try queue.allMoves()))
-        pendingCount.store(state.withLock { $0.moves.count }, ordering: .releasing)
-        order.setBarrier(state.withLock { $0.moves.first?.id ?? .max })
+        let moves = try queue.allMoves()
+        self.state = Mutex(State(moves: moves))
+        pendingCount.store(moves.count, ordering: .releasing)
+        order.setBarrier(moves.first?.id ?? .max)
+        // The previous daemon may have stopped after a case-only rename's step to its hidden
+        // name was made, and the change feed may bring that entry in before the next try: from
+        // the start, the name is hidden and the view shows the entry at the rename's name.
+        for move in moves where move.isParked { deletes.setAside(Node.key(of: move.parkedAt), true) }
     }
 
     /// The pending renames, oldest first, those in flight (id: landing), and the generation
-    /// they belong to.
+    /// they belong to. A case-only rename whose first step may be done counts as in flight
+    /// to its hidden name: the change feed may bring the hidden entry in first; the view then
+    /// shows it at the rename's name, and hides the hidden name.
     var snapshot: (moves: [QueuedMove], inFlight: [Int64: String], generation: UInt64) {
-        state.withLock { ($0.moves, $0.inFlight.merging($0.parked.mapValues(\.key)) { flying, _ in flying }, $0.generation) }
-    }
-
-    /// A case-only rename's first step, to the hidden name `path`, is about to be sent: from
-    /// now until it is known done (`advance`) or the rename leaves the queue, its source may
-    /// be there. Every later try of this mount uses the same name (`parkedPath`): the name
-    /// holds the source's Dropbox id, which a folder made here may only have by then.
-    func park(_ record: QueuedMove, at path: String) {
-        let key = Node.key(of: path)
-        deletes.setAside(key, true)
         state.withLock { state in
-            state.parked[record.id] = (path, key)
-            state.generation += 1
+            var flights = state.inFlight
+            for move in state.moves where move.isParked && flights[move.id] == nil { flights[move.id] = Node.key(of: move.parkedAt) }
+            return (state.moves, flights, state.generation)
         }
     }
 
-    /// Where an earlier try of this mount parked the rename's source, if one did.
-    func parkedPath(_ record: QueuedMove) -> String? { state.withLock { $0.parked[record.id]?.path } }
+    /// A case-only rename's first step, to a hidden name, is about to be sent: from now until
+    /// it is known done (`advance`) or the rename leaves the queue, its source may be there.
+    /// The name is chosen at the first try (`fresh`) and kept with the rename, durably: every
+    /// later try looks there, also after a crash. Returns the rename with its name.
+    func park(_ record: QueuedMove, at fresh: String) throws -> QueuedMove {
+        if record.isParked { return record }
+        var parked = record
+        parked.parkedAt = fresh
+        try queue.saveMove(parked)
+        deletes.setAside(Node.key(of: parked.parkedAt), true)
+        state.withLock { state in
+            if let index = state.moves.firstIndex(where: { $0.id == record.id }) { state.moves[index] = parked }
+            state.generation += 1
+        }
+        return parked
+    }
 
-    /// Forgets where a rename's source may be parked (it is known now).
-    private func unparkLocked(_ state: inout State, _ id: Int64) {
-        guard let parked = state.parked.removeValue(forKey: id) else { return }
-        deletes.setAside(parked.key, false)
+    /// The name a rename's first step was parked at is known not to hold it any more.
+    private func unpark(_ record: QueuedMove) {
+        if record.isParked { deletes.setAside(Node.key(of: record.parkedAt), false) }
     }
 
     /// Move calls start (each rename's id with its destination's key), or end (empty).
@@ -91,7 +97,7 @@ public final class PendingMoves: RoundQueue {
             var batch: [QueuedMove] = []
             var ends: [String: Bool] = [:]
             for move in state.moves {
-                guard batch.count < limit, move.id < before, move.toLower != move.fromLower,
+                guard batch.count < limit, move.id < before, !move.isCaseOnly,
                       !Node.anyTouches([move.fromLower, move.toLower], pending: ends) else { break }
                 batch.append(move)
                 ends[move.fromLower] = true
@@ -104,32 +110,39 @@ public final class PendingMoves: RoundQueue {
     /// A case-only rename's first step is done (the source is at a hidden name now, and the
     /// store has learnt it through `apply`): the rename goes on from there.
     func advance(_ record: QueuedMove, from newSource: String, apply: () throws -> Void) throws -> QueuedMove {
-        var advanced = record
-        advanced.fromLower = newSource
-        try state.withLock { state in
-            guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return }
+        let (queued, advanced) = try update(record) { move in
             try apply()
-            state.moves[index] = advanced
-            state.inFlight[record.id] = nil
-            unparkLocked(&state, record.id)
-            state.generation += 1
+            move.fromLower = newSource
+            move.parkedAt = ""
         }
-        try queue.saveMove(advanced)
+        unpark(queued)
         return advanced
     }
 
     /// The rename's source has this Dropbox id (it had none when the rename was queued: a
     /// folder made here): kept with the rename, durably.
     func knowSourceID(of record: QueuedMove, _ id: String) throws -> QueuedMove {
-        var known = record
-        known.sourceID = id
-        let queued = state.withLock { state in
-            guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return false }
-            state.moves[index].sourceID = id
-            return true
+        try update(record) { $0.sourceID = id }.now
+    }
+
+    /// Changes a pending rename in memory and on disk; returns it as it was and as it is now
+    /// (`record` changed alike if it left the queue, which is never saved again).
+    private func update(_ record: QueuedMove, _ change: (inout QueuedMove) throws -> Void) throws -> (was: QueuedMove, now: QueuedMove) {
+        let changed: (was: QueuedMove, now: QueuedMove)? = try state.withLock { state in
+            guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return nil }
+            let was = state.moves[index]
+            try change(&state.moves[index])
+            state.inFlight[record.id] = nil
+            state.generation += 1
+            return (was, state.moves[index])
         }
-        if queued { try queue.saveMove(known) }  // one that left the queue is never saved again
-        return known
+        guard let changed else {
+            var now = record
+            try change(&now)
+            return (record, now)
+        }
+        try queue.saveMove(changed.now)
+        return changed
     }
 
     var generation: UInt64 { state.withLock { $0.generation } }
@@ -179,17 +192,18 @@ public final class PendingMoves: RoundQueue {
     /// running meanwhile sees the generation change and is made again). It touches its paths
     /// until `settled`.
     func finished(_ record: QueuedMove, apply: () throws -> Void) throws {
-        try state.withLock { state in
-            guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return }
+        let queued: QueuedMove? = try state.withLock { state in
+            guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return nil }
             try apply()
-            state.moves.remove(at: index)
+            let queued = state.moves.remove(at: index)
             state.settling.append(record)
             state.inFlight[record.id] = nil
-            unparkLocked(&state, record.id)
             pendingCount.store(state.moves.count, ordering: .releasing)
             state.generation += 1
+            return queued
         }
         try queue.removeMoves([record.id])
+        if let queued { unpark(queued) }
         order.setBarrier(oldest?.id ?? .max)
         signal.notify()
     }

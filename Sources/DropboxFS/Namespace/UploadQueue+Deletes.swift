@@ -17,6 +17,17 @@ public struct QueuedDelete: Sendable, Equatable {
     /// file at the path is deleted too if it holds one of them (it is ours, not another
     /// client's). Empty for every other delete.
     public var ifContent: [String] = []
+
+    /// Where a removed folder waits on Dropbox while `DeleteSender` checks that nothing
+    /// arrived in it: the hidden name of its whole tree's delete, or of its own alone. Named
+    /// after the record, so the view hides them for as long as it is queued, also when a round
+    /// stopped after the move there (Dropbox out of reach, a crash) and the change feed
+    /// brought the entry in.
+    func hiddenStep(alone: Bool) -> String {
+        TreeCalls.hiddenName(beside: pathLower, for: "rmdir", tag: alone ? "\(id)-one" : "\(id)")
+    }
+
+    var hiddenStepKeys: [String] { isFolder ? [false, true].map { Node.key(of: hiddenStep(alone: $0)) } : [] }
 }
 
 /// Deletes in the durable queue, beside the uploads: an unlink's record is written before

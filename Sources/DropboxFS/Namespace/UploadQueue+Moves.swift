@@ -17,6 +17,24 @@ public struct QueuedMove: Sendable, Equatable {
 
     public var toLower: String { Node.key(of: toPath) }
     public var name: String { String(toPath[toPath.index(after: Node.lastSlash(toPath) ?? toPath.startIndex)...]) }
+
+    /// Where a case-only rename's first step takes its source (Dropbox refuses a move onto
+    /// the same path): chosen before that step is first sent, and kept with the rename, so
+    /// every later try, also the daemon's started after a crash, looks there; empty until then.
+    public var parkedAt: String = ""
+
+    var isCaseOnly: Bool { toLower == fromLower }
+
+    /// A case-only rename whose first step may be done: its source may be at `parkedAt`.
+    var isParked: Bool { isCaseOnly && !parkedAt.isEmpty }
+
+    /// A hidden name for the first step, beside the destination: named after the rename's
+    /// place in the order and the source's Dropbox id, so another machine's rename (whose
+    /// queue numbers its moves alike) never parks at the same name.
+    func freshHiddenStep(sourceID: String) -> String {
+        let id = sourceID.hasPrefix("id:") ? String(sourceID.dropFirst(3)) : sourceID
+        return TreeCalls.hiddenName(beside: toPath, for: "rename", tag: id.isEmpty ? "\(self.id)" : "\(self.id)-\(id)")
+    }
 }
 
 /// Renames in the durable queue, beside the uploads: a rename's record is written before it
@@ -32,13 +50,17 @@ extension UploadQueue {
                 source_id TEXT NOT NULL
             );
             """)
+        var columns: Set<String> = []
+        try db.query("PRAGMA table_info(moves)") { columns.insert($0.text(1)) }
+        if !columns.contains("parked_at") { try db.execute("ALTER TABLE moves ADD COLUMN parked_at TEXT NOT NULL DEFAULT ''") }
     }
 
     public func allMoves() throws -> [QueuedMove] {
         try lock.withLock {
             var result: [QueuedMove] = []
-            try db.query("SELECT id, from_lower, to_path, is_folder, source_id FROM moves ORDER BY id") { row in
-                result.append(QueuedMove(id: row.int(0), fromLower: row.text(1), toPath: row.text(2), isFolder: row.bool(3), sourceID: row.text(4)))
+            try db.query("SELECT id, from_lower, to_path, is_folder, source_id, parked_at FROM moves ORDER BY id") { row in
+                result.append(QueuedMove(id: row.int(0), fromLower: row.text(1), toPath: row.text(2), isFolder: row.bool(3),
+                                         sourceID: row.text(4), parkedAt: row.text(5)))
             }
             return result
         }
@@ -46,8 +68,9 @@ extension UploadQueue {
 
     public func saveMove(_ move: QueuedMove) throws {
         try durable {
-            try db.run("INSERT OR REPLACE INTO moves (id, from_lower, to_path, is_folder, source_id) VALUES (?,?,?,?,?)",
-                       [.int(move.id), .text(move.fromLower), .text(move.toPath), .int(move.isFolder ? 1 : 0), .text(move.sourceID)])
+            try db.run("INSERT OR REPLACE INTO moves (id, from_lower, to_path, is_folder, source_id, parked_at) VALUES (?,?,?,?,?,?)",
+                       [.int(move.id), .text(move.fromLower), .text(move.toPath), .int(move.isFolder ? 1 : 0), .text(move.sourceID),
+                        .text(move.parkedAt)])
         }
     }
 

@@ -1,0 +1,114 @@
+import DropboxAPI
+import DropboxEmulator
+@testable import DropboxFS
+import Foundation
+import Testing
+import TestSupport
+
+/// A case-only rename and a folder's removal pass through a hidden name on Dropbox
+/// (`.dropboxfs-rename-…`, `.dropboxfs-rmdir-…`). Whenever the step there may be done, the
+/// change feed can bring the hidden entry into the store before the mount learns the outcome:
+/// the view must never show that name. The senders are not run here until the view has been
+/// looked at, so nothing they do while they run can hide what the view shows by itself.
+@Suite("core: the hidden names of renames and removals under way", .serialized, .timeLimit(.minutes(5)))
+struct HiddenStepTests {
+    /// The daemon was killed after the step to the hidden name was made on Dropbox (its
+    /// answer lost), and the change feed brought the hidden entry into the store: after the
+    /// restart the folder showed at the hidden name, and not at its new one, until the rename
+    /// was tried again (the differential suites: seeds 4877544361988228077, core, and
+    /// 23706071319923442, mount, each once in a long run).
+    @Test func aCaseOnlyRenameStoppedAfterItsHiddenStepShowsOnlyAtItsNewNameAfterARestart() async throws {
+        try await Scratch.with { scratch in
+            try await scratch.upload("x", to: "/music/song.txt")
+            do {  // the daemon killed: its filesystem is dropped, what it wrote to its cache kept
+                let first = try scratch.filesystem()
+                try await first.watcher.catchUp()
+                try await offPool { try CoreKernel(fs: first).rename("/music", "/Music").value("mv music Music") }
+                // Its sender's first try: the hidden name chosen, the step made, the answer lost.
+                var move = try #require(first.moves.oldest)
+                move = try first.moves.park(move, at: move.freshHiddenStep(sourceID: move.sourceID))
+                _ = try await scratch.client.rpc(Routes.move, RelocationArgument(from: "/music", to: move.parkedAt))
+                try await first.watcher.catchUp()
+            }
+
+            let second = try scratch.filesystem()
+            try await second.watcher.catchUp()
+            let kernel = CoreKernel(fs: second)
+            #expect(try await offPool { try kernel.list("/").value("ls /") } == ["Music"])
+            #expect(try await offPool { try kernel.list("/Music").value("ls /Music") } == ["song.txt"])
+
+            try await second.namespace.sendAll()
+            #expect(try await scratch.client.listAll("").map(\.name) == ["Music"])
+            #expect(try await offPool { try kernel.list("/").value("ls /") } == ["Music"])
+        }
+    }
+
+    /// A removed folder's hidden step was made on Dropbox, and the round failed after it (Dropbox
+    /// out of reach, or the daemon killed): the change feed brought the hidden entry in, and
+    /// the view showed it until the next round set the name aside again.
+    @Test func aRemovedFolderStoppedAfterItsHiddenStepNeverShows() async throws {
+        try await Scratch.with { scratch in
+            _ = try await scratch.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/empty"))
+            try await scratch.upload("k", to: "/keep.txt")
+            do {
+                let first = try scratch.filesystem()
+                try await first.watcher.catchUp()
+                try await offPool { try CoreKernel(fs: first).rmdir("/empty").value("rmdir empty") }
+                let removal = try #require(first.deletes.all.first)
+                let hidden = removal.hiddenStep(alone: false)
+                _ = try await scratch.client.rpc(Routes.move, RelocationArgument(from: "/empty", to: hidden))
+                try await first.watcher.catchUp()
+                #expect(try await offPool { try CoreKernel(fs: first).list("/").value("ls /") } == ["keep.txt"])
+            }
+
+            let second = try scratch.filesystem()
+            try await second.watcher.catchUp()
+            #expect(try await offPool { try CoreKernel(fs: second).list("/").value("ls /") } == ["keep.txt"])
+            try await second.namespace.sendAll()
+            #expect(try await scratch.client.listAll("").map(\.name) == ["keep.txt"])
+        }
+    }
+}
+
+/// An emulator and a cache folder, for filesystems made one after another on the same cache
+/// (a daemon and the one started after it was killed), none of them running its senders.
+private struct Scratch {
+    let root: URL
+    let client: DropboxClient
+
+    static func with(_ body: (Scratch) async throws -> Void) async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("core-hidden-" + UUID().uuidString.prefix(8))
+        defer { try? FileManager.default.removeItem(at: root) }
+        var configuration = EmulatorConfiguration(dataDirectory: root.appendingPathComponent("data"))
+        configuration.tokens = ["hidden-token"]
+        let emulator = try await Emulator.start(configuration)
+        let client = DropboxClient(endpoints: try Endpoints(baseURL: emulator.baseURL), tokens: StaticAccessToken("hidden-token"))
+        do {
+            try await body(Scratch(root: root, client: client))
+        } catch {
+            await emulator.shutdown()
+            throw error
+        }
+        await emulator.shutdown()
+    }
+
+    /// A filesystem on the cache, as a daemon starting finds it.
+    func filesystem() throws -> DropboxFileSystem {
+        let cache = root.appendingPathComponent("cache")
+        try FileManager.default.createDirectory(at: cache, withIntermediateDirectories: true)
+        let fs = try DropboxFileSystem(client: client, store: MetadataStore(path: cache.path + "/metadata.sqlite"),
+                                       cache: BlockCache(directory: cache, limit: 1 << 30),
+                                       queue: UploadQueue(path: cache.path + "/uploads.sqlite"), stagingDirectory: cache.path + "/staging")
+        try fs.writeBack.recover()
+        return fs
+    }
+
+    /// Another client uploads `contents` to `path`.
+    func upload(_ contents: String, to path: String) async throws {
+        let file = root.appendingPathComponent("upload-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        try Data(contents.utf8).write(to: URL(fileURLWithPath: file))
+        defer { unlink(file) }
+        _ = try await client.uploadFile(file, to: CommitInfo(path: path, mode: .overwrite))
+    }
+}
