@@ -12,10 +12,28 @@ import Foundation
 /// With no rename pending (nearly always) none of this runs: the view is the store, less
 /// pending removals, plus new folders and local versions, as before.
 extension DropboxFileSystem {
+    /// Where a rename may have put what the view shows, should Dropbox have made it and the
+    /// change feed have brought it into the store before the rename left the queue: while
+    /// its call is under way, and after a call whose answer was lost (Dropbox out of reach
+    /// for the look that settles it, a crash), until the next try.
+    struct Landing: Equatable {
+        var path: String
+        /// For a rename not in flight: the destination must hold the rename's source (by its
+        /// Dropbox id) for the store's entry there to be taken; what else it holds is not it.
+        var proof: (destination: String, sourceID: String)?
+
+        static func == (a: Landing, b: Landing) -> Bool {
+            a.path == b.path && a.proof?.destination == b.proof?.destination && a.proof?.sourceID == b.proof?.sourceID
+        }
+
+        /// The same below: `suffix` after both ends.
+        func below(_ suffix: Substring) -> Landing { Landing(path: path + suffix, proof: proof) }
+    }
+
     enum Origin: Equatable {
-        /// The store's entry at this path, or at `landing` (where the rename in flight puts it,
-        /// should the change feed have brought that already); `name` is the name a rename gave it.
-        case store(String, name: String?, landing: String? = nil)
+        /// The store's entry at this path, or at `landing` (where a rename may have put it
+        /// already); `name` is the name a rename gave it.
+        case store(String, name: String?, landing: Landing? = nil)
         /// A new folder made here, not yet on Dropbox; `moved` when a rename brought it here.
         case newFolder(QueuedFolder, name: String?, moved: Bool)
         case nothing
@@ -25,13 +43,12 @@ extension DropboxFileSystem {
         var path = pathLower
         var upper = Int64.max
         var name: String?
-        var landing: String?
+        var landing: Landing?
         for move in moves.reversed() {
             if let shown = changeOrigin(path, ids: (move.id + 1)..<upper, name: name, moved: path != pathLower) { return shown }
             if path == move.toLower || path.hasPrefix(move.toLower + "/") {
                 if name == nil && path == move.toLower { name = move.name }
-                // A rename in flight has nothing older touching it: nothing translates the path further.
-                if let flight = inFlight[move.id] { landing = flight + path.dropFirst(move.toLower.count) }
+                if let place = Self.landing(of: move, inFlight: inFlight) { landing = place.below(path.dropFirst(move.toLower.count)) }
                 path = move.fromLower + path.dropFirst(move.toLower.count)
             } else if path == move.fromLower || path.hasPrefix(move.fromLower + "/") {
                 return .nothing
@@ -39,6 +56,32 @@ extension DropboxFileSystem {
             upper = move.id
         }
         return changeOrigin(path, ids: Int64.min..<upper, name: name, moved: path != pathLower) ?? .store(path, name: name, landing: landing)
+    }
+
+    /// Where a pending rename may have put its source already: where its call in flight puts
+    /// it, else its destination, if Dropbox gave the source an id to know it by there. (Only
+    /// the oldest renames are ever sent; an older one's landing, met later in the walk,
+    /// replaces a newer one's.)
+    private static func landing(of move: QueuedMove, inFlight: [Int64: String]) -> Landing? {
+        if let flight = inFlight[move.id] { return Landing(path: flight) }
+        if move.sourceID.isEmpty || move.isCaseOnly { return nil }
+        return Landing(path: move.toLower, proof: (move.toLower, move.sourceID))
+    }
+
+    /// The landing's path, if the store has the rename's source there (see `Landing`).
+    func landed(_ landing: Landing?) throws -> String? {
+        var proven: [String: Bool] = [:]
+        return try landed(landing, proven: &proven)
+    }
+
+    /// The same, for many paths: `proven` keeps what each destination was found to hold.
+    private func landed(_ landing: Landing?, proven: inout [String: Bool]) throws -> String? {
+        guard let landing else { return nil }
+        guard let proof = landing.proof else { return landing.path }
+        if let known = proven[proof.destination] { return known ? landing.path : nil }
+        let holds = try store.node(proof.destination, remember: false)?.id == proof.sourceID
+        proven[proof.destination] = holds
+        return holds ? landing.path : nil
     }
 
     /// What a new folder or a removal numbered in `ids` makes of a path, if anything. The
@@ -91,7 +134,7 @@ extension DropboxFileSystem {
             if remoteOnly && !moved { return nil }
             return Self.shown(PendingFolders.node(record), at: pathLower, name: name)
         case .store(let path, let name, let landing):
-            let stored = try store.node(path, remember: remember) ?? landing.flatMap { try store.node($0, remember: remember) }
+            let stored = try store.node(path, remember: remember) ?? landed(landing).flatMap { try store.node($0, remember: remember) }
             return stored.map { Self.shown($0, at: pathLower, name: name) }
         }
     }
@@ -109,8 +152,8 @@ extension DropboxFileSystem {
         try resolving { pending, flight in
             switch origin(of: folderLower, moves: pending, inFlight: flight) {
             case .store(let path, _, let landing):
-                // Where the store has it: the feed may have brought the move in flight.
-                if let landing, try store.node(path) == nil, try store.node(landing) != nil { return landing }
+                // Where the store has it: the feed may have brought the rename in.
+                if try store.node(path) == nil, let landed = try landed(landing), try store.node(landed) != nil { return landed }
                 return path
             case .newFolder, .nothing: return nil
             }
@@ -126,7 +169,7 @@ extension DropboxFileSystem {
             var fromStore: [String: Node] = [:]
             var path = folderLower
             var upper = Int64.max
-            var landing: String?
+            var landing: Landing?
             var reachesStore = true
             func collect(_ ids: Range<Int64>) {
                 for record in folders.childRecords(of: path) where ids.contains(record.id) {
@@ -140,7 +183,7 @@ extension DropboxFileSystem {
                 collect(move.id..<upper)  // a rename's destination is a path of the range after it
                 if changeOrigin(path, ids: (move.id + 1)..<upper, name: nil, moved: path != folderLower) != nil { reachesStore = false; break }
                 if path == move.toLower || path.hasPrefix(move.toLower + "/") {
-                    if let flying = flight[move.id] { landing = flying + path.dropFirst(move.toLower.count) }
+                    if let place = Self.landing(of: move, inFlight: flight) { landing = place.below(path.dropFirst(move.toLower.count)) }
                     path = move.fromLower + path.dropFirst(move.toLower.count)
                 } else if path == move.fromLower || path.hasPrefix(move.fromLower + "/") {
                     reachesStore = false
@@ -151,9 +194,9 @@ extension DropboxFileSystem {
             if reachesStore {
                 collect(Int64.min..<upper)
                 if changeOrigin(path, ids: Int64.min..<upper, name: nil, moved: path != folderLower) == nil {
-                    // The folder's own move in flight, brought early by the change feed: the
-                    // store has its children at the landing.
-                    let stored = try landing.flatMap { try store.node(path) == nil ? $0 : nil } ?? path
+                    // The folder's own rename, brought in by the change feed before it left the
+                    // queue: the store has its children at the landing.
+                    let stored = try store.node(path) == nil ? try landed(landing) ?? path : path
                     for child in try store.children(stored) {
                         candidates.insert(folderLower + child.pathLower.dropFirst(stored.count))
                         fromStore[child.pathLower] = child
@@ -161,10 +204,11 @@ extension DropboxFileSystem {
                 }
             }
             var shown: [String: Node] = [:]
+            var proven: [String: Bool] = [:]
             for key in candidates {
                 let origin = origin(of: key, moves: pending, inFlight: flight)
                 if case .store(let storePath, let name, let landing) = origin,
-                   let child = fromStore[storePath] ?? landing.flatMap({ fromStore[$0] }) {
+                   let child = try fromStore[storePath] ?? landed(landing, proven: &proven).flatMap({ fromStore[$0] }) {
                     shown[key] = Self.shown(child, at: key, name: name)
                 } else if let child = try node(at: key, from: origin, remember: false) {
                     shown[key] = child.attributesOnly

@@ -43,6 +43,36 @@ struct HiddenStepTests {
         }
     }
 
+    /// A rename sent to Dropbox, its answer lost, and Dropbox out of reach for the look that
+    /// would settle it (or the daemon killed): the change feed brings the move in before the
+    /// next try (which waits up to 30 s after failures). The store has the file at its new name
+    /// then, and the view looked for it at the old one: the file and the folder were gone from
+    /// the view until that try.
+    @Test func aRenameMadeOnDropboxWhoseAnswerWasLostShowsAtItsNewNameMeanwhile() async throws {
+        try await Scratch.with { scratch in
+            try await scratch.upload("a", to: "/a.txt")
+            try await scratch.upload("d", to: "/dir/inside.txt")
+            let fs = try scratch.filesystem()
+            try await fs.watcher.catchUp()
+            let kernel = CoreKernel(fs: fs)
+            try await offPool {
+                try kernel.rename("/a.txt", "/b.txt").value("mv a.txt b.txt")
+                try kernel.rename("/dir", "/moved").value("mv dir moved")
+            }
+            // The sender's calls: made on Dropbox, their answers lost.
+            _ = try await scratch.client.rpc(Routes.move, RelocationArgument(from: "/a.txt", to: "/b.txt"))
+            _ = try await scratch.client.rpc(Routes.move, RelocationArgument(from: "/dir", to: "/moved"))
+            try await fs.watcher.catchUp()
+            #expect(try await offPool { try kernel.list("/").value("ls /") } == ["b.txt", "moved"])
+            #expect(try await offPool { try kernel.list("/moved").value("ls /moved") } == ["inside.txt"])
+            #expect(try await offPool { try kernel.stat("/b.txt").value("stat b.txt").size } == 1)
+
+            try await fs.namespace.sendAll()
+            #expect(try await scratch.client.listAll("").map(\.name).sorted() == ["b.txt", "moved"])
+            #expect(try await offPool { try kernel.list("/").value("ls /") } == ["b.txt", "moved"])
+        }
+    }
+
     /// A removed folder's hidden step was made on Dropbox, and the round failed after it (Dropbox
     /// out of reach, or the daemon killed): the change feed brought the hidden entry in, and
     /// the view showed it until the next round set the name aside again.
