@@ -65,14 +65,8 @@ public final class PendingMoves: RoundQueue {
     /// later try looks there, also after a crash. Returns the rename with its name.
     func park(_ record: QueuedMove, at fresh: String) throws -> QueuedMove {
         if record.isParked { return record }
-        var parked = record
-        parked.parkedAt = fresh
-        try queue.saveMove(parked)
+        guard let parked = try update(record, { $0.parkedAt = fresh })?.now else { return record }
         deletes.setAside(Node.key(of: parked.parkedAt), true)
-        state.withLock { state in
-            if let index = state.moves.firstIndex(where: { $0.id == record.id }) { state.moves[index] = parked }
-            state.generation += 1
-        }
         return parked
     }
 
@@ -110,24 +104,32 @@ public final class PendingMoves: RoundQueue {
     /// A case-only rename's first step is done (the source is at a hidden name now, and the
     /// store has learnt it through `apply`): the rename goes on from there.
     func advance(_ record: QueuedMove, from newSource: String, apply: () throws -> Void) throws -> QueuedMove {
-        let (queued, advanced) = try update(record) { move in
+        let changed = try update(record) { move in
             try apply()
             move.fromLower = newSource
             move.parkedAt = ""
         }
-        unpark(queued)
-        return advanced
+        guard let changed else {
+            var advanced = record
+            advanced.fromLower = newSource
+            return advanced
+        }
+        unpark(changed.was)
+        return changed.now
     }
 
     /// The rename's source has this Dropbox id (it had none when the rename was queued: a
     /// folder made here): kept with the rename, durably.
     func knowSourceID(of record: QueuedMove, _ id: String) throws -> QueuedMove {
-        try update(record) { $0.sourceID = id }.now
+        if let changed = try update(record, { $0.sourceID = id }) { return changed.now }
+        var known = record
+        known.sourceID = id
+        return known
     }
 
-    /// Changes a pending rename in memory and on disk; returns it as it was and as it is now
-    /// (`record` changed alike if it left the queue, which is never saved again).
-    private func update(_ record: QueuedMove, _ change: (inout QueuedMove) throws -> Void) throws -> (was: QueuedMove, now: QueuedMove) {
+    /// Changes a queued rename in memory and on disk, as no call of it is under way; returns
+    /// it as it was and as it is now, nil when it left the queue (never saved again then).
+    private func update(_ record: QueuedMove, _ change: (inout QueuedMove) throws -> Void) throws -> (was: QueuedMove, now: QueuedMove)? {
         let changed: (was: QueuedMove, now: QueuedMove)? = try state.withLock { state in
             guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return nil }
             let was = state.moves[index]
@@ -136,12 +138,7 @@ public final class PendingMoves: RoundQueue {
             state.generation += 1
             return (was, state.moves[index])
         }
-        guard let changed else {
-            var now = record
-            try change(&now)
-            return (record, now)
-        }
-        try queue.saveMove(changed.now)
+        if let changed { try queue.saveMove(changed.now) }
         return changed
     }
 
