@@ -168,6 +168,12 @@ public final class Emulator: Sendable {
         }
         exchange.writer.resetAfter = decision.resetAfter
         exchange.writer.dropAnswer = decision.dropAnswer
+        if decision.offlineAfterDrop {
+            exchange.writer.beforeDrop = { [listener] in
+                await listener.stopAccepting()
+                Task { await listener.close() }  // the rest of the outage, which waits for this exchange to end
+            }
+        }
         if let failure = decision.failure { throw failure }
 
         guard head.method == .POST || (head.method == .GET && spec.style.isDownload) else {

@@ -9,7 +9,8 @@ import Synchronization
 /// - `reset`: drop the connection after `after=BYTES` of the response body (default: half);
 /// - `drop`: carry the request out, then close the connection without a byte of answer (a
 ///   server or proxy that fails after acting: to the client, like a connection that died
-///   before the request arrived);
+///   before the request arrived); `offline=1`: stop listening first, as `setReachable(false)`
+///   does (the network gone with the answer: a client's fresh connection is refused);
 /// - `latency`: delay each matching request by `ms=N`;
 /// - `silent`: take each matching request and never answer it while the rule is in force;
 ///   once the faults are replaced, its connection is dropped without it being served (a
@@ -26,7 +27,7 @@ struct FaultRule: Sendable, CustomStringConvertible {
         case status(Int)
         case tooManyWriteOperations
         case reset(after: Int64?)
-        case drop
+        case drop(thenOffline: Bool)
         case latency(milliseconds: Int)
         case silent
         case bandwidth(bytesPerSecond: Int64)
@@ -60,7 +61,7 @@ struct FaultRule: Sendable, CustomStringConvertible {
         case "403", "429", "500", "503": kind = .status(Int(name)!)
         case "too_many_write_operations": kind = .tooManyWriteOperations
         case "reset": kind = .reset(after: try number("after"))
-        case "drop": kind = .drop
+        case "drop": kind = .drop(thenOffline: (try number("offline") ?? 0) != 0)
         case "silent": kind = .silent
         case "latency":
             guard let ms: Int = try number("ms") else { throw FaultSpecError(spec: spec, reason: "latency needs ms=N") }
@@ -109,6 +110,8 @@ struct FaultDecision: Sendable {
     var resetAfter: Int64??
     /// `drop`: the answer is never sent, the connection closed instead.
     var dropAnswer = false
+    /// `drop:offline=1`: and the emulator stops listening before it closes the connection.
+    var offlineAfterDrop = false
     var bytesPerSecond: Int64?
     var lie: Lie?
     /// A `silent` rule holds the request until the rules made at `generation` are replaced.
@@ -167,7 +170,9 @@ final class FaultPlan: Sendable {
                     case .tooManyWriteOperations:
                         decision.failure = decision.failure ?? .rateLimited(reason: "too_many_write_operations", retryAfter: rule.retryAfter)
                     case .reset(let after): decision.resetAfter = .some(after)
-                    case .drop: decision.dropAnswer = true
+                    case .drop(let thenOffline):
+                        decision.dropAnswer = true
+                        decision.offlineAfterDrop = thenOffline
                     case .lie(let lie): decision.lie = lie
                     default: break
                     }

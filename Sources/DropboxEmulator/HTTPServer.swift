@@ -56,8 +56,12 @@ final class HTTPServer: Sendable {
     }
 
     /// Stops listening and closes every connection, also one accepted but never served.
-    func close() async {
+    func stopAccepting() async {
         try? await serverChannel.channel.close()
+    }
+
+    func close() async {
+        await stopAccepting()
         for channel in connections.all { channel.close(promise: nil) }  // the serving tasks end with them
     }
 

@@ -34,6 +34,11 @@ final class Listener: Sendable {
 
     var isListening: Bool { current.withLock { $0 != nil } }
 
+    /// Closes the listening socket at once (a `close` follows): connects are refused from now on.
+    func stopAccepting() async {
+        await current.withLock { $0?.server }?.stopAccepting()
+    }
+
     /// Stops listening and ends open connections (cancelling their tasks closes them and
     /// ends waits such as longpolls): a client's next connect is refused.
     func close() async {

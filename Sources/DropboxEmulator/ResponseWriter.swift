@@ -18,6 +18,8 @@ final class ResponseWriter {
     var resetAfter: Int64??
     /// `drop` fault: close the connection instead of answering.
     var dropAnswer = false
+    /// Runs before a dropped answer's connection closes (`drop:offline=1`).
+    var beforeDrop: (@Sendable () async -> Void)?
 
     static let chunkSize = 1 << 20
 
@@ -27,7 +29,10 @@ final class ResponseWriter {
     }
 
     func send(status: HTTPResponseStatus, contentType: String, body: [UInt8], headers extra: [(String, String)] = []) async throws {
-        if dropAnswer { return await abortConnection() }
+        if dropAnswer {
+            await beforeDrop?()
+            return await abortConnection()
+        }
         var buffer = channel.allocator.buffer(capacity: body.count)
         buffer.writeBytes(body)
         let headers = [("Content-Type", contentType)] + extra
@@ -90,7 +95,10 @@ final class ResponseWriter {
 
     /// Streams `length` bytes of `fd` from `offset` as the body.
     func sendFile(status: HTTPResponseStatus, headers: [(String, String)], fd: Int32?, offset: Int64, length: Int64) async throws {
-        if dropAnswer { return await abortConnection() }
+        if dropAnswer {
+            await beforeDrop?()
+            return await abortConnection()
+        }
         try await writeHead(status: status, length: length, headers: headers)
         if let fd, length > 0, throttle == nil, resetAfter == nil {
             try await sendZeroCopy(fd: fd, offset: offset, length: length)

@@ -76,6 +76,54 @@ struct ClientTransferTests {
         }
     }
 
+    /// The same when the network goes with the answer: curl's fresh connection for its
+    /// second try is refused, and that refusal ("could not connect": never sent) was what the
+    /// client reported, so the mount took the commit for one that never happened; the next
+    /// version of the file then met it as another client's, and went beside it as a
+    /// conflicted copy (the mount's differential suite, seed 16987912542656608635). The
+    /// outcome is unknown: the error must say so.
+    @Test func aBatchCommitWhoseAnswerWentWithTheNetworkHasAnUnknownOutcome() async throws {
+        try await withClient { client, emulator in
+            try await withScratch { scratch in
+                let url = scratch.appendingPathComponent("f.txt")
+                try Data("the file\n".utf8).write(to: url)
+                _ = try await client.listAll("")  // a connection to reuse
+                try emulator.replaceFaults(["drop:times=1,offline=1,routes=files/upload_session/finish_batch_v2"])
+                let results = try await client.uploadBatch([.init(localPath: url.path, commit: CommitInfo(path: "/f.txt"))])
+                guard case .failure(let error) = results[0] else { Issue.record("an answer that never came: \(results)"); return }
+                #expect((error as? any OutcomeUnknownError)?.outcomeUnknown == true, "\(error)")
+                try emulator.replaceFaults([])
+                try await emulator.setReachable(true)
+                // Another client looks (this one takes Dropbox for out of reach until its probe).
+                let other = DropboxClient(endpoints: try Endpoints(baseURL: emulator.baseURL), tokens: StaticAccessToken("api-test-token"))
+                #expect(try await other.listAll("").map(\.name) == ["f.txt"])
+            }
+        }
+    }
+
+    /// Files committed by one `finish_batch_v2` call stay committed in the results when a
+    /// later call of the same upload fails (the next thousand files, or a round for those
+    /// Dropbox asked to send again): the whole batch was reported failed, and the mount sent
+    /// the committed files again, into conflicts with themselves.
+    @Test func filesCommittedByOneCallOfABatchStayCommittedWhenALaterCallFails() async throws {
+        try await withClient({ $0.faults = ["403:skip=1,routes=files/upload_session/finish_batch_v2"] }) { client, _ in
+            try await withScratch { scratch in
+                var items: [DropboxClient.BatchItem] = []
+                for i in 0..<2 {
+                    let url = scratch.appendingPathComponent("f\(i).txt")
+                    try Data("file number \(i)\n".utf8).write(to: url)
+                    items.append(.init(localPath: url.path, commit: CommitInfo(path: "/two/f\(i).txt")))
+                }
+                var tuning = UploadTuning()
+                tuning.batchSize = 1
+                let results = try await client.uploadBatch(items, tuning: tuning)
+                #expect(try results[0].get().name == "f0.txt")
+                #expect(throws: CallError<NoRouteError>.self) { try results[1].get() }
+                #expect(try await client.listAll("/two").map(\.name) == ["f0.txt"])
+            }
+        }
+    }
+
     /// The same with a commit that has no body (`upload_session/finish`): curl sends such a
     /// request again without rewinding anything, so refusing the rewind cannot stop it; the
     /// request goes on a connection of its own, which curl never retries.

@@ -20,7 +20,7 @@ extension DropboxClient {
     public func uploadBatch(_ items: [BatchItem], tuning: UploadTuning = UploadTuning(), parallelism: Int = 8,
                             progress: (@Sendable (Int) -> Void)? = nil) async throws -> [Result<FileMetadata, any Error>] {
         var results = [Result<FileMetadata, any Error>?](repeating: nil, count: items.count)
-        var staged: [(index: Int, session: String, size: Int64, hash: String)] = []
+        var staged: [StagedItem] = []
 
         try await withThrowingTaskGroup(of: (Int, Result<(String, Int64, String), any Error>).self) { group in
             var next = 0
@@ -45,45 +45,15 @@ extension DropboxClient {
         var rounds = 0
         while !pending.isEmpty {
             rounds += 1
-            var retry: [(index: Int, session: String, size: Int64, hash: String)] = []
+            var retry: [StagedItem] = []
             for group in stride(from: 0, to: pending.count, by: tuning.batchSize).map({ Array(pending[$0..<min($0 + tuning.batchSize, pending.count)]) }) {
-                let argument = UploadSessionFinishBatchArgument(entries: group.map {
-                    UploadSessionFinishArgument(cursor: UploadSessionCursor(sessionId: $0.session, offset: $0.size), commit: items[$0.index].commit)
-                })
-                let entries: [UploadSessionFinishBatchResultEntry]
                 do {
-                    entries = try await rpc(Routes.uploadSessionFinishBatch, argument, timeout: 600).entries
-                } catch let error as CallError<NoRouteError> where error.outcomeUnknown {
-                    // Unknown outcome: a file holding our bytes was committed; others are
-                    // retried while the budget lasts.
-                    for item in group {
-                        if let file = try await checkAfter(error, { try await committedFile(at: items[item.index].commit.path, hash: item.hash) }) {
-                            results[item.index] = .success(file)
-                        } else if rounds < self.retry.maxAttempts {
-                            retry.append(item)
-                        } else {
-                            results[item.index] = .failure(error)
-                        }
-                    }
-                    continue
-                }
-                for (item, entry) in zip(group, entries) {
-                    switch entry {
-                    case .success(let file):
-                        results[item.index] = file.contentHash == nil || file.contentHash == item.hash
-                            ? .success(file)
-                            : .failure(CallError<PathWriteError>.client(.contentHashMismatch(expected: item.hash, actual: file.contentHash!)))
-                    case .failure(let failure) where failure.isTransient && rounds < self.retry.maxAttempts:
-                        retry.append(item)
-                    case .failure(let failure) where failure == .lookupFailed(.notFound) && rounds > 1:
-                        // Committed by an earlier round whose answer was lost.
-                        if let file = try await committedFile(at: items[item.index].commit.path, hash: item.hash) {
-                            results[item.index] = .success(file)
-                        } else {
-                            results[item.index] = .failure(CallError.route(failure, summary: "lookup_failed/not_found", userMessage: nil, requestID: nil))
-                        }
-                    case .failure(let failure):
-                        results[item.index] = .failure(CallError.route(failure, summary: "\(failure)", userMessage: nil, requestID: nil))
+                    try await commit(group, of: items, round: rounds, into: &results, retry: &retry)
+                } catch {
+                    // This call's files not yet settled fail with its error (one whose outcome
+                    // is unknown says so); files earlier calls committed stay committed.
+                    for item in group where results[item.index] == nil && !retry.contains(where: { $0.index == item.index }) {
+                        results[item.index] = .failure(error)
                     }
                 }
                 progress?(results.compactMap { $0 }.count)
@@ -92,6 +62,54 @@ extension DropboxClient {
             pending = retry
         }
         return results.map { $0 ?? .failure(CallError<NoRouteError>.client(.local("not uploaded"))) }
+    }
+
+    /// A file's bytes in a closed session, its place among the batch's items, and their hash.
+    private typealias StagedItem = (index: Int, session: String, size: Int64, hash: String)
+
+    /// One `finish_batch_v2` call for `group` (of at most a call's worth): each file's result,
+    /// or its place in `retry` for the next round.
+    private func commit(_ group: [StagedItem], of items: [BatchItem], round: Int,
+                        into results: inout [Result<FileMetadata, any Error>?], retry: inout [StagedItem]) async throws {
+        let argument = UploadSessionFinishBatchArgument(entries: group.map {
+            UploadSessionFinishArgument(cursor: UploadSessionCursor(sessionId: $0.session, offset: $0.size), commit: items[$0.index].commit)
+        })
+        let entries: [UploadSessionFinishBatchResultEntry]
+        do {
+            entries = try await rpc(Routes.uploadSessionFinishBatch, argument, timeout: 600).entries
+        } catch let error as CallError<NoRouteError> where error.outcomeUnknown {
+            // Unknown outcome: a file holding our bytes was committed; others are
+            // retried while the budget lasts.
+            for item in group {
+                if let file = try await checkAfter(error, { try await committedFile(at: items[item.index].commit.path, hash: item.hash) }) {
+                    results[item.index] = .success(file)
+                } else if round < self.retry.maxAttempts {
+                    retry.append(item)
+                } else {
+                    results[item.index] = .failure(error)
+                }
+            }
+            return
+        }
+        for (item, entry) in zip(group, entries) {
+            switch entry {
+            case .success(let file):
+                results[item.index] = file.contentHash == nil || file.contentHash == item.hash
+                    ? .success(file)
+                    : .failure(CallError<PathWriteError>.client(.contentHashMismatch(expected: item.hash, actual: file.contentHash!)))
+            case .failure(let failure) where failure.isTransient && round < self.retry.maxAttempts:
+                retry.append(item)
+            case .failure(let failure) where failure == .lookupFailed(.notFound) && round > 1:
+                // Committed by an earlier round whose answer was lost.
+                if let file = try await committedFile(at: items[item.index].commit.path, hash: item.hash) {
+                    results[item.index] = .success(file)
+                } else {
+                    results[item.index] = .failure(CallError.route(failure, summary: "lookup_failed/not_found", userMessage: nil, requestID: nil))
+                }
+            case .failure(let failure):
+                results[item.index] = .failure(CallError.route(failure, summary: "\(failure)", userMessage: nil, requestID: nil))
+            }
+        }
     }
 
     /// Sends one file into a closed session; returns (session, size, content hash).

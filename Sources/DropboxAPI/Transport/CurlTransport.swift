@@ -257,6 +257,13 @@ private final class Transfer: @unchecked Sendable {
             return TransportError(kind: .timedOut, message: message)
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
             let server = URL(string: request.url).map { "\($0.scheme ?? "")://\($0.host ?? "")\($0.port.map { ":\($0)" } ?? "")" } ?? ""
+            // The request went out on a reused connection that died before a byte of answer,
+            // and curl's fresh connection for its second try was refused (the network went
+            // with the answer): the server may have carried out the first. One that must not
+            // be repeated blindly has its outcome unknown, not "never sent".
+            if !request.resendable && uploaded > 0 {
+                return TransportError(kind: .connectionLost, message: "connection lost after the request was sent (\(message) again: \(server))")
+            }
             return TransportError(kind: .cannotConnect, message: "\(message): \(server)")
         case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_HTTP2, CURLE_HTTP2_STREAM,
              CURLE_SEND_FAIL_REWIND:
