@@ -270,7 +270,12 @@ public final class Uploader: Sendable {
         var nanos: [(rev: String, nanos: Int32)] = []
         for (version, file) in done {
             if let lower = file.pathLower { watcher.expectOwn(lower, .revision(file.rev)) }
-            if version.timeSetDuringUpload {
+            // The whole time is kept here when Dropbox's is not the one sent: a time set while
+            // the upload ran, or an upload of the bytes Dropbox holds already, where it keeps
+            // its revision and that revision's time (an O_TRUNC of an empty file: the time
+            // advances on a disk).
+            let kept = DropboxDate.parse(file.clientModified).map { Int($0.timeIntervalSince1970) }
+            if version.timeSetDuringUpload || kept != version.modified.tv_sec {
                 try? store.setModified(rev: file.rev, to: version.modified)
             } else {
                 nanos.append((file.rev, Int32(version.modified.tv_nsec)))

@@ -200,5 +200,16 @@ public enum KeptSequences {
             .close(slot: 0),
             .stat(path: 2),
         ]),
+        // Core seed 17004169920917819249: open(O_TRUNC) of a file already empty, open with a
+        // time set and fsynced, left that time; on a local disk O_TRUNC advances mtime
+        // whatever the size.
+        ("O_TRUNC of an empty file with a time set, open and fsynced", [
+            .open(path: 2, mode: Step.OpenMode.all[3]),  // c, RDWR|CREAT
+            .touch(path: 2, seconds: 947_587_566, nanos: 0),
+            .fsync(slot: 1),
+            .open(path: 2, mode: Step.OpenMode.all[5]),  // c, RDWR|CREAT|TRUNC
+            .settle,
+            .fstat(slot: 1),
+        ]),
     ]
 }
