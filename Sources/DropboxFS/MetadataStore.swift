@@ -345,13 +345,18 @@ public final class MetadataStore: @unchecked Sendable {
     /// one transaction for a whole batch of uploads (one each was a tenth of the work that
     /// follows a batch commit of 1,000 files).
     public func setModifiedNanos(_ revisions: [(rev: String, nanos: Int32)]) throws {
-        let known = revisions.filter { $0.nanos != 0 }
-        guard !known.isEmpty else { return }
+        guard !revisions.isEmpty else { return }
         try lock.withLock {
             forgetCachedLocked()
             try db.transaction {
-                for (rev, nanos) in known {
-                    try db.run("INSERT OR IGNORE INTO times (rev, sec, nsec) VALUES (?, NULL, ?)", [.text(rev), .int(Int64(nanos))])
+                // Replacing what was kept for the revision: an upload of the bytes Dropbox holds
+                // already gives back a revision that may have had a time set here since.
+                for (rev, nanos) in revisions {
+                    if nanos == 0 {
+                        try db.run("DELETE FROM times WHERE rev = ?", [.text(rev)])
+                    } else {
+                        try db.run("INSERT OR REPLACE INTO times (rev, sec, nsec) VALUES (?, NULL, ?)", [.text(rev), .int(Int64(nanos))])
+                    }
                 }
             }
         }

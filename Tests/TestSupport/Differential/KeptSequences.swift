@@ -211,5 +211,16 @@ public enum KeptSequences {
             .settle,
             .fstat(slot: 1),
         ]),
+        // Core seed 16986262181336623723: the same after the file reached Dropbox and was
+        // given a time there (kept here for its revision): the upload of the same bytes gives
+        // that revision back, and the time set before stayed.
+        ("O_TRUNC of an empty file given a time after its upload", [
+            .open(path: 0, mode: Step.OpenMode.all[7]),  // a, RDWR|CREAT|EXCL
+            .settle,
+            .touch(path: 0, seconds: 947_062_847, nanos: 0),
+            .open(path: 0, mode: Step.OpenMode.all[4]),  // a, WRONLY|CREAT|TRUNC
+            .settle,
+            .fstat(slot: 2),
+        ]),
     ]
 }
