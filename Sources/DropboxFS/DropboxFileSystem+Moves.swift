@@ -20,10 +20,11 @@ extension DropboxFileSystem {
         var path: String
         /// For a rename not in flight: the destination must hold the rename's source (by its
         /// Dropbox id) for the store's entry there to be taken; what else it holds is not it.
-        var proof: (destination: String, sourceID: String)?
+        var proof: Proof?
 
-        static func == (a: Landing, b: Landing) -> Bool {
-            a.path == b.path && a.proof?.destination == b.proof?.destination && a.proof?.sourceID == b.proof?.sourceID
+        struct Proof: Equatable {
+            var destination: String
+            var sourceID: String
         }
 
         /// The same below: `suffix` after both ends.
@@ -65,7 +66,7 @@ extension DropboxFileSystem {
     private static func landing(of move: QueuedMove, inFlight: [Int64: String]) -> Landing? {
         if let flight = inFlight[move.id] { return Landing(path: flight) }
         if move.sourceID.isEmpty || move.isCaseOnly { return nil }
-        return Landing(path: move.toLower, proof: (move.toLower, move.sourceID))
+        return Landing(path: move.toLower, proof: Landing.Proof(destination: move.toLower, sourceID: move.sourceID))
     }
 
     /// The landing's path, if the store has the rename's source there (see `Landing`).
