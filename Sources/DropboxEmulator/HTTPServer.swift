@@ -55,11 +55,12 @@ final class HTTPServer: Sendable {
         }
     }
 
-    /// Stops listening and closes every connection, also one accepted but never served.
+    /// Stops listening: connects are refused from now on; open connections go on.
     func stopAccepting() async {
         try? await serverChannel.channel.close()
     }
 
+    /// Stops listening and closes every connection, also one accepted but never served.
     func close() async {
         await stopAccepting()
         for channel in connections.all { channel.close(promise: nil) }  // the serving tasks end with them

@@ -29,10 +29,7 @@ final class ResponseWriter {
     }
 
     func send(status: HTTPResponseStatus, contentType: String, body: [UInt8], headers extra: [(String, String)] = []) async throws {
-        if dropAnswer {
-            await beforeDrop?()
-            return await abortConnection()
-        }
+        if dropAnswer { return await drop() }
         var buffer = channel.allocator.buffer(capacity: body.count)
         buffer.writeBytes(body)
         let headers = [("Content-Type", contentType)] + extra
@@ -95,10 +92,7 @@ final class ResponseWriter {
 
     /// Streams `length` bytes of `fd` from `offset` as the body.
     func sendFile(status: HTTPResponseStatus, headers: [(String, String)], fd: Int32?, offset: Int64, length: Int64) async throws {
-        if dropAnswer {
-            await beforeDrop?()
-            return await abortConnection()
-        }
+        if dropAnswer { return await drop() }
         try await writeHead(status: status, length: length, headers: headers)
         if let fd, length > 0, throttle == nil, resetAfter == nil {
             try await sendZeroCopy(fd: fd, offset: offset, length: length)
@@ -164,6 +158,12 @@ final class ResponseWriter {
         bodyBytesWritten += Int64(buffer.readableBytes)
         await throttle?.pace(buffer.readableBytes)
         try await outbound.write(.body(.byteBuffer(buffer)))
+    }
+
+    /// A `drop` fault's end: the connection closed instead of an answer.
+    private func drop() async {
+        await beforeDrop?()
+        await abortConnection()
     }
 
     /// Drops the connection with a TCP reset, as a failing network would.

@@ -341,22 +341,19 @@ public final class MetadataStore: @unchecked Sendable {
     private static let select = "SELECT \(attributeColumns), nodes.rev, content_hash, id \(nodesWithTimes)"
     private static let selectAttributes = "SELECT \(attributeColumns) \(nodesWithTimes)"
 
-    /// Remembers the nanoseconds of revisions' modification times (Dropbox keeps seconds), in
-    /// one transaction for a whole batch of uploads (one each was a tenth of the work that
-    /// follows a batch commit of 1,000 files).
-    public func setModifiedNanos(_ revisions: [(rev: String, nanos: Int32)]) throws {
+    /// Remembers the modification times of revisions, whole, replacing what was kept for
+    /// them: Dropbox keeps seconds only, and for an upload of the bytes it holds already it
+    /// gives back the revision it had, with that revision's time. One transaction for a whole
+    /// batch of uploads (one each was a tenth of the work that follows a batch commit of
+    /// 1,000 files).
+    public func setModified(_ revisions: [(rev: String, time: timespec)]) throws {
         guard !revisions.isEmpty else { return }
         try lock.withLock {
             forgetCachedLocked()
             try db.transaction {
-                // Replacing what was kept for the revision: an upload of the bytes Dropbox holds
-                // already gives back a revision that may have had a time set here since.
-                for (rev, nanos) in revisions {
-                    if nanos == 0 {
-                        try db.run("DELETE FROM times WHERE rev = ?", [.text(rev)])
-                    } else {
-                        try db.run("INSERT OR REPLACE INTO times (rev, sec, nsec) VALUES (?, NULL, ?)", [.text(rev), .int(Int64(nanos))])
-                    }
+                for (rev, time) in revisions {
+                    try db.run("INSERT OR REPLACE INTO times (rev, sec, nsec) VALUES (?, ?, ?)",
+                               [.text(rev), .int(Int64(time.tv_sec)), .int(Int64(time.tv_nsec))])
                 }
             }
         }
@@ -364,11 +361,7 @@ public final class MetadataStore: @unchecked Sendable {
 
     /// Remembers a modification time set for a revision (utimens of a file already on Dropbox).
     public func setModified(rev: String, to time: timespec) throws {
-        try lock.withLock {
-            forgetCachedLocked()
-            try db.run("INSERT OR REPLACE INTO times (rev, sec, nsec) VALUES (?, ?, ?)",
-                       [.text(rev), .int(Int64(time.tv_sec)), .int(Int64(time.tv_nsec))])
-        }
+        try setModified([(rev, time)])
     }
 
     /// A row of `selectAttributes` (`Node.attributesOnly`: no revision, hash or id).

@@ -120,9 +120,6 @@ final class LocalVersion: @unchecked Sendable {
     /// Dropbox refused it for good (its name): out of the queue, its bytes kept aside
     /// (`WriteBack.failed`); an fsync waiting for it fails with `failure`.
     var setAside = false
-    /// utimens arrived while the upload was under way: the time is kept for the revision
-    /// the upload makes (Dropbox cannot change a revision's `client_modified`).
-    var timeSetDuringUpload = false
 
     init(id: Int64, lineage: Int64? = nil, file: StagedFile, path: String, modified: timespec, baseRev: String?, baseID: String) {
         self.id = id

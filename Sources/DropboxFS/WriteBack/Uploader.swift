@@ -266,25 +266,17 @@ public final class Uploader: Sendable {
     /// `path_lower`: Dropbox may fold a name unlike the mount, doc/SEMANTICS.md, "which names are the same").
     private func complete(_ done: [(LocalVersion, FileMetadata)], asConflictedCopy: Bool = false) async {
         guard !done.isEmpty else { return }
-        // The files' nanoseconds, which Dropbox does not keep (rsync compares them).
-        var nanos: [(rev: String, nanos: Int32)] = []
+        // The files' times as set here, kept for their revisions: Dropbox keeps no nanoseconds
+        // (rsync compares them), misses a time set while the upload ran, and keeps its own
+        // revision and time for an upload of the bytes it holds already (an O_TRUNC of an
+        // empty file advances the time on a disk).
+        try? store.setModified(done.map { version, file in (file.rev, version.modified) })
         for (version, file) in done {
             if let lower = file.pathLower { watcher.expectOwn(lower, .revision(file.rev)) }
-            // The whole time is kept here when Dropbox's is not the one sent: a time set while
-            // the upload ran, or an upload of the bytes Dropbox holds already, where it keeps
-            // its revision and that revision's time (an O_TRUNC of an empty file: the time
-            // advances on a disk).
-            let kept = DropboxDate.parse(file.clientModified).map { Int($0.timeIntervalSince1970) }
-            if version.timeSetDuringUpload || kept != version.modified.tv_sec {
-                try? store.setModified(rev: file.rev, to: version.modified)
-            } else {
-                nanos.append((file.rev, Int32(version.modified.tv_nsec)))
-            }
             if let hash = file.contentHash, !asConflictedCopy, writeBack.isNewest(version) {
                 uploaded(version.pathLower, version.lineage, hash)
             }
         }
-        try? store.setModifiedNanos(nanos)
         // The store learns the new revisions before the local versions stop hiding the old
         // ones: the mount never shows the revision before its own write.
         await watcher.catchUp(after: done.map { .file($0.1) })

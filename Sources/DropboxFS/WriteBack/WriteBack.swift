@@ -372,7 +372,6 @@ public final class WriteBack: Sendable {
             version.modified = time
             version.settledAt = .now
             if version.phase == .queued { try queue.save(version.record) }
-            if version.phase == .uploading { version.timeSetDuringUpload = true }
             return version.phase
         }
     }
