@@ -26,13 +26,14 @@ extension WriteBack {
     /// The content hash of no bytes, recorded for an empty file that never had a staging file.
     static let emptyContentHash = ContentHasher().finish()
 
-    /// Flushes every sealed version whose bytes are not known to be on disk yet, every
+    /// Flushes every sealed version whose bytes are not known to be on disk yet, at once (those
+    /// a killed mount left get their content hashes, `ownCommitsUnheardOf`), then every
     /// `flushInterval` until cancelled (run by the uploader).
     func flushPeriodically() async {
         while !Task.isCancelled {
-            try? await Task.sleep(for: Self.flushInterval)
             let waiting = state.withLock { state in state.versions.values.filter { $0.phase != .editing && !$0.flushed } }
             await flush(waiting)
+            try? await Task.sleep(for: Self.flushInterval)
         }
     }
 

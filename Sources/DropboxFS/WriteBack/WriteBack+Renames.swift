@@ -66,8 +66,9 @@ extension WriteBack {
     /// of its versions whose commit's answer was lost, and the bytes of versions a previous
     /// mount left (it may have committed them before it stopped). A removal or rename of the
     /// path deletes such a file there too (`QueuedDelete.ifContent`). A recovered version's
-    /// bytes are hashed here, on the caller's thread (often FUSE's), so only up to
-    /// `hashedOnRemoval`: a larger one a killed mount may have committed is left on Dropbox.
+    /// hash is recorded by the flush the uploader starts with (`flushPeriodically`); one
+    /// removed before that is hashed here, on the caller's thread, whatever its size: up to
+    /// 8 MiB only, a larger file the killed mount had committed was left on Dropbox.
     func ownCommitsUnheardOf(at pathLower: String) -> [String] {
         // Read under the lock; recovered files without a flushed hash are hashed after it.
         var (hashes, unhashed): ([String], [StagedFile]) = state.withLock { state in
@@ -79,7 +80,7 @@ extension WriteBack {
             }
             return (hashes, unhashed)
         }
-        for file in unhashed where file.size <= Self.hashedOnRemoval {
+        for file in unhashed {
             if let hash = try? ContentHasher.hash(file: file.bytesPath) { hashes.append(hash) }
         }
         return hashes.reduce(into: []) { unique, hash in if !unique.contains(hash) { unique.append(hash) } }
@@ -96,9 +97,6 @@ extension WriteBack {
             }
         }
     }
-
-    /// 8 MiB: hashed in about 10 ms.
-    static let hashedOnRemoval: Int64 = 8 << 20
 
     /// Every version at a path leaves the queue and the view; those that descriptors hold
     /// (also ones already uploaded) live on detached.
