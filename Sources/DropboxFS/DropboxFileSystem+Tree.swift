@@ -29,6 +29,7 @@ extension DropboxFileSystem {
         try folders.add(path: parentPath + "/" + name)
         guard let node = folders.node(pathLower) else { throw FSError.io("mkdir \(pathLower): not queued") }
         modes.created(pathLower, isFolder: true, requested: mode)
+        changeTimes.entriesChanged(parent)
         return (inodes.inode(for: pathLower), node)
     }
 
@@ -54,6 +55,7 @@ extension DropboxFileSystem {
             }
         }
         nameRemoved(node.pathLower, folder: node.isFolder)
+        changeTimes.entriesChanged(parent)
     }
 
     /// unlink (a file) or rmdir (an empty folder), when it needs nothing from Dropbox: the
@@ -82,6 +84,7 @@ extension DropboxFileSystem {
         }
         guard done == true else { return false }
         nameRemoved(node.pathLower, folder: isFolder)
+        changeTimes.entriesChanged(parent)
         return true
     }
 
@@ -222,6 +225,9 @@ extension DropboxFileSystem {
             modes.move(from: source.pathLower, to: targetLower, isFolder: source.isFolder)
             inodes.rename(from: source.pathLower, to: targetLower)
         }
+        changeTimes.entriesChanged(parent)
+        changeTimes.entriesChanged(newParent)
+        if let moved = inodes.existing(targetLower) { changeTimes.statusChanged(moved) }
     }
 
     /// The path of a folder inode, listed in the store.

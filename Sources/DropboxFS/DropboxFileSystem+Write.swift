@@ -13,7 +13,7 @@ extension DropboxFileSystem {
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
         try await ensureListed(folder.pathLower)
-        return try create(in: folder, name: name, exclusive: exclusive, mode: mode)
+        return try create(in: folder, parent: parent, name: name, exclusive: exclusive, mode: mode)
     }
 
     /// `create` when the folder is listed already (nothing to ask Dropbox); nil otherwise.
@@ -23,10 +23,10 @@ extension DropboxFileSystem {
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
         guard try isListed(folder.pathLower) else { return nil }
-        return try create(in: folder, name: name, exclusive: exclusive, mode: mode)
+        return try create(in: folder, parent: parent, name: name, exclusive: exclusive, mode: mode)
     }
 
-    private func create(in folder: Node, name: String, exclusive: Bool, mode: UInt32?) throws -> (inode: UInt64, node: Node, handle: UInt64) {
+    private func create(in folder: Node, parent: UInt64, name: String, exclusive: Bool, mode: UInt32?) throws -> (inode: UInt64, node: Node, handle: UInt64) {
         try Self.checkName(name)
         if let existing = try childIgnoringCase(of: folder.pathLower, named: name) {
             if exclusive || existing.name != name { throw FSError.exists }
@@ -46,6 +46,7 @@ extension DropboxFileSystem {
             throw error
         }
         modes.created(pathLower, isFolder: false, requested: mode)
+        changeTimes.entriesChanged(parent)
         return (inode, try node(inode), handle)
     }
 
@@ -130,6 +131,7 @@ extension DropboxFileSystem {
         }
         try setModified(current, inode: inode, attached: attached, to: modified)
         try setMode(current, inode: inode, attached: attached, to: mode)
+        statusChanged(current, inode: inode, modified: modified, mode: mode)
         return try node(inode)
     }
 
@@ -142,7 +144,17 @@ extension DropboxFileSystem {
         let attached = inodes.path(of: inode) != nil
         try setModified(current, inode: inode, attached: attached, to: modified)
         try setMode(current, inode: inode, attached: attached, to: mode)
+        statusChanged(current, inode: inode, modified: modified, mode: mode)
         return try node(inode)
+    }
+
+    /// A time or a mode set: the status changed now (a folder's time is kept here, with it).
+    private func statusChanged(_ current: Node, inode: UInt64, modified: timespec?, mode: UInt32?) {
+        if current.isFolder, let modified {
+            changeTimes.setFolderModified(inode, to: modified)
+        } else if modified != nil || mode != nil {
+            changeTimes.statusChanged(inode)
+        }
     }
 
     /// A detached file's (unlinked, still open) is kept by inode: its path may name another

@@ -53,6 +53,8 @@ public final class DropboxFileSystem: Sendable {
     public let options: Options
     /// Permission bits set here (Dropbox keeps none).
     let modes: FileModes
+    /// Status and folder change times Dropbox does not keep, while the kernel holds the inode.
+    let changeTimes = ChangeTimes()
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
     /// Wakes the loop that keeps pinned files downloaded (`DropboxFileSystem+Pins`).
     let pinSignal = ChangeSignal()
@@ -349,6 +351,7 @@ public final class DropboxFileSystem: Sendable {
         attributes.st_blksize = Int(Reader.blockSize)
         attributes.st_mtim = node.isFolder ? timespec(tv_sec: mountedAt, tv_nsec: 0) : timespec(tv_sec: Int(node.modified), tv_nsec: Int(node.modifiedNanos))
         attributes.st_ctim = attributes.st_mtim
+        changeTimes.apply(to: &attributes, inode: inode, isFolder: node.isFolder)
         attributes.st_atim = attributes.st_mtim
         return attributes
     }
@@ -493,6 +496,7 @@ public final class DropboxFileSystem: Sendable {
         if inodes.forget(inode, count: count) {
             pages.forget(inode)
             modes.forget(inode)
+            changeTimes.forget(inode)
         }
     }
 

@@ -349,6 +349,38 @@ struct FileLifeTests {
         }
     }
 
+    /// A chmod, a time set or a rename changes the status time (ctime), not the modification
+    /// time; an entry made or removed in a folder changes the folder's modification and
+    /// status times, and a time set on a folder stays (both were the mount's start).
+    @Test func statusAndFolderTimesFollowTheirChanges() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let before2002 = "2001-09-09T01:46:40Z"  // 1,000,000,000
+            try await m.uploadElsewhere("a", to: "/chmodded.txt", clientModified: before2002)
+            try await m.uploadElsewhere("b", to: "/renamed.txt", clientModified: before2002)
+            try await m.uploadElsewhere("c", to: "/timed.txt", clientModified: before2002)
+            func times(_ paths: String) async throws -> [[Int]] {
+                let said = try await m.sh("cd \"$M\" && stat -c '%Y %Z' \(paths)")
+                #expect(said.status == 0, "\(said.stderr)")
+                return said.stdout.split(separator: "\n").map { $0.split(separator: " ").compactMap { Int($0) } }
+            }
+            #expect(try await times("chmodded.txt renamed.txt timed.txt") == Array(repeating: [1_000_000_000, 1_000_000_000], count: 3))
+            #expect(try await m.sh("cd \"$M\" && chmod 600 chmodded.txt && mv renamed.txt moved.txt && touch -m -d @1000000000 timed.txt").status == 0)
+            for (path, seen) in zip(["chmodded.txt", "moved.txt", "timed.txt"], try await times("chmodded.txt moved.txt timed.txt")) {
+                #expect(seen.first == 1_000_000_000, "\(path): mtime \(seen)")
+                #expect((seen.last ?? 0) > 1_000_000_000, "\(path): ctime \(seen)")
+            }
+
+            #expect(try await m.sh("mkdir \"$M/d\" && touch -d @1000000000 \"$M/d\"").status == 0)
+            #expect(try await times("d").first?.first == 1_000_000_000)
+            for change in ["echo x > d/made", "touch -d @1000000000 d && rm d/made", "touch -d @1000000000 d && mkdir d/sub",
+                           "touch -d @1000000000 d && mv d/sub d/other", "touch -d @1000000000 d && rmdir d/other"] {
+                #expect(try await m.sh("cd \"$M\" && \(change)").status == 0, "\(change)")
+                let seen = try await times("d").first ?? []
+                #expect(seen.count == 2 && seen.allSatisfy { $0 > 1_000_000_000 }, "\(change): folder times \(seen)")
+            }
+        }
+    }
+
     @Test func namesUpTo255BytesWorkAndLongerOnesAreTooLong() async throws {
         try await MountFixture.with { m in
             let long = m.mountpoint + "/" + String(repeating: "a", count: 256)

@@ -200,12 +200,13 @@ final class MountFixture: @unchecked Sendable {
         routes.reduce(0) { $0 + (stats[$1]?["requests"] ?? 0) }
     }
 
-    /// Another client uploads `contents` to `path` on Dropbox.
-    func uploadElsewhere(_ contents: String, to path: String, mode: WriteMode = .overwrite) async throws {
+    /// Another client uploads `contents` to `path` on Dropbox (`clientModified`: the time it
+    /// gives the file, as Dropbox writes it).
+    func uploadElsewhere(_ contents: String, to path: String, mode: WriteMode = .overwrite, clientModified: String? = nil) async throws {
         let file = root.appendingPathComponent("elsewhere-\(UUID().uuidString.prefix(8))").path
         try Data(contents.utf8).write(to: URL(fileURLWithPath: file))
         defer { unlink(file) }
-        _ = try await client.uploadFile(file, to: CommitInfo(path: path, mode: mode))
+        _ = try await client.uploadFile(file, to: CommitInfo(path: path, mode: mode, clientModified: clientModified))
     }
 
     /// A file's content on Dropbox, as text.

@@ -1,0 +1,62 @@
+import Foundation
+import Synchronization
+
+/// Times Dropbox does not record, kept for as long as the kernel holds the inode: when a
+/// file's or folder's status last changed here (chmod, a time set, a rename: its ctime), and
+/// when a folder's entries last changed here (an entry made, removed or renamed in it: its
+/// mtime and ctime) or the time set on it (`touch`, `rsync -a`, `tar x`). Tools compare them
+/// (a backup's ctime check after a chmod, `find -newer` of a folder, a POSIX suite).
+///
+/// Bounded by the kernel's inode cache: an inode's times go when the kernel forgets it, and
+/// it shows Dropbox's times again (a file's modification time as its ctime, the mount's
+/// start as a folder's times; doc/SEMANTICS.md).
+final class ChangeTimes: Sendable {
+    private struct Times {
+        /// The status change (ctime) if later than the modification time.
+        var status: timespec?
+        /// A folder's modification time, replacing the mount's start.
+        var folderModified: timespec?
+    }
+
+    private let times = Mutex<[UInt64: Times]>([:])
+
+    /// chmod, a time set, a rename of the inode.
+    func statusChanged(_ inode: UInt64) {
+        let now = LocalVersion.now()
+        times.withLock { $0[inode, default: Times()].status = now }
+    }
+
+    /// An entry of the folder was made, removed or renamed.
+    func entriesChanged(_ folder: UInt64) {
+        let now = LocalVersion.now()
+        times.withLock { times in
+            times[folder, default: Times()].folderModified = now
+            times[folder, default: Times()].status = now
+        }
+    }
+
+    /// utimensat of a folder: its modification time is `time`, its status changed now.
+    func setFolderModified(_ folder: UInt64, to time: timespec) {
+        let now = LocalVersion.now()
+        times.withLock { times in
+            times[folder, default: Times()].folderModified = time
+            times[folder, default: Times()].status = now
+        }
+    }
+
+    func forget(_ inode: UInt64) {
+        times.withLock { if !$0.isEmpty { $0[inode] = nil } }
+    }
+
+    /// Puts the kept times into `attributes` (whose mtime and ctime are Dropbox's).
+    func apply(to attributes: inout stat, inode: UInt64, isFolder: Bool) {
+        guard let kept = times.withLock({ $0.isEmpty ? nil : $0[inode] }) else { return }
+        if isFolder, let modified = kept.folderModified { attributes.st_mtim = modified }
+        attributes.st_ctim = attributes.st_mtim
+        if let status = kept.status, Self.isLater(status, than: attributes.st_ctim) { attributes.st_ctim = status }
+    }
+
+    static func isLater(_ a: timespec, than b: timespec) -> Bool {
+        a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec
+    }
+}
