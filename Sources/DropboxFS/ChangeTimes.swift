@@ -22,26 +22,22 @@ final class ChangeTimes: Sendable {
 
     /// chmod, a time set, a rename of the inode.
     func statusChanged(_ inode: UInt64) {
-        let now = LocalVersion.now()
-        times.withLock { $0[inode, default: Times()].status = now }
+        update(inode) { $0.status = $1 }
     }
 
     /// An entry of the folder was made, removed or renamed.
     func entriesChanged(_ folder: UInt64) {
-        let now = LocalVersion.now()
-        times.withLock { times in
-            times[folder, default: Times()].folderModified = now
-            times[folder, default: Times()].status = now
-        }
+        update(folder) { times, now in (times.folderModified, times.status) = (now, now) }
     }
 
     /// utimensat of a folder: its modification time is `time`, its status changed now.
     func setFolderModified(_ folder: UInt64, to time: timespec) {
+        update(folder) { times, now in (times.folderModified, times.status) = (time, now) }
+    }
+
+    private func update(_ inode: UInt64, _ change: (inout Times, timespec) -> Void) {
         let now = LocalVersion.now()
-        times.withLock { times in
-            times[folder, default: Times()].folderModified = time
-            times[folder, default: Times()].status = now
-        }
+        times.withLock { change(&$0[inode, default: Times()], now) }
     }
 
     func forget(_ inode: UInt64) {

@@ -67,8 +67,8 @@ extension WriteBack {
     /// mount left (it may have committed them before it stopped). A removal or rename of the
     /// path deletes such a file there too (`QueuedDelete.ifContent`). A recovered version's
     /// hash is recorded by the flush the uploader starts with (`flushPeriodically`); one
-    /// removed before that is hashed here, on the caller's thread, whatever its size: up to
-    /// 8 MiB only, a larger file the killed mount had committed was left on Dropbox.
+    /// removed before that is hashed here, on the caller's thread, whatever its size (a
+    /// removal that does not know the bytes would leave the killed mount's commit there).
     func ownCommitsUnheardOf(at pathLower: String) -> [String] {
         // Read under the lock; recovered files without a flushed hash are hashed after it.
         var (hashes, unhashed): ([String], [StagedFile]) = state.withLock { state in
