@@ -40,19 +40,23 @@ extension DropboxFileSystem {
         case nothing
     }
 
-    func origin(of pathLower: String, moves: [QueuedMove], inFlight: [Int64: String] = [:]) -> Origin {
+    /// The walk skips the renames with no end at the path or above it: the ranges of the
+    /// order between the renames it meets are looked at as one (a new folder or a removal in
+    /// any of them decides alike).
+    func origin(of pathLower: String, in renames: RenamesSnapshot) -> Origin {
         var path = pathLower
         var upper = Int64.max
         var name: String?
         var landing: Landing?
-        for move in moves.reversed() {
+        while let move = renames.newestTouching(path, below: upper) {
             if let shown = changeOrigin(path, ids: (move.id + 1)..<upper, name: name, moved: path != pathLower) { return shown }
-            if path == move.toLower || path.hasPrefix(move.toLower + "/") {
-                if name == nil && path == move.toLower { name = move.name }
-                if let place = Self.landing(of: move, inFlight: inFlight) { landing = place.below(path.dropFirst(move.toLower.count)) }
-                path = move.fromLower + path.dropFirst(move.toLower.count)
-            } else if path == move.fromLower || path.hasPrefix(move.fromLower + "/") {
-                return .nothing
+            let toLower = move.toLower
+            if Node.isAt(path, orUnder: toLower) {
+                if name == nil && path == toLower { name = move.name }
+                if let place = Self.landing(of: move, inFlight: renames.inFlight) { landing = place.below(path.dropFirst(toLower.count)) }
+                path = move.fromLower + path.dropFirst(toLower.count)
+            } else {
+                return .nothing  // moved away from here (its source holds the path)
             }
             upper = move.id
         }
@@ -96,11 +100,11 @@ extension DropboxFileSystem {
 
     /// Resolves a path against one generation of the pending renames, made again if a rename
     /// finished meanwhile (the store then changed under it).
-    func resolving<T>(_ body: ([QueuedMove], [Int64: String]) throws -> T) throws -> T {
+    func resolving<T>(_ body: (RenamesSnapshot) throws -> T) throws -> T {
         while true {
-            let (pending, inFlight, generation) = moves.snapshot
-            let result = try body(pending, inFlight)
-            if moves.generation == generation { return result }
+            let renames = moves.snapshot
+            let result = try body(renames)
+            if moves.generation == renames.generation { return result }
         }
     }
 
@@ -112,9 +116,9 @@ extension DropboxFileSystem {
     func showsNewFolderMadeHere(_ pathLower: String) throws -> Bool {
         guard folders.isPending(pathLower) else { return false }
         if moves.isEmpty { return true }
-        return try resolving { pending, flight in
+        return try resolving { renames in
             // Not moved: the walk came back to this very path, whose record it found.
-            guard case .newFolder(_, _, let moved) = origin(of: pathLower, moves: pending, inFlight: flight) else { return false }
+            guard case .newFolder(_, _, let moved) = origin(of: pathLower, in: renames) else { return false }
             return !moved
         }
     }
@@ -122,8 +126,8 @@ extension DropboxFileSystem {
     /// The node the view shows at a path with no local version while renames are pending;
     /// `remoteOnly` leaves out new folders made at the path itself (not brought by a rename).
     func resolvedNode(_ pathLower: String, remember: Bool = true, remoteOnly: Bool = false) throws -> Node? {
-        try resolving { pending, flight in
-            try node(at: pathLower, from: origin(of: pathLower, moves: pending, inFlight: flight), remember: remember, remoteOnly: remoteOnly)
+        try resolving { renames in
+            try node(at: pathLower, from: origin(of: pathLower, in: renames), remember: remember, remoteOnly: remoteOnly)
         }
     }
 
@@ -150,8 +154,8 @@ extension DropboxFileSystem {
     /// Where a folder of the view is in the store (nil for a new folder, which the store does
     /// not have: listed and empty), while renames are pending.
     func storeFolder(_ folderLower: String) throws -> String? {
-        try resolving { pending, flight in
-            switch origin(of: folderLower, moves: pending, inFlight: flight) {
+        try resolving { renames in
+            switch origin(of: folderLower, in: renames) {
             case .store(let path, _, let landing):
                 // Where the store has it: the feed may have brought the rename in.
                 if try store.node(path) == nil, let landed = try landed(landing), try store.node(landed) != nil { return landed }
@@ -165,7 +169,8 @@ extension DropboxFileSystem {
     /// (the store's children of each path the folder had in the order, new folders made and
     /// renames made into it), each resolved on its own.
     func resolvedChildren(_ folderLower: String) throws -> [Node] {
-        try resolving { pending, flight in
+        try resolving { renames in
+            let pending = renames.moves
             var candidates = Set<String>()
             var fromStore: [String: Node] = [:]
             var path = folderLower
@@ -184,7 +189,7 @@ extension DropboxFileSystem {
                 collect(move.id..<upper)  // a rename's destination is a path of the range after it
                 if changeOrigin(path, ids: (move.id + 1)..<upper, name: nil, moved: path != folderLower) != nil { reachesStore = false; break }
                 if path == move.toLower || path.hasPrefix(move.toLower + "/") {
-                    if let place = Self.landing(of: move, inFlight: flight) { landing = place.below(path.dropFirst(move.toLower.count)) }
+                    if let place = Self.landing(of: move, inFlight: renames.inFlight) { landing = place.below(path.dropFirst(move.toLower.count)) }
                     path = move.fromLower + path.dropFirst(move.toLower.count)
                 } else if path == move.fromLower || path.hasPrefix(move.fromLower + "/") {
                     reachesStore = false
@@ -207,7 +212,7 @@ extension DropboxFileSystem {
             var shown: [String: Node] = [:]
             var proven: [String: Bool] = [:]
             for key in candidates {
-                let origin = origin(of: key, moves: pending, inFlight: flight)
+                let origin = origin(of: key, in: renames)
                 if case .store(let storePath, let name, let landing) = origin,
                    let child = try fromStore[storePath] ?? landed(landing, proven: &proven).flatMap({ fromStore[$0] }) {
                     shown[key] = Self.shown(child, at: key, name: name)

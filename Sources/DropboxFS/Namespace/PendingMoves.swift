@@ -30,6 +30,16 @@ public final class PendingMoves: RoundQueue {
         /// Counts every change to `moves`: a resolution made while one happened is made again.
         var generation: UInt64 = 0
         var lastAdded = ContinuousClock.now
+        /// `moves` by their ends, for the view's walk (`RenamesSnapshot`).
+        var ends: RenameEnds
+        /// The case-only renames parked at their hidden names (id: the hidden name's key).
+        var parked: [Int64: String]
+
+        init(moves: [QueuedMove]) {
+            self.moves = moves
+            ends = RenameEnds(moves)
+            parked = Dictionary(uniqueKeysWithValues: moves.filter(\.isParked).map { ($0.id, Node.key(of: $0.parkedAt)) })
+        }
     }
 
     /// Takes up the renames a previous mount left.
@@ -51,11 +61,10 @@ public final class PendingMoves: RoundQueue {
     /// they belong to. A case-only rename whose first step may be done counts as in flight
     /// to its hidden name: the change feed may bring the hidden entry in first; the view then
     /// shows it at the rename's name, and hides the hidden name.
-    var snapshot: (moves: [QueuedMove], inFlight: [Int64: String], generation: UInt64) {
+    var snapshot: RenamesSnapshot {
         state.withLock { state in
-            var flights = state.inFlight
-            for move in state.moves where move.isParked && flights[move.id] == nil { flights[move.id] = Node.key(of: move.parkedAt) }
-            return (state.moves, flights, state.generation)
+            let flights = state.inFlight.merging(state.parked) { flight, _ in flight }
+            return RenamesSnapshot(moves: state.moves, inFlight: flights, generation: state.generation, ends: state.ends)
         }
     }
 
@@ -134,9 +143,13 @@ public final class PendingMoves: RoundQueue {
             guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return nil }
             let was = state.moves[index]
             try change(&state.moves[index])
+            let now = state.moves[index]
+            state.ends.remove(was)
+            state.ends.insert(now)
+            state.parked[now.id] = now.isParked ? Node.key(of: now.parkedAt) : nil
             state.inFlight[record.id] = nil
             state.generation += 1
-            return (was, state.moves[index])
+            return (was, now)
         }
         if let changed { try queue.saveMove(changed.now) }
         return changed
@@ -160,6 +173,7 @@ public final class PendingMoves: RoundQueue {
                                     isFolder: source.isFolder, sourceID: source.id)
             try queue.saveMove(record)
             state.moves.append(record)
+            state.ends.insert(record)
             pendingCount.store(state.moves.count, ordering: .releasing)
             state.generation += 1
             state.lastAdded = .now
@@ -193,6 +207,8 @@ public final class PendingMoves: RoundQueue {
             guard let index = state.moves.firstIndex(where: { $0.id == record.id }) else { return nil }
             try apply()
             let queued = state.moves.remove(at: index)
+            state.ends.remove(queued)
+            state.parked[queued.id] = nil
             state.settling.append(record)
             state.inFlight[record.id] = nil
             pendingCount.store(state.moves.count, ordering: .releasing)
