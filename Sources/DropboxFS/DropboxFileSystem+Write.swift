@@ -170,7 +170,7 @@ extension DropboxFileSystem {
 
     private func setModified(_ current: Node, inode: UInt64, attached: Bool, to modified: timespec?) throws {
         guard let modified, !current.isFolder, attached else { return }
-        if try writeBack.setModified(current.pathLower, to: modified) == nil, let rev = try remoteNode(current.pathLower)?.rev {
+        if try !writeBack.setModified(current.pathLower, to: modified), let rev = try remoteNode(current.pathLower)?.rev {
             try store.setModified(rev: rev, to: modified)
             // Descriptors open on it keep their own copy of the file's node (or of its done
             // local version): fstat of them, after an unlink too, shows the new time.

@@ -362,17 +362,22 @@ public final class WriteBack: Sendable {
         }
     }
 
-    /// Sets the modification time of the path's newest local version (sent as
-    /// `client_modified`). Returns the version's state: `.none` when the path has no local
-    /// version, `.uploading` when the time reached it too late for its upload (the caller
-    /// keeps it for the revision that upload makes, see `Uploader.complete`).
-    func setModified(_ pathLower: String, to time: timespec) throws -> LocalVersion.Phase? {
+    /// Sets the modification time of the path's local versions (sent as `client_modified`;
+    /// an uploading one records it for the revision its upload makes, `Uploader.complete`).
+    /// Every one gets it: a version opened for writing and closed unchanged is dropped, and
+    /// the one before it is the file again. Returns whether one of them has bytes of its own;
+    /// if none has (no version, or only one opened for writing and unchanged so far), the
+    /// caller keeps the time for the revision the path shows: that is the file's content.
+    func setModified(_ pathLower: String, to time: timespec) throws -> Bool {
         try state.withLock { state in
-            guard let version = state.current[pathLower] else { return nil }
-            version.modified = time
-            version.settledAt = .now
-            if version.phase == .queued { try queue.save(version.record) }
-            return version.phase
+            var ownBytes = false
+            for version in Self.versionsLocked(state, at: pathLower) where !version.detached && version.phase != .finished {
+                version.modified = time
+                version.settledAt = .now
+                if version.phase == .queued { try queue.save(version.record) }
+                ownBytes = ownBytes || version.phase != .editing || version.file.hasChanges
+            }
+            return ownBytes
         }
     }
 

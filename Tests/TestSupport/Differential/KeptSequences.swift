@@ -222,5 +222,15 @@ public enum KeptSequences {
             .settle,
             .fstat(slot: 2),
         ]),
+        // Core seed 1379951062731978218: a file on Dropbox, open twice; a time set on it, then
+        // the descriptor opened for writing closed unchanged: the other one's fstat lost the time.
+        ("a time set, then a descriptor closed unchanged", [
+            .open(path: 3, mode: Step.OpenMode.all[7]),  // d, RDWR|CREAT|EXCL
+            .settle,
+            .open(path: 3, mode: Step.OpenMode.all[3]),  // d, RDWR|CREAT
+            .touch(path: 3, seconds: 947_488_285, nanos: 646_224_297),
+            .close(slot: 1),
+            .fstat(slot: 2),
+        ]),
     ]
 }
