@@ -39,4 +39,20 @@ struct RenamesSnapshotTests {
         #expect(ends.newest(at: "/y", below: .max) == 1001)
         #expect(ends.newest(at: "/e", below: .max) == 1000)
     }
+
+    /// What a rename batch checks each rename against (the others taken), and what an upload
+    /// or removal asks of the pending renames: a key at, above or below the path.
+    @Test func pathTouchesAnswersAtAboveAndBelow() {
+        var touches = PathTouches()
+        #expect(!touches.touches("/a"))
+        touches.insert("/a/b/c")
+        touches.insert("/a/b/c")
+        touches.insert("/x")
+        for path in ["/a/b/c", "/a/b/c/d", "/a/b", "/a", "", "/x", "/x/y"] { #expect(touches.touches(path), "\(path)") }
+        for path in ["/a/b/cd", "/a/c", "/b", "/xy"] { #expect(!touches.touches(path), "\(path)") }
+        touches.remove("/a/b/c")
+        #expect(touches.touches("/a"))  // inserted twice
+        touches.remove("/a/b/c")
+        #expect(!touches.touches("/a") && !touches.touches("/a/b/c/d") && touches.touches("/x"))
+    }
 }

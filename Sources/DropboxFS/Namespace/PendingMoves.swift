@@ -98,13 +98,13 @@ public final class PendingMoves: RoundQueue {
     func batchFromOldest(before: Int64, limit: Int) -> [QueuedMove] {
         state.withLock { state in
             var batch: [QueuedMove] = []
-            var ends: [String: Bool] = [:]
+            var ends = PathTouches()
             for move in state.moves {
-                guard batch.count < limit, move.id < before, !move.isCaseOnly,
-                      !Node.anyTouches([move.fromLower, move.toLower], pending: ends) else { break }
+                let (from, to) = (move.fromLower, move.toLower)
+                guard batch.count < limit, move.id < before, from != to, !ends.touches(from), !ends.touches(to) else { break }
                 batch.append(move)
-                ends[move.fromLower] = true
-                ends[move.toLower] = true
+                ends.insert(from)
+                ends.insert(to)
             }
             return batch
         }
@@ -188,9 +188,10 @@ public final class PendingMoves: RoundQueue {
     /// Whether a pending rename's source or destination lies at, above or below any of `paths`.
     func touches(_ paths: [String]) -> Bool {
         state.withLock { state in
-            if state.moves.isEmpty && state.settling.isEmpty { return false }
+            if paths.contains(where: state.ends.touches) { return true }
+            if state.settling.isEmpty { return false }
             var ends: [String: Bool] = [:]
-            for move in state.moves + state.settling {
+            for move in state.settling {
                 ends[move.fromLower] = true
                 ends[move.toLower] = true
             }

@@ -37,6 +37,8 @@ struct RenamesSnapshot {
 /// that have it, ascending. Kept by `PendingMoves` with its renames.
 struct RenameEnds {
     private var ids: [String: [Int64]] = [:]
+    /// The same ends, for "is a rename at, above or below this path?".
+    private var paths = PathTouches()
 
     init(_ moves: [QueuedMove] = []) {
         for move in moves { insert(move) }
@@ -44,6 +46,7 @@ struct RenameEnds {
 
     mutating func insert(_ move: QueuedMove) {
         for key in Set([move.fromLower, move.toLower]) {
+            paths.insert(key)
             ids[key, default: []].append(move.id)
             // A new rename has the largest id; a changed one is put back in its place.
             if let list = ids[key], list.count > 1, list[list.count - 2] > move.id { ids[key]?.sort() }
@@ -52,10 +55,14 @@ struct RenameEnds {
 
     mutating func remove(_ move: QueuedMove) {
         for key in Set([move.fromLower, move.toLower]) {
+            paths.remove(key)
             ids[key]?.removeAll { $0 == move.id }
             if ids[key]?.isEmpty == true { ids[key] = nil }
         }
     }
+
+    /// Whether a rename has an end at, above or below `path`.
+    func touches(_ path: String) -> Bool { paths.touches(path) }
 
     /// The largest id below `upper` of a rename with an end at `key`.
     func newest(at key: String, below upper: Int64) -> Int64? {
