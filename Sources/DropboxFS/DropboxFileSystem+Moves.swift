@@ -188,10 +188,11 @@ extension DropboxFileSystem {
             for move in pending.reversed() {
                 collect(move.id..<upper)  // a rename's destination is a path of the range after it
                 if changeOrigin(path, ids: (move.id + 1)..<upper, name: nil, moved: path != folderLower) != nil { reachesStore = false; break }
-                if path == move.toLower || path.hasPrefix(move.toLower + "/") {
-                    if let place = Self.landing(of: move, inFlight: renames.inFlight) { landing = place.below(path.dropFirst(move.toLower.count)) }
-                    path = move.fromLower + path.dropFirst(move.toLower.count)
-                } else if path == move.fromLower || path.hasPrefix(move.fromLower + "/") {
+                let toLower = move.toLower  // folded anew at each use
+                if Node.isAt(path, orUnder: toLower) {
+                    if let place = Self.landing(of: move, inFlight: renames.inFlight) { landing = place.below(path.dropFirst(toLower.count)) }
+                    path = move.fromLower + path.dropFirst(toLower.count)
+                } else if Node.isAt(path, orUnder: move.fromLower) {
                     reachesStore = false
                     break
                 }
@@ -230,7 +231,7 @@ extension DropboxFileSystem {
     func viewPath(ofStorePath pathLower: String, moves pending: [QueuedMove]) -> (path: String, name: String?) {
         var path = pathLower
         var name: String?
-        for move in pending where path == move.fromLower || path.hasPrefix(move.fromLower + "/") {
+        for move in pending where Node.isAt(path, orUnder: move.fromLower) {
             if path == move.fromLower { name = move.name }
             path = move.toLower + path.dropFirst(move.fromLower.count)
         }
