@@ -49,12 +49,14 @@ extension DropboxFileSystem {
             try await namespace.send(touching: [node.pathLower])
         }
         try await writeBack.holding([node.pathLower]) {
-            if let unqueued = try removeHeld(node) {
+            if let unqueued = try pathChanges.withLock({ try removeHeldAndName(node) }) {
                 try await removeNow(unqueued)
-                try writeBack.discard(node.pathLower)
+                try pathChanges.withLock {
+                    try writeBack.discard(node.pathLower)
+                    nameRemoved(node.pathLower, folder: node.isFolder)
+                }
             }
         }
-        nameRemoved(node.pathLower, folder: node.isFolder)
         changeTimes.entriesChanged(parent)
     }
 
@@ -80,10 +82,9 @@ extension DropboxFileSystem {
         // being sent, or no room to queue the delete (`remove` makes it on Dropbox at once).
         let done = try writeBack.holdingWithoutWaiting([node.pathLower]) { () throws -> Bool in
             if isFolder, try showsNewFolderMadeHere(node.pathLower), try !takeBackNewFolder(node.pathLower) { return false }
-            return try removeHeld(node) == nil
+            return try pathChanges.withLock { try removeHeldAndName(node) } == nil
         }
         guard done == true else { return false }
-        nameRemoved(node.pathLower, folder: isFolder)
         changeTimes.entriesChanged(parent)
         return true
     }
@@ -129,6 +130,17 @@ extension DropboxFileSystem {
         }
         try writeBack.discard(node.pathLower)
         return nil
+    }
+
+    /// `removeHeld`, then the name goes from the inode table as it goes from the view, with
+    /// `pathChanges` held (an open of the inode finds the file, or nothing, never its name
+    /// without it).
+    private func removeHeldAndName(_ node: Node) throws -> Node? {
+        guard let unqueued = try removeHeld(node) else {
+            nameRemoved(node.pathLower, folder: node.isFolder)
+            return nil
+        }
+        return unqueued
     }
 
     /// A removal the full cache disk cannot queue is made on Dropbox at once, which needs no
@@ -192,7 +204,7 @@ extension DropboxFileSystem {
         if target?.isFolder == true, try showsNewFolderMadeHere(targetLower), try !takeBackNewFolder(targetLower) {
             try await namespace.send(touching: [targetLower])
         }
-        try await writeBack.holding([source.pathLower, targetLower]) {
+        try await writeBack.holding([source.pathLower, targetLower]) { try pathChanges.withLock {
             if target != nil { adoptRemoteHandles(at: targetLower) }
             // What goes to Dropbox as a move: what it holds, or a folder made here (made
             // there before the move: the order of namespace changes says so).
@@ -224,7 +236,7 @@ extension DropboxFileSystem {
             if let target { nameRemoved(targetLower, folder: target.isFolder) }
             modes.move(from: source.pathLower, to: targetLower, isFolder: source.isFolder)
             inodes.rename(from: source.pathLower, to: targetLower)
-        }
+        } }
         changeTimes.entriesChanged(parent)
         changeTimes.entriesChanged(newParent)
         if let moved = inodes.existing(targetLower) { changeTimes.statusChanged(moved) }

@@ -115,37 +115,50 @@ extension DropboxFileSystem {
     public func setAttributes(_ inode: UInt64, handle: UInt64?, size: Int64?, modified: timespec?, mode: UInt32? = nil) async throws -> Node {
         try refuseInHistory(inode)
         guard let size else { return try setAttributesWithoutWaiting(inode, modified: modified, mode: mode) }
-        let current = try node(inode)
         if options.readOnly { throw FSError.readOnly }
-        // A detached file (its name is gone) changes only through its open descriptor.
-        let attached = inodes.path(of: inode) != nil
-        if current.isFolder { throw FSError.isDirectory }
-        if let handle, openFiles[handle]?.local == true {
-            try writeBack.truncate(handle: handle, to: size)
-        } else {
-            guard attached else { throw FSError.notFound }
-            let remote = try remoteNode(current.pathLower)
-            try await writeBack.truncate(path: Node.parent(of: current.pathLower) + "/" + current.name,
-                                         base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size,
-                                         through: openFiles.open(inode: inode, node: current))
+        // truncate(2) of the path goes through a short-lived writer's handle, released before
+        // the time and mode are set.
+        var pathWriter: UInt64?
+        do {
+            try pathChanges.withLock {
+                let current = try node(inode)
+                if current.isFolder { throw FSError.isDirectory }
+                if let handle, openFiles[handle]?.local == true {
+                    try writeBack.truncate(handle: handle, to: size)
+                } else {
+                    // A detached file (its name is gone) changes only through its open descriptor.
+                    guard inodes.path(of: inode) != nil else { throw FSError.notFound }
+                    let remote = try remoteNode(current.pathLower)
+                    let writer = openFiles.open(inode: inode, node: current)
+                    pathWriter = writer
+                    try writeBack.truncate(path: Node.parent(of: current.pathLower) + "/" + current.name,
+                                           base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size, through: writer)
+                }
+            }
+        } catch {
+            if let pathWriter { _ = try? await writeBack.release(handle: pathWriter) }
+            throw error
         }
-        try setModified(current, inode: inode, attached: attached, to: modified)
-        try setMode(current, inode: inode, attached: attached, to: mode)
-        statusChanged(current, inode: inode, modified: modified, mode: mode)
-        return try node(inode)
+        if let pathWriter { _ = try await writeBack.release(handle: pathWriter) }
+        return try setAttributesWithoutWaiting(inode, modified: modified, mode: mode)
     }
 
     /// setattr without a size (times, mode; the owner is not kept): nothing to wait for, so
     /// answered on the FUSE thread (`tar x` sets every file's time and mode after writing it).
     public func setAttributesWithoutWaiting(_ inode: UInt64, modified: timespec?, mode: UInt32? = nil) throws -> Node {
         try refuseInHistory(inode)
-        let current = try node(inode)
         if (modified != nil || mode != nil) && options.readOnly { throw FSError.readOnly }
-        let attached = inodes.path(of: inode) != nil
+        try pathChanges.withLock {
+            try setAttributesLocked(inode, current: try node(inode), attached: inodes.path(of: inode) != nil, modified: modified, mode: mode)
+        }
+        return try node(inode)
+    }
+
+    /// A time and a mode set on the file `current` at the inode's path (`pathChanges` held).
+    private func setAttributesLocked(_ inode: UInt64, current: Node, attached: Bool, modified: timespec?, mode: UInt32?) throws {
         try setModified(current, inode: inode, attached: attached, to: modified)
         try setMode(current, inode: inode, attached: attached, to: mode)
         statusChanged(current, inode: inode, modified: modified, mode: mode)
-        return try node(inode)
     }
 
     /// A time or a mode set: the status changed now (a folder's time is kept here, with it).

@@ -61,6 +61,13 @@ public final class DropboxFileSystem: Sendable {
     let pinState = Mutex(PinProgress())
     /// Every open file handle (one table: the write-back moves handles between versions in it).
     let openFiles = OpenFiles()
+    /// Held while a call given an inode finds the file at the inode's path and binds to it
+    /// (open, truncate or a time or mode set by inode), and while a rename or unlink changes
+    /// what a path holds. The kernel resolves a path, then sends the call for the inode it
+    /// found: a rename in another thread may land in between, and the call must then act on
+    /// the file where its name went, not make a new file at the old name (an open for writing
+    /// did: `RaceTests`). Only synchronous work runs under it.
+    let pathChanges = NSLock()
     /// The read-only history views (`HistoryPath`): what they last fetched.
     let history = HistoryViews()
     /// Folders open through opendir, with how many times: their node outlives their name.
@@ -365,30 +372,33 @@ public final class DropboxFileSystem: Sendable {
     public func open(_ inode: UInt64, writable: Bool, truncate: Bool = false) throws -> (handle: UInt64, keepCache: Bool, directIO: Bool) {
         if writable && options.readOnly { throw FSError.readOnly }
         if writable { try refuseInHistory(inode) }
-        var file = try node(inode)
-        if file.isFolder { throw FSError.isDirectory }
-        let handle = openFiles.open(inode: inode, node: file)
-        let lineage: Int64?
-        do {
-            // The Dropbox file a new local version starts from: writers only (a reader is
-            // served locally only if a local version exists already).
-            let base = writable ? try remoteNode(file.pathLower).flatMap { $0.isFolder ? nil : $0 } : nil
-            lineage = try writeBack.attach(handle: handle, path: Node.parent(of: file.pathLower) + "/" + file.name,
-                                         base: base, writable: writable, truncate: truncate)
-        } catch {
-            _ = openFiles.remove(handle)
-            throw error
+        let (handle, file, lineage) = try pathChanges.withLock { () throws -> (UInt64, Node, Int64?) in
+            var file = try node(inode)
+            if file.isFolder { throw FSError.isDirectory }
+            let handle = openFiles.open(inode: inode, node: file)
+            let lineage: Int64?
+            do {
+                // The Dropbox file a new local version starts from: writers only (a reader is
+                // served locally only if a local version exists already).
+                let base = writable ? try remoteNode(file.pathLower).flatMap { $0.isFolder ? nil : $0 } : nil
+                lineage = try writeBack.attach(handle: handle, path: Node.parent(of: file.pathLower) + "/" + file.name,
+                                             base: base, writable: writable, truncate: truncate)
+            } catch {
+                _ = openFiles.remove(handle)
+                throw error
+            }
+            // Read from Dropbox: by the revision the store has. The node came from a local
+            // version if that version's upload finished between the look and the attach (it
+            // has no revision to read by: such a read failed with EIO, seen twice in 1,000s of
+            // random sequences with outages).
+            if lineage == nil, file.rev == nil || file.contentHash == nil, let stored = try remoteNode(file.pathLower), !stored.isFolder {
+                file = stored
+                _ = openFiles.follow(handle, to: stored)
+            }
+            return (handle, file, lineage)
         }
         if let lineage {
             return (handle, openedLocal(inode, lineage: lineage, truncate: truncate), false)
-        }
-        // Read from Dropbox: by the revision the store has. The node came from a local version
-        // if that version's upload finished between the look and the attach (it has no
-        // revision to read by: such a read failed with EIO, seen twice in 1,000s of random
-        // sequences with outages).
-        if file.rev == nil || file.contentHash == nil, let stored = try remoteNode(file.pathLower), !stored.isFolder {
-            file = stored
-            _ = openFiles.follow(handle, to: stored)
         }
         // The page cache belongs to the inode, while each handle reads the revision it opened:
         // keep the cache only if it can hold nothing but this content. If another handle still

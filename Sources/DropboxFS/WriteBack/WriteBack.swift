@@ -327,17 +327,11 @@ public final class WriteBack: Sendable {
     }
 
     /// truncate(2) of a path: `handle` is a short-lived writer's, just opened (`OpenFiles`),
-    /// served like any other and released here.
-    func truncate(path: String, base: Node?, to size: Int64, through handle: UInt64) async throws {
-        do {
-            try Self.checkSize(size)
-            _ = try attach(handle: handle, path: path, base: base, writable: true, truncate: size == 0)
-            if size != 0 { try truncate(handle: handle, to: size) }
-        } catch {
-            _ = try? await release(handle: handle)
-            throw error
-        }
-        try await release(handle: handle)
+    /// served like any other; the caller releases it, whatever this throws.
+    func truncate(path: String, base: Node?, to size: Int64, through handle: UInt64) throws {
+        try Self.checkSize(size)
+        _ = try attach(handle: handle, path: path, base: base, writable: true, truncate: size == 0)
+        if size != 0 { try truncate(handle: handle, to: size) }
     }
 
     /// ftruncate through a handle served locally.
