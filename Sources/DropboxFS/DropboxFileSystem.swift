@@ -378,11 +378,20 @@ public final class DropboxFileSystem: Sendable {
             let handle = openFiles.open(inode: inode, node: file)
             let lineage: Int64?
             do {
-                // The Dropbox file a new local version starts from: writers only (a reader is
-                // served locally only if a local version exists already).
-                let base = writable ? try remoteNode(file.pathLower).flatMap { $0.isFolder ? nil : $0 } : nil
-                lineage = try writeBack.attach(handle: handle, path: Node.parent(of: file.pathLower) + "/" + file.name,
-                                             base: base, writable: writable, truncate: truncate)
+                if inodes.path(of: inode) == nil {
+                    // Its name went after the kernel looked it up, and a descriptor still holds
+                    // it (else `node` found nothing): this one reads and writes what that one
+                    // does. Its old path may name another file by now.
+                    let sibling = openFiles.handles(of: inode).first { $0.handle != handle && $0.entry.local }
+                    lineage = try sibling.flatMap { try writeBack.attach(handle: handle, alongside: $0.handle, writable: writable, truncate: truncate) }
+                    if lineage == nil && (writable || file.rev == nil) { throw FSError.notFound }
+                } else {
+                    // The Dropbox file a new local version starts from: writers only (a reader
+                    // is served locally only if a local version exists already).
+                    let base = writable ? try remoteNode(file.pathLower).flatMap { $0.isFolder ? nil : $0 } : nil
+                    lineage = try writeBack.attach(handle: handle, path: Node.parent(of: file.pathLower) + "/" + file.name,
+                                                 base: base, writable: writable, truncate: truncate)
+                }
             } catch {
                 _ = openFiles.remove(handle)
                 throw error

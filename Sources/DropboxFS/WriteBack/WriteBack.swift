@@ -174,18 +174,7 @@ public final class WriteBack: Sendable {
         let pathLower = Node.key(of: path)
         return try state.withLock { state in
             if let current = state.current[pathLower] {
-                var version = current
-                if writable {
-                    if current.phase == .editing {
-                        if truncate { try truncateLocked(current, to: 0) }
-                        current.writers += 1
-                    } else if truncate {
-                        version = try newEmptyVersionLocked(&state, after: current)
-                        version.writers = 1
-                    }
-                }
-                openFiles.serve(handle, from: version, writable: writable)
-                return version.lineage
+                return try serveLocked(&state, handle, from: current, writable: writable, truncate: truncate)
             }
             guard writable else { return nil }
             let id = state.nextID
@@ -203,6 +192,33 @@ public final class WriteBack: Sendable {
             openFiles.serve(handle, from: version, writable: true)
             return version.lineage
         }
+    }
+
+    /// Serves a handle from the version another descriptor of the same file is served from:
+    /// an open of a file whose name went (unlinked, or replaced by a rename) after the kernel
+    /// looked it up, which a descriptor still holds. Nil when `sibling` is not served locally.
+    public func attach(handle: UInt64, alongside sibling: UInt64, writable: Bool, truncate: Bool) throws -> Int64? {
+        try state.withLock { state in
+            guard let version = openFiles.version(of: sibling) else { return nil }
+            return try serveLocked(&state, handle, from: version, writable: writable, truncate: truncate)
+        }
+    }
+
+    /// Serves a handle from `current`, the file's newest version: a writer shares it while it
+    /// is being edited; one that truncates a sealed version starts a new empty one after it.
+    private func serveLocked(_ state: inout State, _ handle: UInt64, from current: LocalVersion, writable: Bool, truncate: Bool) throws -> Int64 {
+        var version = current
+        if writable {
+            if current.phase == .editing {
+                if truncate { try truncateLocked(current, to: 0) }
+                current.writers += 1
+            } else if truncate {
+                version = try newEmptyVersionLocked(&state, after: current)
+                version.writers = 1
+            }
+        }
+        openFiles.serve(handle, from: version, writable: writable)
+        return version.lineage
     }
 
     /// An empty version to edit after `previous` (sealed), replacing what `previous` replaces.
