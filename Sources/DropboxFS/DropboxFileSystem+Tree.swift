@@ -19,18 +19,24 @@ extension DropboxFileSystem {
     public func makeDirectory(parent: UInt64, name: String, mode: UInt32? = nil) async throws -> (UInt64, Node) {
         if options.readOnly { throw FSError.readOnly }
         try refuseChanges(in: parent)
-        let parentPath = try await listedFolder(parent)
         try Self.checkName(name)
-        if try childIgnoringCase(of: parentPath, named: name) != nil { throw FSError.exists }
-        let pathLower = Node.child(parentPath, name)
-        // A folder made here at this name and renamed away is still pending: it goes first
-        // (the queue keeps one new folder a name).
-        if folders.isPending(pathLower) { try await namespace.send(touching: [pathLower]) }
-        try folders.add(path: parentPath + "/" + name)
-        guard let node = folders.node(pathLower) else { throw FSError.io("mkdir \(pathLower): not queued") }
-        modes.created(pathLower, isFolder: true, requested: mode)
-        changeTimes.entriesChanged(parent)
-        return (inodes.inode(for: pathLower), node)
+        return try await startingAgain {
+            let parentPath = try await listedFolder(parent)
+            if try childIgnoringCase(of: parentPath, named: name) != nil { throw FSError.exists }
+            let pathLower = Node.child(parentPath, name)
+            // A folder made here at this name and renamed away is still pending: it goes first
+            // (the queue keeps one new folder a name).
+            if folders.isPending(pathLower) { try await namespace.send(touching: [pathLower]) }
+            return try pathChanges.withLock {
+                try requireUnmoved([(parent, parentPath)])
+                if folders.isPending(pathLower) { throw StartAgain() }  // another made and moved meanwhile: again
+                try folders.add(path: parentPath + "/" + name)
+                guard let node = folders.node(pathLower) else { throw FSError.io("mkdir \(pathLower): not queued") }
+                modes.created(pathLower, isFolder: true, requested: mode)
+                changeTimes.entriesChanged(parent)
+                return (inodes.inode(for: pathLower), node)
+            }
+        }
     }
 
     /// unlink (a file) or rmdir (an empty folder), answered once the delete is queued: the
@@ -39,22 +45,32 @@ extension DropboxFileSystem {
         if options.readOnly { throw FSError.readOnly }
         try refuseChanges(in: parent)
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
-        let parentPath = try await listedFolder(parent)
-        guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
-        try checkRemovable(node, folder: folder)
-        if folder { try await requireEmpty(node) }  // a quick refusal; `DeleteSender` makes sure on Dropbox
-        // A new folder not sent yet is taken back (no request); one being sent is removed
-        // from Dropbox once it is there.
-        if folder, try showsNewFolderMadeHere(node.pathLower), try !takeBackNewFolder(node.pathLower) {
-            try await namespace.send(touching: [node.pathLower])
-        }
-        try await writeBack.holding([node.pathLower]) {
-            if let unqueued = try pathChanges.withLock({ try removeHeldAndName(node) }) {
-                try await removeNow(unqueued)
-                try pathChanges.withLock {
-                    try writeBack.discard(node.pathLower)
-                    nameRemoved(node.pathLower, folder: node.isFolder)
+        try await startingAgain {
+            let parentPath = try await listedFolder(parent)
+            guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
+            try checkRemovable(node, folder: folder)
+            if folder { try await requireEmpty(node) }  // a quick refusal; `DeleteSender` makes sure on Dropbox
+            let sendFirst = try await writeBack.holding([node.pathLower]) { () async throws -> Bool in
+                let unqueued = try pathChanges.withLock { () throws -> Node?? in
+                    try requireUnmoved([(parent, parentPath)])
+                    // A new folder not sent yet is taken back (no request); one being sent is
+                    // removed from Dropbox once it is there.
+                    if folder, try showsNewFolderMadeHere(node.pathLower), try !takeBackNewFolder(node.pathLower) { return nil }
+                    return .some(try removeHeldAndName(node))
                 }
+                guard let unqueued else { return true }
+                if let unqueued {
+                    try await removeNow(unqueued)
+                    try pathChanges.withLock {
+                        try writeBack.discard(node.pathLower)
+                        nameRemoved(node.pathLower, folder: node.isFolder)
+                    }
+                }
+                return false
+            }
+            if sendFirst {
+                try await namespace.send(touching: [node.pathLower])
+                throw StartAgain()  // the folder is on Dropbox now
             }
         }
         changeTimes.entriesChanged(parent)
@@ -69,6 +85,11 @@ extension DropboxFileSystem {
         if options.readOnly { throw FSError.readOnly }
         try refuseChanges(in: parent)
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
+        return try pathChanges.withLock { try removeHeldWithoutWaiting(parent: parent, name: name, folder: isFolder) }
+    }
+
+    /// `removeWithoutWaiting` with `pathChanges` held.
+    private func removeHeldWithoutWaiting(parent: UInt64, name: String, folder isFolder: Bool) throws -> Bool {
         let folder = try node(parent)
         guard folder.isFolder else { throw FSError.notDirectory }
         guard try isListed(folder.pathLower) else { return false }
@@ -82,7 +103,7 @@ extension DropboxFileSystem {
         // being sent, or no room to queue the delete (`remove` makes it on Dropbox at once).
         let done = try writeBack.holdingWithoutWaiting([node.pathLower]) { () throws -> Bool in
             if isFolder, try showsNewFolderMadeHere(node.pathLower), try !takeBackNewFolder(node.pathLower) { return false }
-            return try pathChanges.withLock { try removeHeldAndName(node) } == nil
+            return try removeHeldAndName(node) == nil
         }
         guard done == true else { return false }
         changeTimes.entriesChanged(parent)
@@ -177,9 +198,17 @@ extension DropboxFileSystem {
         try refuseChanges(in: parent)
         try refuseChanges(in: newParent)
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
+        try Self.checkName(newName)
+        try await startingAgain {
+            try await renameOnce(parent: parent, name: name, newParent: newParent, newName: newName, noReplace: noReplace)
+        }
+    }
+
+    /// `rename`, once: `StartAgain` when a folder of it was renamed in the meantime.
+    private func renameOnce(parent: UInt64, name: String, newParent: UInt64, newName: String, noReplace: Bool) async throws {
         let fromParent = try await listedFolder(parent)
         let toParent = try await listedFolder(newParent)
-        try Self.checkName(newName)
+        let parents = [(parent, fromParent), (newParent, toParent)]
         guard let source = try child(of: fromParent, named: name) else { throw FSError.notFound }
         let targetLower = Node.child(toParent, newName)
         if source.isFolder && (targetLower == source.pathLower || targetLower.hasPrefix(source.pathLower + "/")) && targetLower != source.pathLower {
@@ -199,12 +228,11 @@ extension DropboxFileSystem {
         } else if source.name == newName && fromParent == toParent {
             return  // the same name: nothing to do
         }
-        // A new folder at the target not sent yet is taken back (no request): the rename
-        // replaces it. One being sent is on Dropbox next, and removed before the move.
-        if target?.isFolder == true, try showsNewFolderMadeHere(targetLower), try !takeBackNewFolder(targetLower) {
-            try await namespace.send(touching: [targetLower])
-        }
-        try await writeBack.holding([source.pathLower, targetLower]) { try pathChanges.withLock {
+        let sendFirst = try await writeBack.holding([source.pathLower, targetLower]) { try pathChanges.withLock { () throws -> Bool in
+            try requireUnmoved(parents)
+            // A new folder at the target not sent yet is taken back (no request): the rename
+            // replaces it. One being sent is on Dropbox next, and removed before the move.
+            if target?.isFolder == true, try showsNewFolderMadeHere(targetLower), try !takeBackNewFolder(targetLower) { return true }
             if target != nil { adoptRemoteHandles(at: targetLower) }
             // What goes to Dropbox as a move: what it holds, or a folder made here (made
             // there before the move: the order of namespace changes says so).
@@ -236,7 +264,12 @@ extension DropboxFileSystem {
             if let target { nameRemoved(targetLower, folder: target.isFolder) }
             modes.move(from: source.pathLower, to: targetLower, isFolder: source.isFolder)
             inodes.rename(from: source.pathLower, to: targetLower)
+            return false
         } }
+        if sendFirst {
+            try await namespace.send(touching: [targetLower])
+            throw StartAgain()  // the folder is on Dropbox now
+        }
         changeTimes.entriesChanged(parent)
         changeTimes.entriesChanged(newParent)
         if let moved = inodes.existing(targetLower) { changeTimes.statusChanged(moved) }

@@ -10,20 +10,27 @@ extension DropboxFileSystem {
     public func create(parent: UInt64, name: String, exclusive: Bool, mode: UInt32? = nil) async throws -> (inode: UInt64, node: Node, handle: UInt64) {
         if options.readOnly { throw FSError.readOnly }
         try refuseChanges(in: parent)
-        let folder = try node(parent)
-        guard folder.isFolder else { throw FSError.notDirectory }
-        try await ensureListed(folder.pathLower)
-        return try create(in: folder, parent: parent, name: name, exclusive: exclusive, mode: mode)
+        return try await startingAgain {
+            let folder = try node(parent)
+            guard folder.isFolder else { throw FSError.notDirectory }
+            try await ensureListed(folder.pathLower)
+            return try pathChanges.withLock {
+                try requireUnmoved([(parent, folder.pathLower)])
+                return try create(in: folder, parent: parent, name: name, exclusive: exclusive, mode: mode)
+            }
+        }
     }
 
     /// `create` when the folder is listed already (nothing to ask Dropbox); nil otherwise.
     public func createWithoutWaiting(parent: UInt64, name: String, exclusive: Bool, mode: UInt32? = nil) throws -> (inode: UInt64, node: Node, handle: UInt64)? {
         if options.readOnly { throw FSError.readOnly }
         try refuseChanges(in: parent)
-        let folder = try node(parent)
-        guard folder.isFolder else { throw FSError.notDirectory }
-        guard try isListed(folder.pathLower) else { return nil }
-        return try create(in: folder, parent: parent, name: name, exclusive: exclusive, mode: mode)
+        return try pathChanges.withLock {
+            let folder = try node(parent)
+            guard folder.isFolder else { throw FSError.notDirectory }
+            guard try isListed(folder.pathLower) else { return nil }
+            return try create(in: folder, parent: parent, name: name, exclusive: exclusive, mode: mode)
+        }
     }
 
     private func create(in folder: Node, parent: UInt64, name: String, exclusive: Bool, mode: UInt32?) throws -> (inode: UInt64, node: Node, handle: UInt64) {

@@ -61,13 +61,17 @@ public final class DropboxFileSystem: Sendable {
     let pinState = Mutex(PinProgress())
     /// Every open file handle (one table: the write-back moves handles between versions in it).
     let openFiles = OpenFiles()
-    /// Held while a call given an inode finds the file at the inode's path and binds to it
-    /// (open, truncate or a time or mode set by inode), and while a rename or unlink changes
-    /// what a path holds. The kernel resolves a path, then sends the call for the inode it
-    /// found: a rename in another thread may land in between, and the call must then act on
-    /// the file where its name went, not make a new file at the old name (an open for writing
-    /// did: `RaceTests`). Only synchronous work runs under it.
-    let pathChanges = NSLock()
+    /// Held while a call finds the path of an inode it was given and acts there (open,
+    /// truncate, a time or mode set, a lookup, create, mkdir, unlink, rmdir), and while a
+    /// rename or unlink changes what a path holds. The kernel resolves a path, then sends the
+    /// call for the inode it found, and it holds no lock on a folder being renamed: a rename
+    /// in another thread may land in between, and the call must then act where the name went
+    /// (`RaceTests`: an open for writing made a new file at the old name; files made in a
+    /// folder while it was renamed went to its old path, out of sight). Calls that must wait
+    /// for Dropbox first check, once they hold it, that their folders are where they were,
+    /// and start again if not (`startingAgain`). Only synchronous work runs under it;
+    /// recursive, as those calls use one another.
+    let pathChanges = NSRecursiveLock()
     /// The read-only history views (`HistoryPath`): what they last fetched.
     let history = HistoryViews()
     /// Folders open through opendir, with how many times: their node outlives their name.
@@ -126,10 +130,12 @@ public final class DropboxFileSystem: Sendable {
     /// which a descriptor still holds open is served from that descriptor until the last
     /// close, as on any POSIX filesystem.
     public func node(_ inode: UInt64) throws -> Node {
-        if let path = inodes.path(of: inode), let node = try node(at: path) { return node }
-        if let node = openNode(inode) { return node }
-        FuseLog.trace("inode \(inode) not found (path \(inodes.path(of: inode) ?? "detached or unknown"))")
-        throw FSError.notFound
+        try pathChanges.withLock {
+            if let path = inodes.path(of: inode), let node = try node(at: path) { return node }
+            if let node = openNode(inode) { return node }
+            FuseLog.trace("inode \(inode) not found (path \(inodes.path(of: inode) ?? "detached or unknown"))")
+            throw FSError.notFound
+        }
     }
 
     /// opendir: the folder's children; its node stays known while it is open.
@@ -225,22 +231,52 @@ public final class DropboxFileSystem: Sendable {
     /// when Dropbox must be asked.
     public func cachedLookup(parent: UInt64, name: String) throws -> (UInt64, Node)? {
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
-        guard let parentPath = inodes.path(of: parent), !isHistoryLookup(parentLower: parentPath, name: name),
-              try isListed(parentPath) else { return nil }
-        guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
-        return (inodes.inode(for: node.pathLower), node)
+        return try pathChanges.withLock {
+            guard let parentPath = inodes.path(of: parent), !isHistoryLookup(parentLower: parentPath, name: name),
+                  try isListed(parentPath) else { return nil }
+            guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
+            return (inodes.inode(for: node.pathLower), node)
+        }
     }
 
     public func lookup(parent: UInt64, name: String) async throws -> (UInt64, Node) {
         if name.utf8.count > Self.nameMax { throw FSError.nameTooLong }
-        guard let parentPath = inodes.path(of: parent) else { throw FSError.notFound }
-        if isHistoryLookup(parentLower: parentPath, name: name) {
-            let node = try await historyLookup(parentLower: parentPath, name: name)
-            return (inodes.inode(for: node.pathLower), node)
+        return try await startingAgain {
+            guard let parentPath = inodes.path(of: parent) else { throw FSError.notFound }
+            if isHistoryLookup(parentLower: parentPath, name: name) {
+                let node = try await historyLookup(parentLower: parentPath, name: name)
+                return (inodes.inode(for: node.pathLower), node)
+            }
+            try await ensureListed(parentPath)
+            return try pathChanges.withLock {
+                try requireUnmoved([(parent, parentPath)])
+                guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
+                return (inodes.inode(for: node.pathLower), node)
+            }
         }
-        try await ensureListed(parentPath)
-        guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
-        return (inodes.inode(for: node.pathLower), node)
+    }
+
+    /// Runs a call again, from the start, each time it throws `StartAgain` having changed
+    /// nothing: a folder it found the path of was renamed before it could act there
+    /// (`requireUnmoved`), or it had to wait for Dropbox first. Bounded: a call that never
+    /// settles would be a bug, better an error than a hang.
+    func startingAgain<T>(_ call: () async throws -> T) async throws -> T {
+        for _ in 0..<Self.startsAtMost {
+            do { return try await call() } catch is StartAgain { continue }
+        }
+        FuseLog.error("a call gave up after starting again \(Self.startsAtMost) times (its folders kept moving)")
+        throw FSError.tryAgain
+    }
+
+    static let startsAtMost = 10_000
+
+    /// Throws `StartAgain` unless each inode still has the path the call found for it (with
+    /// `pathChanges` held, before the call changes anything); ENOENT for one whose name went.
+    func requireUnmoved(_ expected: [(inode: UInt64, path: String)]) throws {
+        for (inode, path) in expected {
+            guard let now = inodes.path(of: inode) else { throw FSError.notFound }
+            if now != path { throw StartAgain() }
+        }
     }
 
     /// A listed folder's children as the mount shows them: Dropbox's, less pending deletes,
@@ -602,3 +638,6 @@ public final class DropboxFileSystem: Sendable {
         try setPinned(inode, false)
     }
 }
+
+/// A call must start again, having changed nothing (`DropboxFileSystem.startingAgain`).
+struct StartAgain: Error {}

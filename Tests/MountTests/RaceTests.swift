@@ -128,4 +128,60 @@ struct RaceTests {
             #expect(result.status == 0, "\(result.stdout)\(result.stderr)\n\(m.log.suffix(3000))")
         }
     }
+
+    /// A folder renamed back and forth 400 times while two threads make files and folders
+    /// in it through a descriptor of it: each lands in the folder, wherever its name is,
+    /// here and on Dropbox. The kernel holds no lock on a folder being renamed, so a create
+    /// may come in between. Before the fix, with 1,000 renames, 820 of 4,287 were made at the folder's old path,
+    /// out of sight, and Dropbox got hundreds of conflicted copies of the folder.
+    @Test func entriesMadeInAFolderBeingRenamedLandInIt() async throws {
+        try await MountFixture.with { m in
+            let script = """
+                import errno, os, threading
+                root = os.environ['M'] + '/moving'
+                os.mkdir(root)
+                a, b = root + '/A', root + '/B'
+                os.mkdir(a)
+                folders = [os.open(a, os.O_RDONLY | os.O_DIRECTORY) for _ in range(2)]
+                stop, made = [], []
+                def renamer():
+                    try:
+                        for i in range(400):
+                            os.rename(a, b)
+                            os.rename(b, a)
+                    finally:
+                        stop.append(True)
+                def maker(k):
+                    i = 0
+                    while not stop:
+                        name = 'f%d-%d' % (k, i)
+                        i += 1
+                        fd = os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=folders[k])
+                        os.write(fd, name.encode())
+                        os.close(fd)
+                        made.append(name)
+                        if i % 3 == 0:
+                            os.mkdir(name + '.d', dir_fd=folders[k])
+                            made.append(name + '.d')
+                threads = [threading.Thread(target=renamer)] + [threading.Thread(target=maker, args=(k,)) for k in range(2)]
+                [t.start() for t in threads]
+                [t.join() for t in threads]
+                assert made, 'nothing made'
+                missing = sorted(set(made) - set(os.listdir(a)))
+                assert not missing, '%d of %d missing: %s' % (len(missing), len(made), missing[:10])
+                assert os.listdir(root) == ['A'], sorted(os.listdir(root))[:10]
+                for name in made:
+                    if not name.endswith('.d'):
+                        assert open(a + '/' + name).read() == name, name
+                print(len(made))
+                """
+            let result = try await m.python(script, timeout: 600)
+            #expect(result.status == 0, "\(result.stdout)\(result.stderr)\n\(m.log.suffix(3000))")
+            let made = Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            try await m.unmount()
+            let onDropbox = try await m.client.listAll("/moving", recursive: false).map(\.pathLower)
+            #expect(onDropbox == ["/moving", "/moving/a"] || onDropbox == ["/moving/a"], "\(onDropbox.prefix(10))")
+            #expect(try await m.client.listAll("/moving/a", recursive: false).count >= made, "Dropbox's /moving/a lacks entries")
+        }
+    }
 }
