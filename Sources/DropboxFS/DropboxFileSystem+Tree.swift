@@ -120,8 +120,13 @@ extension DropboxFileSystem {
 
     /// A new folder leaves the queue unless a round is sending it (false); one that may be
     /// on Dropbox already (sent before, its outcome unknown) is deleted there in its place.
+    /// Nor while a new folder or a rename is pending below it (false): those make it on
+    /// Dropbox when they are sent (`mkdir e; mkdir e/f; mv e/f a; rmdir e` left `e` there,
+    /// core differential, `DROPBOXFS_DIFF_MIX=tree`); the caller sends them first, and
+    /// removes it from Dropbox then.
     private func takeBackNewFolder(_ pathLower: String) throws -> Bool {
-        try folders.takeBack(pathLower) { try deletes.add($0) }
+        if folders.hasRecordBelow(pathLower) || moves.hasEndBelow(pathLower) { return false }
+        return try folders.takeBack(pathLower) { try deletes.add($0) }
     }
 
     /// The refusals of unlink and rmdir that need nothing but the node: rmdir of a file,

@@ -87,6 +87,12 @@ public final class PendingFolders: RoundQueue {
 
     func isPending(_ pathLower: String) -> Bool { state.withLock { $0.byPath[pathLower] != nil } }
 
+    /// Whether a new folder is pending strictly below `folder`.
+    func hasRecordBelow(_ folder: String) -> Bool {
+        let prefix = folder + "/"
+        return state.withLock { $0.byPath.keys.contains { $0.hasPrefix(prefix) } }
+    }
+
     static func node(_ record: QueuedFolder) -> Node {
         Node(pathLower: record.pathLower, name: record.name, isFolder: true)
     }

@@ -185,6 +185,13 @@ public final class PendingMoves: RoundQueue {
         }
     }
 
+    /// Whether a pending rename's source or destination lies strictly below `folder`.
+    func hasEndBelow(_ folder: String) -> Bool {
+        state.withLock { state in
+            state.ends.hasBelow(folder) || state.settling.contains { $0.fromLower.hasPrefix(folder + "/") || $0.toLower.hasPrefix(folder + "/") }
+        }
+    }
+
     /// Whether a pending rename's source or destination lies at, above or below any of `paths`.
     func touches(_ paths: [String]) -> Bool {
         state.withLock { state in

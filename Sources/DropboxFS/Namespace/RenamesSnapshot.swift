@@ -63,6 +63,7 @@ struct RenameEnds {
 
     /// Whether a rename has an end at, above or below `path`.
     func touches(_ path: String) -> Bool { paths.touches(path) }
+    func hasBelow(_ path: String) -> Bool { paths.hasBelow(path) }
 
     /// The largest id below `upper` of a rename with an end at `key`.
     func newest(at key: String, below upper: Int64) -> Int64? {

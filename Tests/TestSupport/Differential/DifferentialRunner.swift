@@ -456,13 +456,17 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         return lines.joined(separator: "\n")
     }
 
-    /// The local folder's files as Dropbox names them (lower-case paths) with content hashes.
+    /// The local folder's files as Dropbox names them (lower-case paths) with content hashes,
+    /// and its folders (a path ending in "/"): a folder Dropbox holds that the local side
+    /// does not (a conflicted copy, a folder removed here that a misordered change kept
+    /// there) is a difference too.
     private func localFiles() -> String {
         var lines: [String] = []
         func walk(_ relative: String) {
             for name in (try? Sys.list(localRoot + relative).get()) ?? [] {
                 let path = relative + "/" + name
                 if (try? Sys.stat(localRoot + path).get())?.isDirectory == true {
+                    lines.append(path.lowercased() + "/")
                     walk(path)
                 } else {
                     lines.append("\(path.lowercased()) \((try? ContentHasher.hash(file: localRoot + path)) ?? "?")")
@@ -473,13 +477,20 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         return lines.sorted().joined(separator: "\n")
     }
 
-    /// Dropbox's files below the remote root, listed the same way.
+    /// Dropbox's files and folders below the remote root, listed the same way.
     private func remoteTree() -> String {
         let client = self.client, root = remoteRoot
         let entries = (try? blocking { try await client.listAll(root, recursive: true) }) ?? []
         var lines: [String] = []
-        for case .file(let file) in entries {
-            lines.append("\(file.pathLower!.dropFirst(root.count)) \(file.contentHash ?? "?")")
+        for entry in entries {
+            switch entry {
+            case .file(let file):
+                lines.append("\(file.pathLower!.dropFirst(root.count)) \(file.contentHash ?? "?")")
+            case .folder(let folder) where folder.pathLower!.count > root.count:
+                lines.append(folder.pathLower!.dropFirst(root.count) + "/")
+            default:
+                break
+            }
         }
         return lines.sorted().joined(separator: "\n")
     }

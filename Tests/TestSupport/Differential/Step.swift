@@ -153,7 +153,31 @@ public struct SequenceGenerator {
         }
     }
 
+    /// `DROPBOXFS_DIFF_MIX=tree`: sequences of mostly mkdir, rmdir and rename (a few files,
+    /// listings and settles among them), for the order of namespace changes on Dropbox; the
+    /// default mix has one such change in five steps.
+    static let treeMix = ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_MIX"] == "tree"
+
     public mutating func operation() -> Step {
+        Self.treeMix ? treeOperation() : anyOperation()
+    }
+
+    private mutating func treeOperation() -> Step {
+        let path = below(Step.paths.count)
+        switch below(100) {
+        case 0..<25: return .mkdir(path: path)
+        case 25..<40: return .rmdir(path: path)
+        case 40..<75: return .rename(from: path, to: below(Step.paths.count))
+        case 75..<78: return .caseRename(path: path)
+        case 78..<84: return .list(path: below(Step.paths.count + 1) - 1)
+        case 84..<89: return .open(path: path, mode: Step.OpenMode.all[4])  // WRONLY|CREAT|TRUNC
+        case 89..<94: return .close(slot: below(4))
+        case 94..<96: return .unlink(path: path)
+        default: return .settle
+        }
+    }
+
+    private mutating func anyOperation() -> Step {
         let path = below(Step.paths.count), slot = below(4)
         let fill = UInt8(truncatingIfNeeded: next())
         switch below(100) {
