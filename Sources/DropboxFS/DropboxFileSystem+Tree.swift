@@ -51,6 +51,8 @@ extension DropboxFileSystem {
             try checkRemovable(node, folder: folder)
             if folder { try await requireEmpty(node) }  // a quick refusal; `DeleteSender` makes sure on Dropbox
             let sendFirst = try await writeBack.holding([node.pathLower]) { () async throws -> Bool in
+                // nil: a new folder to send first; .some(nil): removed; .some(node): what
+                // Dropbox holds there, to remove at once (no room to queue its delete).
                 let unqueued = try pathChanges.withLock { () throws -> Node?? in
                     try requireUnmoved([(parent, parentPath)])
                     // A new folder not sent yet is taken back (no request); one being sent is

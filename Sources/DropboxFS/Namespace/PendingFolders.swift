@@ -32,14 +32,16 @@ public final class PendingFolders: RoundQueue {
         /// stopped): Dropbox may have made them without this mount hearing of it.
         var maybeMade: Set<String> = []
         var lastAdded = ContinuousClock.now
+        /// The keys of `byPath`, for "is one below this folder?" without a scan.
+        var paths = PathTouches()
 
         mutating func insert(_ record: QueuedFolder) {
-            byPath[record.pathLower] = record
+            if byPath.updateValue(record, forKey: record.pathLower) == nil { paths.insert(record.pathLower) }
             byParent[Node.parent(of: record.pathLower), default: []].insert(record.pathLower)
         }
 
         mutating func remove(_ pathLower: String) {
-            byPath.removeValue(forKey: pathLower)
+            if byPath.removeValue(forKey: pathLower) != nil { paths.remove(pathLower) }
             let parent = Node.parent(of: pathLower)
             byParent[parent]?.remove(pathLower)
             if byParent[parent]?.isEmpty == true { byParent.removeValue(forKey: parent) }
@@ -88,10 +90,7 @@ public final class PendingFolders: RoundQueue {
     func isPending(_ pathLower: String) -> Bool { state.withLock { $0.byPath[pathLower] != nil } }
 
     /// Whether a new folder is pending strictly below `folder`.
-    func hasRecordBelow(_ folder: String) -> Bool {
-        let prefix = folder + "/"
-        return state.withLock { $0.byPath.keys.contains { $0.hasPrefix(prefix) } }
-    }
+    func hasRecordBelow(_ folder: String) -> Bool { state.withLock { $0.paths.hasBelow(folder) } }
 
     static func node(_ record: QueuedFolder) -> Node {
         Node(pathLower: record.pathLower, name: record.name, isFolder: true)
