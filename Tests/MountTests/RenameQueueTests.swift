@@ -129,7 +129,7 @@ struct RenameQueueTests {
                     """)
                 if read.stdout != "hello \(i)\n" { failures.append("P\(i): \(read.stderr)") }
             }
-            #expect(failures.isEmpty, "\(failures)")
+            #expect(failures.isEmpty, "\(failures)\n\(m.log.suffix(4000))")  // seen once in a full run under a build
         }
     }
 
