@@ -192,11 +192,15 @@ public final class Emulator: Sendable {
                 try Self.requireContentType(head, oneOf: ["application/json", "text/plain; charset=dropbox-cors-hack"], route: route)
             }
             call.argument = scope.inbound(try Self.parseArgument(bytes.isEmpty ? [] : bytes, route: route), route: route)
-            try await exchange.writer.sendJSON(told(scope.outbound(try await handler(call)), by: decision.lie))
+            let result = try await handler(call)
+            try await Self.holdAnswer(decision, route: route, stats: stats)
+            try await exchange.writer.sendJSON(told(scope.outbound(result), by: decision.lie))
         case .upload(let handler):
             try Self.requireContentType(head, oneOf: ["application/octet-stream"], route: route)
             call.argument = scope.inbound(try Self.headerArgument(head, query: query, route: route), route: route)
-            try await exchange.writer.sendJSON(told(scope.outbound(try await handler(call)), by: decision.lie))
+            let result = try await handler(call)
+            try await Self.holdAnswer(decision, route: route, stats: stats)
+            try await exchange.writer.sendJSON(told(scope.outbound(result), by: decision.lie))
         case .download(let handler):
             // Dropbox refuses a Content-Type here, e.g. the form type some HTTP libraries add.
             if let type = head.headers.first(name: "Content-Type"), !type.isEmpty, !type.lowercased().hasPrefix("text/plain") {
@@ -211,6 +215,13 @@ public final class Emulator: Sendable {
     }
 
     private func told(_ result: JSON, by lie: Lie?) -> JSON { lie?.apply(result) ?? result }
+
+    /// `latency:answer=1`: the request is carried out; its answer waits.
+    private static func holdAnswer(_ decision: FaultDecision, route: String, stats: RouteStats) async throws {
+        guard let delay = decision.answerDelay else { return }
+        stats.record(route, delayed: 1)
+        try await Task.sleep(for: delay)
+    }
 
     /// Checks `Authorization: Bearer …` (or `?authorization=` on GET) and returns the token.
     private func authenticate(_ head: HTTPRequestHead, query: [String: String], route: String) throws -> String {

@@ -11,7 +11,9 @@ import Synchronization
 ///   server or proxy that fails after acting: to the client, like a connection that died
 ///   before the request arrived); `offline=1`: stop listening first, as `setReachable(false)`
 ///   does (the network gone with the answer: a client's fresh connection is refused);
-/// - `latency`: delay each matching request by `ms=N`;
+/// - `latency`: delay each matching request by `ms=N`; `answer=1`: carry it out at once and
+///   delay its answer instead (a slow way back: what the client learns is older than what
+///   the server holds by then; RPC and upload routes);
 /// - `silent`: take each matching request and never answer it while the rule is in force;
 ///   once the faults are replaced, its connection is dropped without it being served (a
 ///   network or server gone quiet: unlike `latency`, nothing held is ever done late);
@@ -28,7 +30,7 @@ struct FaultRule: Sendable, CustomStringConvertible {
         case tooManyWriteOperations
         case reset(after: Int64?)
         case drop(thenOffline: Bool)
-        case latency(milliseconds: Int)
+        case latency(milliseconds: Int, ofAnswer: Bool)
         case silent
         case bandwidth(bytesPerSecond: Int64)
         case lie(Lie)
@@ -65,7 +67,7 @@ struct FaultRule: Sendable, CustomStringConvertible {
         case "silent": kind = .silent
         case "latency":
             guard let ms: Int = try number("ms") else { throw FaultSpecError(spec: spec, reason: "latency needs ms=N") }
-            kind = .latency(milliseconds: ms)
+            kind = .latency(milliseconds: ms, ofAnswer: (try number("answer") ?? 0) != 0)
         case "bandwidth":
             guard let bps: Int64 = try number("bps"), bps > 0 else { throw FaultSpecError(spec: spec, reason: "bandwidth needs bps=N > 0") }
             kind = .bandwidth(bytesPerSecond: bps)
@@ -106,6 +108,8 @@ struct FaultSpecError: Error, CustomStringConvertible {
 /// What the active faults decided for one request.
 struct FaultDecision: Sendable {
     var delay: Duration?
+    /// `latency:answer=1`: how long the answer waits once the request was carried out.
+    var answerDelay: Duration?
     var failure: APIFailure?
     var resetAfter: Int64??
     /// `drop`: the answer is never sent, the connection closed instead.
@@ -157,7 +161,8 @@ final class FaultPlan: Sendable {
                 state.armed[i].seen += 1
                 guard rule.inWindow(seen: state.armed[i].seen) else { continue }
                 switch rule.kind {
-                case .latency(let ms): decision.delay = .milliseconds(ms)
+                case .latency(let ms, false): decision.delay = .milliseconds(ms)
+                case .latency(let ms, true): decision.answerDelay = .milliseconds(ms)
                 case .silent: decision.silent = true
                 case .bandwidth(let bps): decision.bytesPerSecond = bps
                 default:

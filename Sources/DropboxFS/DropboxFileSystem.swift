@@ -327,21 +327,24 @@ public final class DropboxFileSystem: Sendable {
             if let existing = running[folderLower] { return existing }
             let task = Task { [client, store] in
                 var listed = Set<String>()
+                FuseLog.trace("listing \(folderLower.isEmpty ? "/" : folderLower)")
+                let folder = try store.listingStarts(folderLower)
                 let cursor = try await client.listPages(folderLower) { entries in
                     let nodes = try Self.children(of: folderLower, in: entries)
-                    try store.storeListingPage(nodes)
+                    try store.storeListingPage(nodes, of: folder)
                     for node in nodes { listed.insert(node.pathLower) }
                 }
-                try store.finishListing(folderLower, children: listed)
+                try store.finishListing(folder, children: listed)
+                FuseLog.trace("listed \(folderLower.isEmpty ? "/" : folderLower): \(listed.count) entries")
                 if listed.count > Heap.largeCount { Heap.giveBack() }
                 // The change watcher may have passed changes in this folder while it was being
                 // listed (and not yet marked listed): replay them from the listing's own cursor.
                 do {
                     var page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
-                    _ = try store.apply(page.entries)
+                    try store.applyListingReplay(page.entries, of: folderLower)
                     while page.hasMore {
                         page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: page.cursor))
-                        _ = try store.apply(page.entries)
+                        try store.applyListingReplay(page.entries, of: folderLower)
                     }
                 } catch {
                     // The change feed fails: the listing is served as Dropbox gave it, but the

@@ -27,6 +27,11 @@ public final class MetadataStore: @unchecked Sendable {
     /// when its entry comes, so the entries below it are kept (dropped as children of a
     /// folder not listed, a file the kernel held in it was "not found").
     private var landingFolders: [String: Int] = [:]
+    /// The moves under way, by ticket, with the keys they counted in `landingFolders`: a
+    /// folder whose listing finishes below a source meanwhile lands as well (the listing
+    /// began before the move; `finishListing`).
+    private var landings: [Int: (source: String, target: String, keys: [String])] = [:]
+    private var landingsBegun = 0
 
     public init(path: String) throws {
         db = try SQLiteDatabase(path: path, exclusive: true)
@@ -116,22 +121,59 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
+    /// The folder a listing is of, as the store had it when the listing began: its pages
+    /// are stored only while the store still has that folder there.
+    public struct ListedFolder: Sendable {
+        public var pathLower: String
+        /// The folder's Dropbox id then (nil: the root, or a folder the store did not have).
+        var id: String?
+    }
+
+    public func listingStarts(_ folderLower: String) throws -> ListedFolder {
+        ListedFolder(pathLower: folderLower, id: folderLower.isEmpty ? nil : try node(folderLower, remember: false)?.id)
+    }
+
     /// Stores a page of a folder's listing as it arrives. Children the store had already
     /// stay until the listing is finished (`finishListing`): a file the kernel knows never
-    /// vanishes for the length of a listing.
-    public func storeListingPage(_ nodes: [Node]) throws {
+    /// vanishes for the length of a listing. ENOENT once the folder has left its place: a
+    /// rename or removal learnt meanwhile (the mount's own move, or the change feed) moved
+    /// what the store had, and the page, which Dropbox answered before, speaks of the old
+    /// place (stored there, a renamed folder's files were out of the view, and the old
+    /// place counted as listed with them).
+    public func storeListingPage(_ nodes: [Node], of folder: ListedFolder) throws {
         try lock.withLock {
             forgetCachedLocked()
+            try requireInPlaceLocked(folder)
             try db.transaction {
                 for node in nodes { try upsertLocked(node) }
             }
         }
     }
 
+    private func requireInPlaceLocked(_ folder: ListedFolder) throws {
+        guard let id = folder.id else { return }
+        guard let now = try db.first("\(Self.select) WHERE path_lower = ?", [.text(folder.pathLower)], map: Self.node),
+              now.id == id || now.id.isEmpty || id.isEmpty else { throw FSError.notFound }
+    }
+
     /// The listing of a folder is complete: its children are exactly `children` (keys).
-    public func finishListing(_ folderLower: String, children: Set<String>) throws {
+    /// ENOENT if the folder left its place meanwhile (`storeListingPage`); what its pages
+    /// stored there goes.
+    public func finishListing(_ folder: ListedFolder, children: Set<String>) throws {
+        let folderLower = folder.pathLower
         try lock.withLock {
             forgetCachedLocked()
+            do {
+                try requireInPlaceLocked(folder)
+            } catch {
+                // The pages' entries went over whatever was there: a folder at that path now
+                // is listed again when next needed.
+                try db.transaction {
+                    for key in children { try removeSubtreeLocked(key) }
+                    try unlistLocked(folderLower)
+                }
+                throw error
+            }
             try db.transaction {
                 var gone: [String] = []
                 try db.query("SELECT path_lower FROM nodes WHERE parent_lower = ?", [.text(folderLower)]) { row in
@@ -140,6 +182,9 @@ public final class MetadataStore: @unchecked Sendable {
                 }
                 for key in gone { try removeSubtreeLocked(key) }
                 try markListedLocked(folderLower)
+                for (ticket, landing) in landings where Node.isAt(folderLower, orUnder: landing.source) {
+                    landLocked(folderLower, ticket: ticket)
+                }
             }
         }
     }
@@ -184,6 +229,25 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
+    /// Applies what a folder's own cursor brought after its listing: the changes the change
+    /// feed may have passed while the folder was not yet listed. Those at or below a folder
+    /// this mount is moving are left to the change feed, and the folder is listed again
+    /// when next needed: Dropbox made the move, and this cursor tells of it as removals at
+    /// the old place only; the feed brings the same removals with the entries at the new
+    /// place. (Applied alone, the files of a folder renamed here were at neither place
+    /// until the feed came.)
+    public func applyListingReplay(_ changes: [Metadata], of folderLower: String) throws {
+        let (moving, rest) = lock.withLock {
+            let sources = landings.values.map(\.source)
+            let moving = { (change: Metadata) in
+                change.pathLower.map { path in sources.contains { Node.isAt(path, orUnder: $0) } } ?? false
+            }
+            return (changes.filter(moving), changes.filter { !moving($0) })
+        }
+        _ = try apply(rest)
+        if !moving.isEmpty { try unlist(folderLower) }
+    }
+
     /// A folder mkdir made here, not yet on Dropbox or being made there: it counts as listed
     /// and empty now, and again when its entry comes through the change feed (a removal of
     /// the name before it unlists it), so what lands in it meanwhile is kept.
@@ -196,24 +260,34 @@ public final class MetadataStore: @unchecked Sendable {
     }
 
     /// A move of `source` to `target` starts: the folders listed at or below the source
-    /// count as listed where they land, should the change feed bring them first. Returns
-    /// their new keys, for `endLanding`.
-    public func beginLanding(from source: String, to target: String) throws -> [String] {
+    /// count as listed where they land, should the change feed bring them first, and so do
+    /// those listed there until `endLanding`.
+    public func beginLanding(from source: String, to target: String) throws -> LandingTicket {
         try lock.withLock {
-            var keys: [String] = []
+            landingsBegun += 1
+            landings[landingsBegun] = (source, target, [])
             try db.query("SELECT path_lower FROM listed WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)",
                          [.text(source), .text(source + "/"), .text(source + "0")]) { row in
-                keys.append(target + row.text(0).dropFirst(source.count))
+                landLocked(row.text(0), ticket: landingsBegun)
             }
-            for key in keys { landingFolders[key, default: 0] += 1 }
-            return keys
+            return LandingTicket(number: landingsBegun)
         }
     }
 
+    public struct LandingTicket: Sendable { fileprivate let number: Int }
+
+    /// A folder listed at or below a moving source counts as listed where it lands.
+    private func landLocked(_ listed: String, ticket: Int) {
+        guard let landing = landings[ticket] else { return }
+        let key = landing.target + listed.dropFirst(landing.source.count)
+        landingFolders[key, default: 0] += 1
+        landings[ticket]?.keys.append(key)
+    }
+
     /// The move is over (done, and the store has learnt it, or failed).
-    public func endLanding(_ keys: [String]) {
+    public func endLanding(_ ticket: LandingTicket) {
         lock.withLock {
-            for key in keys {
+            for key in landings.removeValue(forKey: ticket.number)?.keys ?? [] {
                 let left = landingFolders[key, default: 1] - 1
                 landingFolders[key] = left > 0 ? left : nil
             }

@@ -67,8 +67,8 @@ final class MoveSender: Sendable {
     private func sendBatch(_ batch: [QueuedMove]) async throws {
         try await sendOlderChanges(touching: batch.flatMap { [$0.fromLower, $0.toLower] })
         let sources = try batch.map { move in try store.node(move.fromLower) }
-        let landing = try batch.flatMap { try store.beginLanding(from: $0.fromLower, to: $0.toLower) }
-        defer { store.endLanding(landing) }
+        let landings = try batch.map { try store.beginLanding(from: $0.fromLower, to: $0.toLower) }
+        defer { landings.forEach(store.endLanding) }
         pending.setInFlight(Dictionary(uniqueKeysWithValues: batch.map { ($0.id, $0.toLower) }))
         defer { pending.setInFlight([:]) }
         let expected = batch.flatMap { [($0.fromLower, OwnChanges.Expectation.absent), ($0.toLower, .subtree)] }
@@ -181,6 +181,7 @@ final class MoveSender: Sendable {
     private func finish(_ move: QueuedMove, _ entry: Metadata, sourceRev: String?) throws {
         guard let moved = Node(entry) else { throw FSError.io("move_v2 returned a deleted entry") }
         try pending.finished(move) { try store.applyMove(from: move.fromLower, to: moved) }
+        FuseLog.trace("moved \(move.fromLower) to \(moved.pathLower) on Dropbox")
         // A revision Dropbox renumbered: what was based on the old one is based on the new.
         if let old = sourceRev, let new = moved.rev, old != new {
             writeBack.rebase(from: old, to: new)
