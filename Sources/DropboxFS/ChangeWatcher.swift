@@ -122,6 +122,24 @@ public final class ChangeWatcher: Sendable {
         try await run.value
     }
 
+    /// Runs `body`, which applies a change the mount made to the store itself, between two
+    /// catch-ups: after the one under way, before any started later. The pages of the one
+    /// under way may have been read before the change was made: applied after it, they
+    /// undid it until the next page (a case-only rename's first step, read from the feed
+    /// and applied after its second: the folder vanished and its hidden name showed).
+    func inFeedOrder<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        let run: Task<T, any Error> = lastCatchUp.withLock { last in
+            let previous = last
+            let run = Task {
+                await previous?.value
+                return try body()
+            }
+            last = Task { _ = try? await run.value }
+            return run
+        }
+        return try await run.value
+    }
+
     private func catchUpInOrder() async throws {
         let number = own.catchUpStarted()
         defer { own.catchUpEnded(number) }
@@ -133,6 +151,7 @@ public final class ChangeWatcher: Sendable {
         do {
             while true {
                 let page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
+                FuseLog.trace("change feed: \(page.entries.count) entries\(page.entries.prefix(8).map { " " + ($0.pathLower ?? "?") + (Node($0) == nil ? " deleted" : "") }.joined())")
                 let changes = try store.apply(page.entries)
                 cursor = page.cursor
                 try store.setValue("cursor", cursor)

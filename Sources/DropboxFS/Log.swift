@@ -17,7 +17,7 @@ public enum FuseLog {
     public static let tracing = ProcessInfo.processInfo.environment["DROPBOXFS_TRACE"].map { !$0.isEmpty } ?? false
 
     public static func trace(_ message: @autoclosure () -> String) {
-        if tracing { write("dropboxfs: trace: \(message())\n") }
+        if tracing { write("dropboxfs: trace: \(Date().timeIntervalSince1970) \(message())\n") }
     }
 
     /// Writes text to stderr as it is, dropping what cannot be written.

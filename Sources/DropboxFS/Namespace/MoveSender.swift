@@ -79,7 +79,7 @@ final class MoveSender: Sendable {
         for (index, (move, result)) in zip(batch, results).enumerated() {
             guard case .success(let entry) = result, Node(entry) != nil else { again.append(move); continue }
             if let lower = entry.pathLower, lower != move.toLower { calls.watcher.expectOwn(lower, .subtree) }
-            try finish(move, entry, sourceRev: sources[index]?.rev)
+            try await finish(move, entry, sourceRev: sources[index]?.rev)
             made.append((move, entry))
         }
         defer { for (move, _) in made { pending.settled(move) } }
@@ -120,8 +120,7 @@ final class MoveSender: Sendable {
                     let landing = try store.beginLanding(from: move.fromLower, to: Node.key(of: temporary))
                     defer { store.endLanding(landing) }
                     guard let step = Node(try await calls.moveOnce(source, to: temporary)) else { throw FSError.io("move_v2 returned a deleted entry") }
-                    let from = move.fromLower
-                    move = try pending.advance(move, from: step.pathLower) { try store.applyMove(from: from, to: step) }
+                    move = try await advance(move, to: step)
                     source = step
                 }
                 pending.setInFlight([move.id: move.toLower])
@@ -152,8 +151,7 @@ final class MoveSender: Sendable {
                     if move.isParked, !source.id.isEmpty,
                        let parked = try await calls.client.metadataIfExists(move.parkedAt).flatMap(Node.init),
                        parked.id == source.id {
-                        let from = move.fromLower
-                        move = try pending.advance(move, from: parked.pathLower) { try store.applyMove(from: from, to: parked) }
+                        move = try await advance(move, to: parked)
                         source = parked
                         continue
                     }
@@ -168,19 +166,31 @@ final class MoveSender: Sendable {
         }
     }
 
+    /// A case-only rename's first step is done: the rename goes on from the hidden name,
+    /// which the store learns in the change feed's order (`ChangeWatcher.inFeedOrder`).
+    private func advance(_ move: QueuedMove, to step: Node) async throws -> QueuedMove {
+        try await calls.watcher.inFeedOrder { [pending, store] in
+            try pending.advance(move, from: step.pathLower) { try store.applyMove(from: move.fromLower, to: step) }
+        }
+    }
+
     /// The move is done on Dropbox: the store learns it as the rename leaves the queue, and
     /// the change feed is caught up past it.
     private func done(_ move: QueuedMove, _ entry: Metadata, sourceRev: String?) async throws {
         defer { pending.settled(move) }
-        try finish(move, entry, sourceRev: sourceRev)
+        try await finish(move, entry, sourceRev: sourceRev)
         await calls.watcher.catchUp(after: [Node.deletion(name: entry.name, pathLower: move.fromLower), entry])
     }
 
     /// The store learns a move done on Dropbox as the rename leaves the queue (it settles
-    /// once the caller has caught up with the change feed).
-    private func finish(_ move: QueuedMove, _ entry: Metadata, sourceRev: String?) throws {
+    /// once the caller has caught up with the change feed), in the feed's order: after the
+    /// pages a catch-up under way may have read before the move was made. Until then the
+    /// rename, in flight, shows its source wherever the store has it.
+    private func finish(_ move: QueuedMove, _ entry: Metadata, sourceRev: String?) async throws {
         guard let moved = Node(entry) else { throw FSError.io("move_v2 returned a deleted entry") }
-        try pending.finished(move) { try store.applyMove(from: move.fromLower, to: moved) }
+        try await calls.watcher.inFeedOrder { [pending, store] in
+            try pending.finished(move) { try store.applyMove(from: move.fromLower, to: moved) }
+        }
         FuseLog.trace("moved \(move.fromLower) to \(moved.pathLower) on Dropbox")
         // A revision Dropbox renumbered: what was based on the old one is based on the new.
         if let old = sourceRev, let new = moved.rev, old != new {
