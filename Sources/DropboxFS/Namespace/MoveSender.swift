@@ -8,9 +8,10 @@ import Foundation
 /// others one `move_v2` each.
 ///
 /// Before a rename, the new folders and removals numbered before it go (a removal of the
-/// destination, say: `rename` over a file). When the move is done, the store learns it at
-/// once (`MetadataStore.applyMove`), in the same step as the rename leaves the queue, so
-/// the view never shows the file at neither name; the change feed then brings the same.
+/// destination, say: `rename` over a file). When the move is done, the store learns it
+/// (`MetadataStore.applyMove`) in the same step as the rename leaves the queue, so the view
+/// never shows the file at neither name, and in the change feed's order (after a catch-up
+/// under way, whose pages may be older than the move); the change feed then brings the same.
 ///
 /// When Dropbox refuses:
 /// - the destination is taken (another client put something there, or a removal before it
