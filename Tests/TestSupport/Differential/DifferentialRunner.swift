@@ -124,6 +124,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
 
     public mutating func run(_ operations: [Step]) throws {
         defer { closeAll() }
+        // A sequence that fails in an outage leaves Dropbox reachable for the next one (left
+        // out of reach, every later sequence, and each replay of the shrinking, failed too).
+        defer { if offline { try? setNetwork(up: true) } }
         for (index, operation) in operations.enumerated() {
             let (tested, local) = try perform(operation)
             if tested != local { throw Difference(step: index, operation: operation.description, tested: tested, local: local) }
