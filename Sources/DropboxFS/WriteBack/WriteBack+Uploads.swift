@@ -229,12 +229,21 @@ extension WriteBack {
     /// Dropbox is back: uploads that failed because it was out of reach go now, not when
     /// their backoff (minutes, after a long outage) ends.
     public func retryUnreachable() {
-        state.withLock { state in
+        let unsealed = state.withLock { state -> [LocalVersion] in
             for version in state.versions.values where version.phase == .queued && version.failure == .networkUnreachable {
                 version.retryAt = nil
             }
+            return state.versions.values.filter { $0.phase == .editing && $0.writers == 0 && !$0.detached && $0.file.hasChanges }
         }
         changed()
+        // Closed while Dropbox was out of reach, with blocks only Dropbox had: the close could
+        // not seal them (it said ENETUNREACH), and nothing else would until the file's next
+        // close or an unmount. Sealed now, as that close would have.
+        for version in unsealed {
+            Task {
+                do { try await seal(version) } catch { FuseLog.error("\(version.pathLower): closed in an outage, not sealed yet (\(error)); tried again when Dropbox is next back") }
+            }
+        }
     }
 
     /// Unmounting: seals what is still open with changes, and stops waiting for quiet.
