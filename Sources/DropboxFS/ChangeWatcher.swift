@@ -22,7 +22,7 @@ public final class ChangeWatcher: Sendable {
     /// kernel, told of a change, asks again and finds it done; not told of a reset.
     public typealias CoreListener = @Sendable (_ changes: [StoreChange], _ page: [Metadata]) -> Void
     private let coreListener = Mutex<CoreListener>({ _, _ in })
-    /// The last catch-up started; the next one waits for it.
+    /// The last catch-up (or own store change, `inFeedOrder`) started; the next waits for it.
     private let lastCatchUp = Mutex<Task<Void, Never>?>(nil)
     /// The mount's own changes: applied to the store like any other, never sent to the kernel.
     let own = OwnChanges()
@@ -110,16 +110,7 @@ public final class ChangeWatcher: Sendable {
     /// mount), after any catch-up already running. Run before the mount is offered, so a
     /// remount never shows stale entries, and after each change the mount makes itself.
     public func catchUp() async throws {
-        let run: Task<Void, any Error> = lastCatchUp.withLock { last in
-            let previous = last
-            let run = Task {
-                await previous?.value
-                try await self.catchUpInOrder()
-            }
-            last = Task { _ = try? await run.value }
-            return run
-        }
-        try await run.value
+        try await inOrder { try await self.catchUpInOrder() }
     }
 
     /// Runs `body`, which applies a change the mount made to the store itself, between two
@@ -128,11 +119,17 @@ public final class ChangeWatcher: Sendable {
     /// undid it until the next page (a case-only rename's first step, read from the feed
     /// and applied after its second: the folder vanished and its hidden name showed).
     func inFeedOrder<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await inOrder { try body() }
+    }
+
+    /// Runs `body` once everything queued before it here has ended (catch-ups and the
+    /// mount's own store changes take turns in this one line).
+    private func inOrder<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let run: Task<T, any Error> = lastCatchUp.withLock { last in
             let previous = last
             let run = Task {
                 await previous?.value
-                return try body()
+                return try await body()
             }
             last = Task { _ = try? await run.value }
             return run

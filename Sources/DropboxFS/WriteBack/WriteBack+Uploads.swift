@@ -227,7 +227,8 @@ extension WriteBack {
     func maybeCommitted(_ version: LocalVersion) -> [String] { state.withLock { _ in version.maybeCommitted } }
 
     /// Dropbox is back: uploads that failed because it was out of reach go now, not when
-    /// their backoff (minutes, after a long outage) ends.
+    /// their backoff (minutes, after a long outage) ends, and files closed meanwhile that
+    /// could not be sealed are sealed.
     public func retryUnreachable() {
         let unsealed = state.withLock { state -> [LocalVersion] in
             for version in state.versions.values where version.phase == .queued && version.failure == .networkUnreachable {
@@ -239,8 +240,9 @@ extension WriteBack {
         // Closed while Dropbox was out of reach, with blocks only Dropbox had: the close could
         // not seal them (it said ENETUNREACH), and nothing else would until the file's next
         // close or an unmount. Sealed now, as that close would have.
-        for version in unsealed {
-            Task {
+        guard !unsealed.isEmpty else { return }
+        Task {
+            for version in unsealed {
                 do { try await seal(version) } catch { FuseLog.error("\(version.pathLower): closed in an outage, not sealed yet (\(error)); tried again when Dropbox is next back") }
             }
         }
