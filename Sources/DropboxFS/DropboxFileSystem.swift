@@ -215,12 +215,23 @@ public final class DropboxFileSystem: Sendable {
     /// mount's view, as on every Linux filesystem: a lookup of `README.TXT` does not find
     /// `README.txt` (were it the same inode, the kernel would take `mv a A` for a no-op).
     func child(of folderLower: String, named name: String) throws -> Node? {
-        guard let found = try childIgnoringCase(of: folderLower, named: name), found.name == name else { return nil }
+        guard let found = try childIgnoringCase(of: folderLower, named: name), ExactKey.same(found.name, name) else { return nil }
         return found
     }
 
-    /// The entry Dropbox would take `name` for (it folds case): what a new name collides with.
+    /// What a new name collides with: the entry Dropbox would take `name` for (it folds
+    /// case), or one whose name is canonically equivalent to it (`café` in NFC and in NFD).
+    /// Dropbox keeps those two apart, but the mount's tables, keyed by `String`, would take
+    /// one for the other: a create of one opened and truncated the other.
     func childIgnoringCase(of folderLower: String, named name: String) throws -> Node? {
+        if let found = try entryDropboxMatches(in: folderLower, named: name) { return found }
+        for form in ExactKey.equivalents(of: name) {
+            if let found = try entryDropboxMatches(in: folderLower, named: form) { return found }
+        }
+        return nil
+    }
+
+    private func entryDropboxMatches(in folderLower: String, named name: String) throws -> Node? {
         let key = Node.child(folderLower, name)
         if let local = writeBack.overlay(key) { return local }
         if !moves.isEmpty { return try resolvedNode(key) }

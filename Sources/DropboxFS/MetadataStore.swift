@@ -13,8 +13,9 @@ public final class MetadataStore: @unchecked Sendable {
     private let db: SQLiteDatabase
     /// Nodes and listed folders read from SQLite, kept in memory: `ls -l` asks for every
     /// entry's attributes. Emptied by every write.
-    private var nodeCache: [String: Node?] = [:]
-    private var listedCache: [String: Bool] = [:]
+    /// Keyed by bytes (`ExactKey`): Dropbox keeps NFC and NFD spellings of a name apart.
+    private var nodeCache: [ExactKey: Node?] = [:]
+    private var listedCache: [ExactKey: Bool] = [:]
     /// Folders this mount's mkdir made and Dropbox may not have yet (a count per path): such
     /// a folder is empty when made, so when its entry comes through the change feed it counts
     /// as listed at once, and the children put there right after (uploads from here, another
@@ -76,11 +77,11 @@ public final class MetadataStore: @unchecked Sendable {
     public func node(_ pathLower: String, remember: Bool = true) throws -> Node? {
         if pathLower.isEmpty { return .root }
         return try lock.withLock {
-            if let cached = nodeCache[pathLower] { return cached }
+            if let cached = nodeCache[ExactKey(pathLower)] { return cached }
             let node = try db.first("\(Self.select) WHERE path_lower = ?", [.text(pathLower)], map: Self.node)
             guard remember else { return node }
             if nodeCache.count >= Self.nodesRemembered { nodeCache.removeAll(keepingCapacity: true) }
-            nodeCache[pathLower] = node
+            nodeCache[ExactKey(pathLower)] = node
             return node
         }
     }
@@ -114,9 +115,9 @@ public final class MetadataStore: @unchecked Sendable {
 
     public func isListed(_ folderLower: String) throws -> Bool {
         try lock.withLock {
-            if let cached = listedCache[folderLower] { return cached }
+            if let cached = listedCache[ExactKey(folderLower)] { return cached }
             let listed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(folderLower)]) { _ in true } ?? false
-            listedCache[folderLower] = listed
+            listedCache[ExactKey(folderLower)] = listed
             return listed
         }
     }

@@ -437,6 +437,41 @@ struct FileLifeTests {
         }
     }
 
+    /// `café` written as one code point (NFC) and as `e` + a combining accent (NFD) are two
+    /// names to Dropbox and to Linux, though Swift's `==` takes them for one: made elsewhere,
+    /// each reads its own bytes (the second read gave the first file's, from a cache keyed by
+    /// `String`); made here, the second one is refused, as a name differing only in case is,
+    /// instead of opening and truncating the first file (it did: its bytes were lost).
+    @Test func namesThatDifferOnlyInUnicodeNormalizationAreNeverTakenForOneAnother() async throws {
+        try await MountFixture.with { m in
+            let composed = "caf\u{E9}.txt", decomposed = "cafe\u{301}.txt"
+            #expect(!composed.utf8.elementsEqual(decomposed.utf8) && composed == decomposed)
+            try await m.uploadElsewhere("composed", to: "/remote/" + composed)
+            try await m.uploadElsewhere("decomposed", to: "/remote/" + decomposed)
+            let read: [[UInt8]] = try await offPool {
+                try [composed, decomposed, decomposed, composed].map { try Sys.contents(m.mountpoint + "/remote/" + $0).value("read \($0)") }
+            }
+            #expect(read == ["composed", "decomposed", "decomposed", "composed"].map { Array($0.utf8) })
+            let listed = try await offPool { try Sys.list(m.mountpoint + "/remote").value("list") }
+            #expect(listed.map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) } == [decomposed, composed].map { Array($0.utf8) })
+            // The composed name once only here (queued), once on Dropbox too.
+            for (round, name) in ["queued", "uploaded"].enumerated() {
+                let path = m.mountpoint + "/\(name)-" + composed
+                let outcome = try await offPool { () throws -> (Sys.Outcome<Int32>, Sys.Outcome<Sys.Status>) in
+                    let fd = try Sys.open(path, O_WRONLY | O_CREAT).value("create \(name)")
+                    _ = try Sys.write(fd, Array("kept".utf8)).value("write")
+                    if round == 1 { _ = try Sys.fsync(fd).value("fsync") }
+                    _ = try Sys.close(fd).value("close")
+                    let other = m.mountpoint + "/\(name)-" + decomposed
+                    return (Sys.open(other, O_WRONLY | O_CREAT | O_TRUNC).flatMap(Sys.close), Sys.stat(other))
+                }
+                #expect(outcome.0 == .failure(Sys.Errno(code: EEXIST)), "\(name)")
+                #expect(outcome.1.map { _ in 0 } == .failure(Sys.Errno(code: ENOENT)), "\(name)")
+                #expect(try await offPool { try Sys.contents(path).value("read") } == Array("kept".utf8), "\(name)")
+            }
+        }
+    }
+
     /// Two descriptors of one file, opened before and after another client changed it: each
     /// reads the revision it opened, whichever reads first (the kernel's pages of the file
     /// must never mix the two).
