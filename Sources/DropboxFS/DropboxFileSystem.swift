@@ -393,7 +393,8 @@ public final class DropboxFileSystem: Sendable {
         attributes.st_gid = options.gid
         // No write bits where nothing can be changed: the history views, a team space's top.
         let readOnly = (history.inUse && HistoryPath.isInView(node.pathLower)) || (options.protectedTop && node.pathLower.isEmpty)
-        let shown = modes.mode(of: node.pathLower, inode: inode, attached: inodes.path(of: inode) != nil, isFolder: node.isFolder)
+        let attached = inodes.path(of: inode) != nil
+        let shown = modes.mode(of: node.pathLower, inode: inode, attached: attached, isFolder: node.isFolder)
         let permissions = shown & (readOnly ? ~0o222 : ~0)
         if node.isFolder {
             attributes.st_mode = S_IFDIR | permissions
@@ -401,7 +402,9 @@ public final class DropboxFileSystem: Sendable {
             attributes.st_size = 4096
         } else {
             attributes.st_mode = S_IFREG | permissions
-            attributes.st_nlink = 1
+            // A file whose name went (unlinked, or renamed over) while a descriptor holds it:
+            // no link left, as `fstat` shows on a disk.
+            attributes.st_nlink = attached ? 1 : 0
             attributes.st_size = Int(node.size)
             attributes.st_blocks = Int((node.size + 511) / 512)
         }

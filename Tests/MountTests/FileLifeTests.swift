@@ -159,12 +159,14 @@ struct FileLifeTests {
     @Test func descriptorsOutliveTheirNames() async throws {
         try await MountFixture.with { m in
             let path = m.mountpoint + "/tmpfile"
-            let outcome: (size: Int64, read: [UInt8], truncated: Int64, newInode: Bool, oldRead: [UInt8], replacedRead: [UInt8]) = try await offPool {
+            let outcome: (size: Int64, links: [UInt64], read: [UInt8], truncated: Int64, newInode: Bool, oldRead: [UInt8], replacedRead: [UInt8]) = try await offPool {
                 let fd = try Sys.open(path, O_RDWR | O_CREAT | O_TRUNC).value("create")
                 _ = try Sys.write(fd, Array("hello world".utf8)).value("write")
                 let inode = try Sys.fstat(fd).value("fstat").inode
+                let linked = try Sys.fstat(fd).value("fstat").links
                 _ = try Sys.unlink(path).value("unlink")
-                let size = try Sys.fstat(fd).value("fstat after unlink").size
+                let unlinked = try Sys.fstat(fd).value("fstat after unlink")
+                let size = unlinked.size
                 let read = try Sys.pread(fd, count: 100, at: 0).value("pread after unlink")
                 _ = try Sys.ftruncate(fd, 5).value("ftruncate after unlink")
                 _ = try Sys.pwrite(fd, Array("!".utf8), at: 5).value("write after unlink")
@@ -187,11 +189,12 @@ struct FileLifeTests {
                 _ = try Sys.close(rfd).value("close replacement")
                 _ = try Sys.rename(replacement, victim).value("rename over")
                 let replacedRead = try Sys.pread(vfd, count: 100, at: 0).value("pread replaced")
-                _ = try Sys.fstat(vfd).value("fstat replaced")
+                let replaced = try Sys.fstat(vfd).value("fstat replaced").links
                 _ = try Sys.close(vfd).value("close replaced")
-                return (size, read, truncated, newInode, oldRead, replacedRead)
+                return (size, [linked, unlinked.links, replaced], read, truncated, newInode, oldRead, replacedRead)
             }
             #expect(outcome.size == 11)
+            #expect(outcome.links == [1, 0, 0], "st_nlink before the unlink, after it, and of a file renamed over")
             #expect(outcome.read == Array("hello world".utf8))
             #expect(outcome.truncated == 6)
             #expect(outcome.newInode)

@@ -95,6 +95,8 @@ public enum Sys {
         public var modified: timespec
         /// The mode's permission bits (`st_mode & 0o7777`).
         public var permissions: UInt32
+        /// Hard links (`st_nlink`): 0 for a file unlinked while a descriptor holds it.
+        public var links: UInt64 = 1
         public init(isDirectory: Bool, size: Int64, inode: UInt64, modified: timespec, permissions: UInt32) {
             self.isDirectory = isDirectory
             self.size = size
@@ -121,8 +123,10 @@ public enum Sys {
     }
 
     public static func status(_ info: stat) -> Status {
-        Status(isDirectory: info.st_mode & S_IFMT == S_IFDIR, size: Int64(info.st_size), inode: UInt64(info.st_ino), modified: info.st_mtim,
-               permissions: UInt32(info.st_mode) & 0o7777)
+        var status = Status(isDirectory: info.st_mode & S_IFMT == S_IFDIR, size: Int64(info.st_size), inode: UInt64(info.st_ino),
+                            modified: info.st_mtim, permissions: UInt32(info.st_mode) & 0o7777)
+        status.links = UInt64(info.st_nlink)
+        return status
     }
 
     public static func chmod(_ path: String, _ mode: mode_t) -> Outcome<Int32> { check(Glibc.chmod(path, mode)) }
