@@ -94,7 +94,12 @@ extension DifferentialRunner where Tested == Kernel {
             try blocking {
                 try await m.killDaemon()
                 try await DifferentialTests.mount(m)
-                // A busy moment may have sent the new mount offline at its start.
+                // A busy moment may have sent the new mount offline at its start. Its own
+                // status says so: until it writes one, the killed daemon's is there, online.
+                let daemons = Set(m.daemonPIDs().map(Int.init))
+                try await eventually("the new daemon's status", timeout: 60) {
+                    (try? m.statusReport()["pid"] as? Int).map { daemons.contains($0) } ?? false
+                }
                 if networkUp { try await online() }
             }
         }
