@@ -104,8 +104,17 @@ extension DifferentialRunner where Tested == Kernel {
             }
         }
         let runner = configured
+        // The sequence starts with the mount online: an outage the last one ended may still
+        // be ending (a request Dropbox held is dropped when it comes back, and the mount
+        // finds it gone only then), and a mount that takes Dropbox for out of reach answers
+        // fsync from the local disk, leaving Dropbox without the files the end compares.
+        // Its folder made on Dropbox through the mount is the proof.
+        _ = try await offPool { try Sys.mkdir(tested).value("mkdir \(name) on the mount") }
+        try await eventually("the mount to make \(name) on Dropbox", timeout: 60) {
+            _ = try await offPool { Sys.open(tested, O_RDONLY).flatMap { fd in Sys.fsync(fd).flatMap { _ in Sys.close(fd) } } }
+            return try await m.client.metadataIfExists(base + "/" + name) != nil
+        }
         return try await offPool {
-            _ = try Sys.mkdir(tested).value("mkdir \(name) on the mount")
             _ = try Sys.mkdir(local).value("mkdir \(name) locally")
             var running = runner
             return Result { try running.run(operations) }
