@@ -61,7 +61,7 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     public static let fallocateModes: [Int32] = [0, 0x01, 0x03, 0x10, 0x11]
 
     /// The paths a sequence works in: enough to rename into and over, nest and collide.
-    public static let paths = ["a", "b", "c", "d", "d/a", "d/b", "e", "e/f", "d/e"]
+    public static let paths = ["a", "b", "c", "d", "d/a", "d/b", "e", "e/f", "d/e", "\u{E9}t\u{E9}"]
 
     /// Open flags worth combining (the ones tools use).
     public struct OpenMode: Sendable, Equatable, CustomStringConvertible {
