@@ -97,7 +97,7 @@ extension DropboxFileSystem {
         guard HistoryPath.parse(toParent) == nil, let target = try node(at: toParent), target.isFolder else { throw FSError.readOnly }
         try Self.checkName(newName)
         guard let deleted = try await listing(fromLower).first(where: { $0.name == name }), let rev = deleted.rev else { throw FSError.notFound }
-        if try childIgnoringCase(of: toParent, named: newName) != nil { throw FSError.exists }
+        if try collidingEntry(in: toParent, named: newName) != nil { throw FSError.exists }
         let targetLower = Node.child(toParent, newName)
         let restored = try await watcher.changingOwn([(targetLower, .subtree)]) {
             try await client.rpc(Routes.restore, RestoreArgument(path: try dropboxPath(toParent) + "/" + newName, rev: rev))
@@ -138,7 +138,7 @@ extension DropboxFileSystem {
         var page = try await client.rpc(Routes.listFolder, ListFolderArgument(path: path, includeDeleted: true))
         while true {
             for case .deleted(let entry) in page.entries where names.count < HistoryViews.deletedListed {
-                if try childIgnoringCase(of: folder, named: entry.name) == nil { names.append(entry.name) }
+                if try collidingEntry(in: folder, named: entry.name) == nil { names.append(entry.name) }
             }
             guard page.hasMore, names.count < HistoryViews.deletedListed else { break }
             page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: page.cursor))

@@ -35,7 +35,7 @@ extension DropboxFileSystem {
 
     private func create(in folder: Node, parent: UInt64, name: String, exclusive: Bool, mode: UInt32?) throws -> (inode: UInt64, node: Node, handle: UInt64) {
         try Self.checkName(name)
-        if let existing = try childIgnoringCase(of: folder.pathLower, named: name) {
+        if let existing = try collidingEntry(in: folder.pathLower, named: name) {
             if exclusive || !ExactKey.same(existing.name, name) { throw FSError.exists }
             if existing.isFolder { throw FSError.isDirectory }
             let inode = inodes.inode(for: existing.pathLower)

@@ -215,7 +215,8 @@ public final class DropboxFileSystem: Sendable {
     /// mount's view, as on every Linux filesystem: a lookup of `README.TXT` does not find
     /// `README.txt` (were it the same inode, the kernel would take `mv a A` for a no-op).
     func child(of folderLower: String, named name: String) throws -> Node? {
-        guard let found = try childIgnoringCase(of: folderLower, named: name), ExactKey.same(found.name, name) else { return nil }
+        // Not `collidingEntry`: what other spellings of the name find never has these bytes.
+        guard let found = try entryDropboxMatches(in: folderLower, named: name), ExactKey.same(found.name, name) else { return nil }
         return found
     }
 
@@ -223,7 +224,7 @@ public final class DropboxFileSystem: Sendable {
     /// case), or one whose name is canonically equivalent to it (`café` in NFC and in NFD).
     /// Dropbox keeps those two apart, but the mount's tables, keyed by `String`, would take
     /// one for the other: a create of one opened and truncated the other.
-    func childIgnoringCase(of folderLower: String, named name: String) throws -> Node? {
+    func collidingEntry(in folderLower: String, named name: String) throws -> Node? {
         if let found = try entryDropboxMatches(in: folderLower, named: name) { return found }
         for form in ExactKey.equivalents(of: name) {
             if let found = try entryDropboxMatches(in: folderLower, named: form) { return found }
@@ -231,6 +232,7 @@ public final class DropboxFileSystem: Sendable {
         return nil
     }
 
+    /// The entry Dropbox would take `name` for (it folds case), local versions first.
     private func entryDropboxMatches(in folderLower: String, named name: String) throws -> Node? {
         let key = Node.child(folderLower, name)
         if let local = writeBack.overlay(key) { return local }

@@ -111,7 +111,12 @@ extension DifferentialRunner where Tested == Kernel {
         // Its folder made on Dropbox through the mount is the proof.
         _ = try await offPool { try Sys.mkdir(tested).value("mkdir \(name) on the mount") }
         try await eventually("the mount to make \(name) on Dropbox", timeout: 60) {
-            _ = try await offPool { Sys.open(tested, O_RDONLY).flatMap { fd in Sys.fsync(fd).flatMap { _ in Sys.close(fd) } } }
+            _ = try await offPool {
+                Sys.open(tested, O_RDONLY).map { fd in
+                    defer { _ = Sys.close(fd) }
+                    return Sys.fsync(fd)
+                }
+            }
             return try await m.client.metadataIfExists(base + "/" + name) != nil
         }
         return try await offPool {

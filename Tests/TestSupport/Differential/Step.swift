@@ -60,7 +60,9 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     /// 0, KEEP_SIZE, PUNCH_HOLE | KEEP_SIZE, ZERO_RANGE, ZERO_RANGE | KEEP_SIZE.
     public static let fallocateModes: [Int32] = [0, 0x01, 0x03, 0x10, 0x11]
 
-    /// The paths a sequence works in: enough to rename into and over, nest and collide.
+    /// The paths a sequence works in: enough to rename into and over, nest and collide, and
+    /// one name beyond ASCII (folded by its Unicode lowercase mapping, escaped in the
+    /// `Dropbox-API-Arg` header; last, so kept sequences keep their indices).
     public static let paths = ["a", "b", "c", "d", "d/a", "d/b", "e", "e/f", "d/e", "\u{E9}t\u{E9}"]
 
     /// Open flags worth combining (the ones tools use).
