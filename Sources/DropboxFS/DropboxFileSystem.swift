@@ -601,24 +601,27 @@ public final class DropboxFileSystem: Sendable {
     public func extendedAttribute(_ inode: UInt64, name: String) throws -> [UInt8] {
         // `ls -l` asks every file for security and ACL attributes: answer without a lookup.
         guard name.hasPrefix("user.dropbox.") else { throw FSError.noAttribute }
-        let node = try node(inode)
-        let value: String?
-        switch name {
-        case "user.dropbox.id": value = node.id.isEmpty ? nil : node.id
-        case "user.dropbox.rev": value = node.rev
-        case "user.dropbox.content_hash": value = node.contentHash
-        case Self.pinnedAttribute: value = reader.cache.isPinned(node.pathLower) ? "1" : nil
-        default: value = nil
-        }
-        guard let value else { throw FSError.noAttribute }
+        guard let value = attributeValue(name, of: try node(inode)) else { throw FSError.noAttribute }
         return Array(value.utf8)
     }
 
+    /// The names of the attributes the node has now: a file or folder made here has no id,
+    /// revision or content hash until Dropbox has it, and listing a name getxattr then
+    /// refuses made `getfattr -d` (and `rsync -X`, `tar --xattrs`) fail on each.
     public func extendedAttributeNames(_ inode: UInt64) throws -> [String] {
         let node = try node(inode)
-        let pinned = reader.cache.isPinned(node.pathLower) ? [Self.pinnedAttribute] : []
-        if node.pathLower.isEmpty { return pinned }
-        return (node.isFolder ? ["user.dropbox.id"] : Self.xattrNames) + pinned
+        let names = node.pathLower.isEmpty ? [] : node.isFolder ? ["user.dropbox.id"] : Self.xattrNames
+        return (names + [Self.pinnedAttribute]).filter { attributeValue($0, of: node) != nil }
+    }
+
+    private func attributeValue(_ name: String, of node: Node) -> String? {
+        switch name {
+        case "user.dropbox.id": return node.id.isEmpty ? nil : node.id
+        case "user.dropbox.rev": return node.rev
+        case "user.dropbox.content_hash": return node.contentHash
+        case Self.pinnedAttribute: return reader.cache.isPinned(node.pathLower) ? "1" : nil
+        default: return nil
+        }
     }
 
     /// The shared link a file or folder has on Dropbox (`dropboxfs share` makes one); absent

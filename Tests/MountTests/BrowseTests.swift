@@ -52,6 +52,23 @@ struct BrowseTests {
         }
     }
 
+    /// listxattr names only attributes getxattr answers: a file or folder made here has no
+    /// id, revision or content hash until Dropbox has it, and `getfattr -d` (like `rsync -X`
+    /// or `tar --xattrs`) asks for every name listed, failing on each it is refused. Whether
+    /// or not the upload is done when they run, both agree; once synced, the names are there.
+    @Test func listedAttributesAreThoseThatHaveValues() async throws {
+        try await MountFixture.with { m in
+            let fresh = try await m.sh("cd \"$M\" && echo new > fresh.txt && mkdir fresh-folder && getfattr -d fresh.txt fresh-folder")
+            #expect(fresh.status == 0 && fresh.stderr.isEmpty, "\(fresh)")
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            let synced = try await m.sh("cd \"$M\" && getfattr -d fresh.txt fresh-folder")
+            #expect(synced.status == 0 && synced.stderr.isEmpty, "\(synced)")
+            for name in ["user.dropbox.content_hash=", "user.dropbox.rev=", "user.dropbox.id="] { #expect(synced.stdout.contains(name), "\(synced)") }
+            let folderPart = synced.stdout.components(separatedBy: "fresh-folder").last ?? ""
+            #expect(folderPart.contains("user.dropbox.id=") && !folderPart.contains("user.dropbox.rev="), "\(synced)")
+        }
+    }
+
     /// `-o noxattr`: no extended attributes at all (the kernel, told they are not
     /// implemented, stops asking: `ls -l` no longer costs a request per file); the rest of
     /// the mount is as usual.
