@@ -241,7 +241,10 @@ extension DropboxFileSystem {
 
     /// copy_file_range of a whole file that Dropbox already holds into a file just created or
     /// truncated: Dropbox copies it (`copy_v2`), no byte travels. Anything else is
-    /// `notSupported`, and the kernel copies through read and write instead.
+    /// `notSupported`, and the kernel copies through read and write instead. The copy has the
+    /// time it was made, as a disk's copy would (Dropbox's keeps the original's
+    /// `client_modified`: `make` then took a target `cp` had just made for older than its
+    /// source), kept for its revision as a time set here is.
     public func copyWholeFile(from sourceHandle: UInt64, offset inOffset: Int64, to targetHandle: UInt64, offset outOffset: Int64,
                               length: Int64) async throws -> Int64 {
         guard let source = openFiles[sourceHandle], let target = openFiles[targetHandle],
@@ -252,6 +255,7 @@ extension DropboxFileSystem {
             throw FSError.notSupported
         }
         let targetPath = targetVersion.path
+        let madeAt = LocalVersion.now()
         try await namespace.send(touching: [targetVersion.pathLower, source.node.pathLower])
         return try await writeBack.holding([targetVersion.pathLower]) {
             // Dropbox's copy cannot replace: an older file at the target goes first.
@@ -265,6 +269,7 @@ extension DropboxFileSystem {
             }
             guard case .file(let file) = copied else { throw FSError.io("copy_v2 returned no file") }
             if let lower = file.pathLower { watcher.expectOwn(lower, .revision(file.rev)) }
+            try store.setModified(rev: file.rev, to: madeAt)
             await watcher.catchUp(after: [.file(file)])
             // The target's local version stands for the copy now: nothing left to upload.
             try writeBack.discard(targetVersion.pathLower)

@@ -415,6 +415,31 @@ struct WriteTests {
         }
     }
 
+    /// A copy Dropbox makes (`copy_v2` keeps the original's `client_modified`) has the time of
+    /// the copy, as on a disk: `make` compares it with its sources, and took a target `cp`
+    /// had just made for older than the source it was made from (and made it again, every run).
+    /// The time survives a remount.
+    @Test func aCopyMadeByDropboxHasTheTimeOfTheCopy() async throws {
+        try await MountFixture.with { m in
+            let made = try await m.sh("""
+                set -e
+                echo data > "$M/old.txt" && touch -d '2001-02-03 04:05:06' "$M/old.txt" && sync "$M/old.txt"
+                date +%s > '\(m.root.path)/before'
+                cp "$M/old.txt" "$M/new.txt"
+                stat -c %Y "$M/old.txt" "$M/new.txt"
+                """)
+            #expect(made.status == 0, "\(made.stderr)")
+            let before = Int(try String(contentsOfFile: m.root.path + "/before", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))!
+            let times = made.stdout.split(separator: "\n").compactMap { Int($0) }
+            #expect(times.count == 2 && times[0] == 981173106 && times[1] >= before, "\(made.stdout), copy made at \(before) or later")
+            #expect(try await m.routeStats()["files/copy_v2"]?["requests"] == 1)
+            try await m.unmount()
+            try await m.mount()
+            let again = try await m.sh("stat -c %Y \"$M/new.txt\"")
+            #expect((Int(again.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) >= before, "\(again)")
+        }
+    }
+
     @Test func aRemoteEditDuringALocalEditMakesAConflictedCopy() async throws {
         try await MountFixture.with { m in
             let remoteVersion = m.root.appendingPathComponent("remote.txt").path
