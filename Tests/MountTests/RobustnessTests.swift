@@ -136,6 +136,9 @@ struct RobustnessTests {
             let missing = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint + "/nope"], environment: m.environment)
             #expect(missing.status == 1)
             #expect(missing.stderr.contains("no such directory"))
+            FileManager.default.createFile(atPath: m.root.path + "/a-file", contents: Data("x".utf8))
+            let file = try await ProcessRunner.run(MountFixture.binary, ["mount", m.root.path + "/a-file"], environment: m.environment)
+            #expect(file.status == 1 && file.stderrLines.count == 1 && file.stderr.contains("not a directory"), "\(file.stderr)")
 
             // Our options' bad values: one line naming the option, nothing mounted.
             for option in ["timeout=0", "timeout=soon", "max_inodes=5", "cache_size=lots"] {
