@@ -271,8 +271,9 @@ extension DropboxFileSystem {
             if let lower = file.pathLower { watcher.expectOwn(lower, .revision(file.rev)) }
             try store.setModified(rev: file.rev, to: madeAt)
             await watcher.catchUp(after: [.file(file)])
-            // The target's local version stands for the copy now: nothing left to upload.
-            try writeBack.discard(targetVersion.pathLower)
+            // The copy replaces the target's local versions; its descriptors go on with it.
+            guard let copiedNode = Node(.file(file)) else { throw FSError.io("copy_v2 returned an entry without a path") }
+            try writeBack.replaceByCopy(at: targetVersion.pathLower, path: targetPath, copied: copiedNode, modified: madeAt)
             return file.size
         }
     }

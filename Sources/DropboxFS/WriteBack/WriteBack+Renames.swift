@@ -62,6 +62,28 @@ extension WriteBack {
         changed()
     }
 
+    /// Dropbox made a copy at a path (`copyWholeFile`): the versions there go, as by an
+    /// unlink, but the descriptors open on them (the copying one among them) go on with the
+    /// copy, in a new version based on it: what they read is the copied bytes, and what they
+    /// write lands on them. Left on the versions unlinked, `cat a b > c` (one copy_file_range
+    /// for `a` made by Dropbox, then b's bytes written through the same descriptor) lost b.
+    /// The new version is uploaded only if written.
+    func replaceByCopy(at pathLower: String, path: String, copied: Node, modified: timespec) throws {
+        try state.withLock { state in
+            let onPath = Self.versionsLocked(state, at: pathLower) + openFiles.servingVersions.filter { !$0.detached && $0.pathLower == pathLower }
+            let held = Set(onPath.map(ObjectIdentifier.init))
+            try detachAllLocked(&state, at: pathLower)
+            let id = state.nextID
+            state.nextID += 1
+            let file = try StagedFile(path: stagingPath(id), base: StagedFile.Base(node: copied, reader: reader), truncate: false, pool: pool)
+            let version = LocalVersion(id: id, file: file, path: path, modified: modified, baseRev: copied.rev, baseID: copied.id)
+            version.writers = openFiles.move(to: version) { held.contains(ObjectIdentifier($0)) }
+            addLocked(&state, version)
+            state.current[pathLower] = version
+        }
+        changed()
+    }
+
     /// Content hashes our own commits at a path may have left on Dropbox unheard of: those
     /// of its versions whose commit's answer was lost, and the bytes of versions a previous
     /// mount left (it may have committed them before it stopped). A removal or rename of the
