@@ -127,6 +127,29 @@ final class CoreKernel: SystemCalls, Sendable {
         return try? Sys.pread(fd, count: span.length, at: span.offset).get()
     }
 
+    /// copy_file_range as the kernel makes it of a FUSE filesystem, from both descriptors'
+    /// offsets (0: they are fresh): the filesystem's own copy, or, when it says
+    /// EOPNOTSUPP, reads and writes through it.
+    func copyAll(_ source: Int32, to target: Int32) -> Sys.Outcome<Int64> {
+        guard let from = descriptors.withLock({ $0.open[source] }), let to = descriptors.withLock({ $0.open[target] }),
+              from.readable, to.writable else { return .failure(Sys.Errno(code: EBADF)) }
+        guard let sourceHandle = from.handle, let targetHandle = to.handle else { return .failure(Sys.Errno(code: EISDIR)) }
+        return outcome {
+            var total: Int64 = 0
+            while true {
+                var copied: Int64
+                do {
+                    copied = try await self.fs.copyWholeFile(from: sourceHandle, offset: total, to: targetHandle, offset: total, length: 1 << 30)
+                } catch where Self.code(of: error) == EOPNOTSUPP {
+                    let bytes = try await self.read(sourceHandle, at: total, size: 1 << 20)
+                    copied = bytes.isEmpty ? 0 : Int64(try await self.write(targetHandle, bytes, at: total))
+                }
+                if copied == 0 { return total }
+                total += copied
+            }
+        }
+    }
+
     func ftruncate(_ fd: Int32, _ size: Int64) -> Sys.Outcome<Int32> {
         withDescriptor(fd) { descriptor in
             guard descriptor.writable, let handle = descriptor.handle else { throw Sys.Errno(code: EINVAL) }

@@ -80,6 +80,22 @@ public enum Sys {
     private static let fallocateCall = unsafeBitCast(dlsym(nil, "fallocate"), to: (@convention(c) (Int32, Int32, off_t, off_t) -> Int32).self)
     public static func truncate(_ path: String, _ size: Int64) -> Outcome<Int32> { check(Glibc.truncate(path, off_t(size))) }
     public static func fsync(_ fd: Int32) -> Outcome<Int32> { check(Glibc.fsync(fd)) }
+
+    /// glibc's copy_file_range, which Swift's Glibc module leaves out (it needs _GNU_SOURCE).
+    private typealias CopyFileRange = @convention(c) (Int32, UnsafeMutablePointer<off_t>?, Int32, UnsafeMutablePointer<off_t>?, Int, UInt32) -> Int
+    private static let copyFileRange = unsafeBitCast(dlsym(nil, "copy_file_range")!, to: CopyFileRange.self)
+
+    /// copy_file_range(2) from `source`'s offset to `target`'s until it copies nothing, as
+    /// `cp` does; the bytes copied.
+    public static func copyAll(_ source: Int32, to target: Int32) -> Outcome<Int64> {
+        var total: Int64 = 0
+        while true {
+            let copied = copyFileRange(source, nil, target, nil, 1 << 30, 0)
+            if copied < 0 { return .failure(Errno(code: errno)) }
+            if copied == 0 { return .success(total) }
+            total += Int64(copied)
+        }
+    }
     public static func fdatasync(_ fd: Int32) -> Outcome<Int32> { check(Glibc.fdatasync(fd)) }
     public static func unlink(_ path: String) -> Outcome<Int32> { check(Glibc.unlink(path)) }
     public static func mkdir(_ path: String) -> Outcome<Int32> { check(Glibc.mkdir(path, 0o755)) }

@@ -28,6 +28,8 @@ public protocol SystemCalls {
     /// utimensat of a path: to `time`, or (nil) to now.
     func setTimes(_ path: String, _ time: timespec?) -> Sys.Outcome<Int32>
     func chmod(_ path: String, _ mode: mode_t) -> Sys.Outcome<Int32>
+    /// copy_file_range from `source` to `target` until it copies nothing (`Sys.copyAll`).
+    func copyAll(_ source: Int32, to target: Int32) -> Sys.Outcome<Int64>
 }
 
 extension SystemCalls {
@@ -69,6 +71,7 @@ public struct Kernel: SystemCalls, Sendable {
     public func setTimes(_ path: String, _ time: timespec?) -> Sys.Outcome<Int32> { Sys.setTimes(path, time) }
     public func list(_ path: String) -> Sys.Outcome<[String]> { Sys.list(path) }
     public func chmod(_ path: String, _ mode: mode_t) -> Sys.Outcome<Int32> { Sys.chmod(path, mode) }
+    public func copyAll(_ source: Int32, to target: Int32) -> Sys.Outcome<Int64> { Sys.copyAll(source, to: target) }
 }
 
 /// Runs one sequence of operations side by side on a folder of the filesystem under test
@@ -168,6 +171,23 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     }
 
     /// `both`, as the texts compared.
+    /// `cp from to` on one side (`Step.copy`): what each call gave, in one line.
+    private func copy(_ from: String, _ to: String, on calls: any SystemCalls) -> String {
+        let source: Int32
+        switch calls.open(from, O_RDONLY) {
+        case .success(let fd): source = fd
+        case .failure(let error): return "open source: \(error)"
+        }
+        defer { _ = calls.close(source) }
+        let target: Int32
+        switch calls.open(to, O_WRONLY | O_CREAT | O_TRUNC) {
+        case .success(let fd): target = fd
+        case .failure(let error): return "open target: \(error)"
+        }
+        let copied = calls.copyAll(source, to: target)
+        return "copied: \(describe(copied)), closed: \(describe(calls.close(target)))"
+    }
+
     private func compared<T>(_ tested: () -> Sys.Outcome<T>, _ local: () -> Sys.Outcome<T>) -> (String, String) {
         let (t, l) = both(tested, local)
         guard let l else { return ("out of reach: skipped", "out of reach: skipped") }
@@ -269,6 +289,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         case .chmod(let path, let mode):
             let (t, l) = paths(path)
             return compared({ tested.chmod(t, mode) }, { local.chmod(l, mode) })
+        case .copy(let from, let to):
+            let (tf, lf) = paths(from), (tt, lt) = paths(to)
+            return (copy(tf, tt, on: tested), copy(lf, lt, on: local))
         case .remoteWrite(let path, let length, let fill):
             if wentOffline { return ("skipped after an outage", "skipped after an outage") }
             return try remoteWrite(path, length: length, fill: fill)

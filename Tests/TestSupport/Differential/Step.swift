@@ -34,6 +34,9 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     case list(path: Int)
     /// chmod: a mode kept here (Dropbox keeps none), which renames take along and stat shows.
     case chmod(path: Int, mode: mode_t)
+    /// `cp from to`: open `from` to read, `to` with O_WRONLY|O_CREAT|O_TRUNC, copy_file_range
+    /// until it copies nothing, close both (a whole file Dropbox holds is copied by Dropbox).
+    case copy(from: Int, to: Int)
     /// Another client writes the file on Dropbox (only when it is a closed file on both sides).
     case remoteWrite(path: Int, length: Int, fill: UInt8)
     /// Another client deletes the file, or the folder with its tree, on Dropbox (only a closed
@@ -107,6 +110,7 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .touch(let p, let seconds, let nanos): return "touch(\(path(p)), \(seconds.map { "\($0).\(nanos)" } ?? "now"))"
         case .list(let p): return "list(\(path(p)))"
         case .chmod(let p, let mode): return "chmod(\(path(p)), \(String(mode, radix: 8)))"
+        case .copy(let from, let to): return "cp(\(path(from)), \(path(to)))"
         case .remoteWrite(let p, let length, let fill): return "remoteWrite(\(path(p)), \(length) bytes of \(fill))"
         case .remoteDelete(let p): return "remoteDelete(\(path(p)))"
         case .remoteRename(let from, let to): return "remoteRename(\(path(from)), \(path(to)))"
@@ -203,7 +207,8 @@ public struct SequenceGenerator {
         case 74..<79: return .unlink(path: path)
         case 79..<84: return .mkdir(path: path)
         case 84..<86: return .rmdir(path: path)
-        case 86..<88: return .stat(path: path)
+        case 86: return .stat(path: path)
+        case 87: return .copy(from: path, to: below(Step.paths.count))
         case 88..<90: return .chmod(path: path, mode: Step.chmodModes[below(Step.chmodModes.count)])
         case 90..<93: return .list(path: below(Step.paths.count + 1) - 1)  // -1: the sequence's root
         case 93..<95: return .remoteWrite(path: path, length: length(), fill: fill)
