@@ -241,7 +241,8 @@ extension DropboxFileSystem {
 
     /// copy_file_range of a whole file that Dropbox already holds into a file just created or
     /// truncated: Dropbox copies it (`copy_v2`), no byte travels. Anything else is
-    /// `notSupported`, and the kernel copies through read and write instead. The copy has the
+    /// `notSupported`, and the kernel copies through read and write instead (so is a copy
+    /// while Dropbox is out of reach). The copy has the
     /// time it was made, as a disk's copy would (Dropbox's keeps the original's
     /// `client_modified`: `make` then took a target `cp` had just made for older than its
     /// source), kept for its revision as a time set here is.
@@ -254,9 +255,16 @@ extension DropboxFileSystem {
               try remoteNode(source.node.pathLower)?.rev == source.node.rev else {
             throw FSError.notSupported
         }
+        // Out of reach, the kernel copies from the cache instead (read and write): a local
+        // disk's cp never fails for want of a network.
+        if writeBack.isOffline() { throw FSError.notSupported }
         let targetPath = targetVersion.path
         let madeAt = LocalVersion.now()
-        try await namespace.send(touching: [targetVersion.pathLower, source.node.pathLower])
+        do {
+            try await namespace.send(touching: [targetVersion.pathLower, source.node.pathLower])
+        } catch where ErrnoMapping.fsError(error) == .networkUnreachable {
+            throw FSError.notSupported  // went out of reach just now: nothing made yet
+        }
         return try await writeBack.holding([targetVersion.pathLower]) {
             // Dropbox's copy cannot replace: an older file at the target goes first.
             if let old = try remoteNode(targetVersion.pathLower), !old.isFolder { try await tree.delete(old.pathLower) }

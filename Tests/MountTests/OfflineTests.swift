@@ -37,7 +37,8 @@ struct OfflineTests {
                 printf 'local line\\n' >> "$M/work/edited.txt"
                 mkdir "$M/work/made offline"
                 python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$M/work/copied/first.bin"
-                cat "$M/work/cached.txt"
+                cp "$M/work/cached.txt" "$M/cached copy.txt"
+                cat "$M/cached copy.txt"
                 ls "$M/work" | sort | tr '\\n' ' '
                 """)
             #expect(offline.status == 0, "\(offline.stderr)\n\(m.log)")
@@ -59,6 +60,9 @@ struct OfflineTests {
                 return names.contains("made offline") && !names.contains("removed.txt")
                     && names.contains { $0.hasPrefix("edited (conflicted copy ") }
             }
+            // cp inside the mount out of reach: its copy_file_range, which Dropbox makes when
+            // reachable, failed with ENETUNREACH; the kernel now copies from the cache.
+            #expect(try await m.remoteText("/cached copy.txt") == "cached\n")
             // Both versions of the edited file are kept, on Dropbox and in the mount.
             let entries = try await m.client.listAll("/work")
             let copy = try #require(entries.first { $0.name.hasPrefix("edited (conflicted copy ") })
