@@ -266,6 +266,9 @@ extension DropboxFileSystem {
             throw FSError.notSupported  // went out of reach just now: nothing made yet
         }
         return try await writeBack.holding([targetVersion.pathLower]) {
+            // A target unlinked (or renamed over) while open has no name to copy to: the copy
+            // made its name come back. (Holding the path, no unlink comes in between.)
+            guard writeBack.isNewest(targetVersion) else { throw FSError.notSupported }
             // Dropbox's copy cannot replace: an older file at the target goes first.
             if let old = try remoteNode(targetVersion.pathLower), !old.isFolder { try await tree.delete(old.pathLower) }
             let copied = try await client.settle(check: { () -> Metadata? in

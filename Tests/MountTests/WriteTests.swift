@@ -443,7 +443,8 @@ struct WriteTests {
     /// A copy Dropbox makes is the file its descriptors go on with: `cat a b > c` copies `a`
     /// by one copy_file_range (made by Dropbox) and writes b's bytes after it through the same
     /// descriptor, which lost them; a descriptor opened on the target before the copy reads
-    /// the copy and writes into it too. Checked here, after a remount, and on Dropbox.
+    /// the copy and writes into it too; a copy into a file unlinked while open does not bring
+    /// its name back. Checked here and on Dropbox.
     @Test func writesAfterACopyByDropboxLandOnTheCopy() async throws {
         try await MountFixture.with { m in
             let made = try await m.sh("""
@@ -459,6 +460,11 @@ struct WriteTests {
                 os.write(target, b"+")
                 print(os.pread(other, 100, 0))
                 for fd in (source, target, other): os.close(fd)
+                unlinked, source = os.open("e", os.O_RDWR | os.O_CREAT | os.O_TRUNC), os.open("a", os.O_RDONLY)
+                os.unlink("e")
+                assert os.copy_file_range(source, unlinked, 1 << 20) == 6 and os.pread(unlinked, 100, 0) == b"first\\n"
+                os.close(unlinked), os.close(source)
+                assert not os.path.exists("e")
                 '
                 """)
             #expect(made.status == 0, "\(made.stderr)")
@@ -469,6 +475,7 @@ struct WriteTests {
                 let file = try await m.client.metadataIfExists(path)?.fileMetadata
                 #expect(file?.contentHash == ContentHasher.hash(Array(bytes.utf8)), "\(path): \(String(describing: file))")
             }
+            #expect(try await m.client.metadataIfExists("/e") == nil)
         }
     }
 
