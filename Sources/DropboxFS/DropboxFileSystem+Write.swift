@@ -251,7 +251,7 @@ extension DropboxFileSystem {
         guard let source = openFiles[sourceHandle], let target = openFiles[targetHandle],
               !source.local, inOffset == 0, outOffset == 0, source.node.rev != nil,
               length >= source.node.size, source.node.size < Int64(UInt32.max),
-              let targetVersion = target.version, targetVersion.file.size == 0,
+              let targetVersion = target.version, targetVersion.file.size == 0, targetVersion.pathLower != source.node.pathLower,
               try remoteNode(source.node.pathLower)?.rev == source.node.rev else {
             throw FSError.notSupported
         }

@@ -128,8 +128,9 @@ final class CoreKernel: SystemCalls, Sendable {
     }
 
     /// copy_file_range as the kernel makes it of a FUSE filesystem, from both descriptors'
-    /// offsets (0: they are fresh): the filesystem's own copy, or, when it says
-    /// EOPNOTSUPP, reads and writes through it.
+    /// offsets (0: they are fresh): clamped to the source's size as the kernel knows it
+    /// (nothing past it is asked for; an overlap within one file is EINVAL), then the
+    /// filesystem's own copy, or, when it says EOPNOTSUPP, reads and writes through it.
     func copyAll(_ source: Int32, to target: Int32) -> Sys.Outcome<Int64> {
         guard let from = descriptors.withLock({ $0.open[source] }), let to = descriptors.withLock({ $0.open[target] }),
               from.readable, to.writable else { return .failure(Sys.Errno(code: EBADF)) }
@@ -137,11 +138,14 @@ final class CoreKernel: SystemCalls, Sendable {
         return outcome {
             var total: Int64 = 0
             while true {
+                let count = min(1 << 30, try self.fs.node(from.inode).size - total)
+                if count <= 0 { return total }
+                if from.inode == to.inode { throw Sys.Errno(code: EINVAL) }  // both at `total`: they overlap
                 var copied: Int64
                 do {
-                    copied = try await self.fs.copyWholeFile(from: sourceHandle, offset: total, to: targetHandle, offset: total, length: 1 << 30)
+                    copied = try await self.fs.copyWholeFile(from: sourceHandle, offset: total, to: targetHandle, offset: total, length: count)
                 } catch where Self.code(of: error) == EOPNOTSUPP {
-                    let bytes = try await self.read(sourceHandle, at: total, size: 1 << 20)
+                    let bytes = try await self.read(sourceHandle, at: total, size: Int(min(count, 1 << 20)))
                     copied = bytes.isEmpty ? 0 : Int64(try await self.write(targetHandle, bytes, at: total))
                 }
                 if copied == 0 { return total }
