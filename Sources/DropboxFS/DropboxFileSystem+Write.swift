@@ -241,50 +241,56 @@ extension DropboxFileSystem {
 
     /// copy_file_range of a whole file that Dropbox already holds into a file just created or
     /// truncated: Dropbox copies it (`copy_v2`), no byte travels. Anything else is
-    /// `notSupported`, and the kernel copies through read and write instead (so is a copy
-    /// while Dropbox is out of reach). The copy has the
-    /// time it was made, as a disk's copy would (Dropbox's keeps the original's
-    /// `client_modified`: `make` then took a target `cp` had just made for older than its
-    /// source), kept for its revision as a time set here is.
+    /// `notSupported`, and the kernel copies through read and write instead: a copy while
+    /// Dropbox is out of reach, into a file unlinked while open, or one Dropbox refused (a
+    /// local disk's cp does not fail where the bytes can be read). The copy has the time it
+    /// was made, as a disk's copy would (Dropbox's keeps the original's `client_modified`:
+    /// `make` then took a target `cp` had just made for older than its source), kept for its
+    /// revision as a time set here is.
     public func copyWholeFile(from sourceHandle: UInt64, offset inOffset: Int64, to targetHandle: UInt64, offset outOffset: Int64,
                               length: Int64) async throws -> Int64 {
         guard let source = openFiles[sourceHandle], let target = openFiles[targetHandle],
               !source.local, inOffset == 0, outOffset == 0, source.node.rev != nil,
               length >= source.node.size, source.node.size < Int64(UInt32.max),
               let targetVersion = target.version, targetVersion.file.size == 0, targetVersion.pathLower != source.node.pathLower,
-              try remoteNode(source.node.pathLower)?.rev == source.node.rev else {
+              try remoteNode(source.node.pathLower)?.rev == source.node.rev,
+              !writeBack.isOffline() else {
             throw FSError.notSupported
         }
-        // Out of reach, the kernel copies from the cache instead (read and write): a local
-        // disk's cp never fails for want of a network.
-        if writeBack.isOffline() { throw FSError.notSupported }
-        let targetPath = targetVersion.path
+        let targetLower = targetVersion.pathLower
         let madeAt = LocalVersion.now()
         do {
-            try await namespace.send(touching: [targetVersion.pathLower, source.node.pathLower])
+            try await namespace.send(touching: [targetLower, source.node.pathLower])
         } catch where ErrnoMapping.fsError(error) == .networkUnreachable {
             throw FSError.notSupported  // went out of reach just now: nothing made yet
         }
-        return try await writeBack.holding([targetVersion.pathLower]) {
-            // A target unlinked (or renamed over) while open has no name to copy to: the copy
-            // made its name come back. (Holding the path, no unlink comes in between.)
-            guard writeBack.isNewest(targetVersion) else { throw FSError.notSupported }
-            // Dropbox's copy cannot replace: an older file at the target goes first.
-            if let old = try remoteNode(targetVersion.pathLower), !old.isFolder { try await tree.delete(old.pathLower) }
-            let copied = try await client.settle(check: { () -> Metadata? in
-                guard let there = try await self.client.metadataIfExists(targetPath)?.fileMetadata,
-                      there.contentHash == source.node.contentHash else { return nil }
-                return .file(there)
-            }) {
-                try await self.client.rpc(Routes.copy, RelocationArgument(from: source.node.pathLower, to: targetPath)).metadata
+        return try await writeBack.holding([targetLower]) {
+            // A target unlinked, renamed, or renamed over while open: no copy to its name (it
+            // made an unlinked file's name come back). Holding the path, none comes after this.
+            guard targetVersion.pathLower == targetLower, writeBack.isNewest(targetVersion) else { throw FSError.notSupported }
+            let targetPath = targetVersion.path
+            let copied: Metadata
+            do {
+                // Dropbox's copy cannot replace: an older file at the target goes first.
+                if let old = try remoteNode(targetLower), !old.isFolder { try await tree.delete(old.pathLower) }
+                copied = try await client.settle(check: { () -> Metadata? in
+                    guard let there = try await self.client.metadataIfExists(targetPath)?.fileMetadata,
+                          there.contentHash == source.node.contentHash else { return nil }
+                    return .file(there)
+                }) {
+                    try await self.client.rpc(Routes.copy, RelocationArgument(from: source.node.pathLower, to: targetPath)).metadata
+                }
+            } catch where !(error is CancellationError) {
+                // The target's version is as it was: the kernel writes the bytes into it.
+                FuseLog.error("\(targetPath): Dropbox did not copy \(source.node.pathLower) there (\(error)); copying its bytes")
+                throw FSError.notSupported
             }
-            guard case .file(let file) = copied else { throw FSError.io("copy_v2 returned no file") }
+            guard case .file(let file) = copied, let copiedNode = Node(copied) else { throw FSError.io("copy_v2 returned no file") }
             if let lower = file.pathLower { watcher.expectOwn(lower, .revision(file.rev)) }
             try store.setModified(rev: file.rev, to: madeAt)
-            await watcher.catchUp(after: [.file(file)])
+            await watcher.catchUp(after: [copied])
             // The copy replaces the target's local versions; its descriptors go on with it.
-            guard let copiedNode = Node(.file(file)) else { throw FSError.io("copy_v2 returned an entry without a path") }
-            try writeBack.replaceByCopy(at: targetVersion.pathLower, path: targetPath, copied: copiedNode, modified: madeAt)
+            try writeBack.replaceByCopy(at: targetLower, path: targetPath, copied: copiedNode, modified: madeAt)
             return file.size
         }
     }

@@ -479,6 +479,19 @@ struct WriteTests {
         }
     }
 
+    /// A copy Dropbox refuses is made here, as a disk makes it: cp failed with the refusal.
+    @Test func aCopyDropboxRefusesIsMadeHere() async throws {
+        try await MountFixture.with { m in
+            #expect(try await m.sh("printf 'kept\\n' > \"$M/a\" && sync \"$M/a\"").status == 0)
+            try await m.emulator.setFaults(["403:p=1,routes=files/copy_v2"])
+            let copy = try await m.sh("cp \"$M/a\" \"$M/b\" && cat \"$M/b\"")
+            #expect(copy.status == 0 && copy.stdout == "kept\n", "\(copy)")
+            try await m.emulator.setFaults([])
+            try await m.unmount()
+            #expect(try await m.remoteText("/b") == "kept\n")
+        }
+    }
+
     @Test func aRemoteEditDuringALocalEditMakesAConflictedCopy() async throws {
         try await MountFixture.with { m in
             let remoteVersion = m.root.appendingPathComponent("remote.txt").path
