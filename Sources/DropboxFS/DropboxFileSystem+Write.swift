@@ -254,6 +254,7 @@ extension DropboxFileSystem {
               length >= source.node.size, source.node.size < Int64(UInt32.max),
               let targetVersion = target.version, targetVersion.file.size == 0, targetVersion.pathLower != source.node.pathLower,
               try remoteNode(source.node.pathLower)?.rev == source.node.rev,
+              !writeBack.hasVersion(source.node.pathLower),  // written here since it was opened: its reads follow those bytes
               !writeBack.isOffline() else {
             throw FSError.notSupported
         }

@@ -444,7 +444,8 @@ struct WriteTests {
     /// by one copy_file_range (made by Dropbox) and writes b's bytes after it through the same
     /// descriptor, which lost them; a descriptor opened on the target before the copy reads
     /// the copy and writes into it too; a copy into a file unlinked while open does not bring
-    /// its name back. Checked here and on Dropbox.
+    /// its name back; a copy of a file written since its descriptor was opened has the new
+    /// bytes. Checked here and on Dropbox.
     @Test func writesAfterACopyByDropboxLandOnTheCopy() async throws {
         try await MountFixture.with { m in
             let made = try await m.sh("""
@@ -465,13 +466,19 @@ struct WriteTests {
                 assert os.copy_file_range(source, unlinked, 1 << 20) == 6 and os.pread(unlinked, 100, 0) == b"first\\n"
                 os.close(unlinked), os.close(source)
                 assert not os.path.exists("e")
+                source, writer = os.open("b", os.O_RDONLY), os.open("b", os.O_WRONLY)
+                os.pwrite(writer, b"S", 0)
+                target = os.open("f", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                assert os.copy_file_range(source, target, 1 << 20) == 7
+                for fd in (source, writer, target): os.close(fd)
+                assert open("f", "rb").read() == b"Second\\n"
                 '
                 """)
             #expect(made.status == 0, "\(made.stderr)")
             #expect(made.stdout == "first\nsecond\nb'fiXYt\\n+'\n", "\(made.stdout)")
             #expect(try await m.routeStats()["files/copy_v2"]?["requests"] == 2)
             try await m.unmount()
-            for (path, bytes) in [("/c", "first\nsecond\n"), ("/d", "fiXYt\n+")] {
+            for (path, bytes) in [("/c", "first\nsecond\n"), ("/d", "fiXYt\n+"), ("/f", "Second\n")] {
                 let file = try await m.client.metadataIfExists(path)?.fileMetadata
                 #expect(file?.contentHash == ContentHasher.hash(Array(bytes.utf8)), "\(path): \(String(describing: file))")
             }
