@@ -148,7 +148,7 @@ struct MountDaemon {
             try Unmounter.unmount(mountpoint)  // left by a process that died: recover
         }
         guard FileManager.default.fileExists(atPath: mountpoint, isDirectory: &isDirectory) else { throw ClientError.local("no such directory") }
-        guard isDirectory.boolValue else { throw ClientError.local("not a directory (a mountpoint must be an empty directory)") }
+        guard isDirectory.boolValue else { throw ClientError.local("not a directory") }
 
         // Which namespace the mount shows: every request carries it, and each has its own cache.
         let root = try MountRoot.resolve(options.root, info: account.rootInfo)
