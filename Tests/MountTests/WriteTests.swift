@@ -423,7 +423,7 @@ struct WriteTests {
         try await MountFixture.with { m in
             let made = try await m.sh("""
                 set -e
-                echo data > "$M/old.txt" && touch -d '2001-02-03 04:05:06' "$M/old.txt" && sync "$M/old.txt"
+                echo data > "$M/old.txt" && touch -d @981173106 "$M/old.txt" && sync "$M/old.txt"
                 date +%s > '\(m.root.path)/before'
                 cp "$M/old.txt" "$M/new.txt"
                 stat -c %Y "$M/old.txt" "$M/new.txt"
