@@ -73,13 +73,8 @@ extension WriteBack {
             let onPath = Self.versionsLocked(state, at: pathLower) + openFiles.servingVersions.filter { !$0.detached && $0.pathLower == pathLower }
             let held = Set(onPath.map(ObjectIdentifier.init))
             try detachAllLocked(&state, at: pathLower)
-            let id = state.nextID
-            state.nextID += 1
-            let file = try StagedFile(path: stagingPath(id), base: StagedFile.Base(node: copied, reader: reader), truncate: false, pool: pool)
-            let version = LocalVersion(id: id, file: file, path: path, modified: modified, baseRev: copied.rev, baseID: copied.id)
+            let version = try startVersionLocked(&state, path: path, base: copied, truncate: false, modified: modified)
             version.writers = openFiles.move(to: version) { held.contains(ObjectIdentifier($0)) }
-            addLocked(&state, version)
-            state.current[pathLower] = version
         }
         changed()
     }

@@ -177,21 +177,27 @@ public final class WriteBack: Sendable {
                 return try serveLocked(&state, handle, from: current, writable: writable, truncate: truncate)
             }
             guard writable else { return nil }
-            let id = state.nextID
-            state.nextID += 1
-            let file = try StagedFile(path: stagingPath(id), base: base.map { StagedFile.Base(node: $0, reader: reader) }, truncate: truncate || base == nil,
-                                      pool: pool)
             let modified = truncate || base == nil ? LocalVersion.now() : timespec(tv_sec: Int(base!.modified), tv_nsec: Int(base!.modifiedNanos))
-            let version = LocalVersion(id: id, file: file, path: path, modified: modified, baseRev: base?.rev, baseID: base?.id ?? "")
-            // Based on a commit of ours: a descriptor still on a revision that commit was made
-            // from reads these bytes too (every descriptor of one file sees the others' writes).
-            if let rev = base?.rev, let ancestry = state.ownCommits[rev] { version.descends(fromAncestry: ancestry) }
+            let version = try startVersionLocked(&state, path: path, base: base, truncate: truncate || base == nil, modified: modified)
             version.writers = 1
-            addLocked(&state, version)
-            state.current[pathLower] = version
             openFiles.serve(handle, from: version, writable: true)
             return version.lineage
         }
+    }
+
+    /// A new version to edit, the newest at `path`, starting from `base` (the Dropbox file
+    /// whose blocks it fetches as they are needed) unless `truncate` starts it empty.
+    func startVersionLocked(_ state: inout State, path: String, base: Node?, truncate: Bool, modified: timespec) throws -> LocalVersion {
+        let id = state.nextID
+        state.nextID += 1
+        let file = try StagedFile(path: stagingPath(id), base: base.map { StagedFile.Base(node: $0, reader: reader) }, truncate: truncate, pool: pool)
+        let version = LocalVersion(id: id, file: file, path: path, modified: modified, baseRev: base?.rev, baseID: base?.id ?? "")
+        // Based on a commit of ours: a descriptor still on a revision that commit was made
+        // from reads these bytes too (every descriptor of one file sees the others' writes).
+        if let rev = base?.rev, let ancestry = state.ownCommits[rev] { version.descends(fromAncestry: ancestry) }
+        addLocked(&state, version)
+        state.current[version.pathLower] = version
+        return version
     }
 
     /// Serves a handle from the version another descriptor of the same file is served from:
@@ -235,7 +241,7 @@ public final class WriteBack: Sendable {
         return version
     }
 
-    func stagingPath(_ id: Int64) -> String { stagingDirectory + "/\(id)" }
+    private func stagingPath(_ id: Int64) -> String { stagingDirectory + "/\(id)" }
 
     /// Writes through a handle at once when no bytes must come from Dropbox first; nil means
     /// "call `write` (async)".

@@ -188,7 +188,6 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         return (testedOutcome, local())
     }
 
-    /// `both`, as the texts compared.
     /// `cp from to` on one side (`Step.copy`): what each call gave, in one line.
     private func copy(_ from: String, _ to: String, on calls: any SystemCalls) -> String {
         let source: Int32
@@ -206,6 +205,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         return "copied: \(describe(copied)), closed: \(describe(calls.close(target)))"
     }
 
+    /// `both`, as the texts compared.
     private func compared<T>(_ tested: () -> Sys.Outcome<T>, _ local: () -> Sys.Outcome<T>) -> (String, String) {
         let (t, l) = both(tested, local)
         guard let l else { return ("out of reach: skipped", "out of reach: skipped") }
