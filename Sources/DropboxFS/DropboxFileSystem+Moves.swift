@@ -123,6 +123,27 @@ extension DropboxFileSystem {
         }
     }
 
+    /// Where a new folder the view shows at its own record's path (`showsNewFolderMadeHere`)
+    /// has been since it was made: every path the view showed it at, this one too, and the
+    /// pending renames that moved it alone (those of a folder above it moved it along, and
+    /// are that folder's). Both from the walk `origin` makes.
+    func pastOfNewFolder(at pathLower: String) throws -> (paths: [String], ownRenames: Set<Int64>) {
+        try resolving { renames in
+            var path = pathLower
+            var upper = Int64.max
+            var past: (paths: [String], ownRenames: Set<Int64>) = ([pathLower], [])
+            while let move = renames.newestTouching(path, below: upper),
+                  changeOrigin(path, ids: (move.id + 1)..<upper, name: nil, moved: path != pathLower) == nil,
+                  Node.isAt(path, orUnder: move.toLower) {
+                if path == move.toLower { past.ownRenames.insert(move.id) }
+                path = move.fromLower + path.dropFirst(move.toLower.count)
+                past.paths.append(path)
+                upper = move.id
+            }
+            return past
+        }
+    }
+
     /// The node the view shows at a path with no local version while renames are pending;
     /// `remoteOnly` leaves out new folders made at the path itself (not brought by a rename).
     func resolvedNode(_ pathLower: String, remember: Bool = true, remoteOnly: Bool = false) throws -> Node? {

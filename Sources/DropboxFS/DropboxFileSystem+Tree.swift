@@ -125,10 +125,15 @@ extension DropboxFileSystem {
     /// Nor while a new folder or a rename is pending below it (false): those make it on
     /// Dropbox when they are sent (`mkdir e; mkdir e/f; mv e/f a; rmdir e` left `e` there,
     /// core differential, `DROPBOXFS_DIFF_MIX=tree`); the caller sends them first, and
-    /// removes it from Dropbox then.
+    /// removes it from Dropbox then. The same below every name it had before renames brought
+    /// it back here: `mkdir d; mv d e; mkdir e/y; mv e/y z; mv e d; rmdir d` made `e` on
+    /// Dropbox with `e/y`, and the rename of `e` to `d` left `d` there. The renames that
+    /// moved it go with it: they would fail on Dropbox, where it never was.
     private func takeBackNewFolder(_ pathLower: String) throws -> Bool {
-        if folders.hasRecordBelow(pathLower) || moves.hasEndBelow(pathLower) { return false }
-        return try folders.takeBack(pathLower) { try deletes.add($0) }
+        let past = moves.isEmpty ? (paths: [pathLower], ownRenames: []) : try pastOfNewFolder(at: pathLower)
+        if past.paths.contains(where: { folders.hasRecordBelow($0) || moves.hasEndBelow($0) }) { return false }
+        return try folders.takeBack(pathLower, removeFromDropbox: { try deletes.add($0) },
+                                    takeBackRenames: { try moves.takeBack(past.ownRenames) })
     }
 
     /// The refusals of unlink and rmdir that need nothing but the node: rmdir of a file,

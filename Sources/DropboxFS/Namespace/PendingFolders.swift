@@ -114,11 +114,14 @@ public final class PendingFolders: RoundQueue {
         if first { signal.notify() }  // later ones the sender finds when its quiet wait ends
     }
 
-    /// rmdir of a folder not sent yet: it leaves the queue, no request made. One that may
-    /// be on Dropbox all the same has its delete queued first (`removeFromDropbox`), before
-    /// it leaves the queue: a crash in between makes it and then deletes it. False if a
-    /// round is sending it (the caller waits for that round, and removes it from Dropbox).
-    func takeBack(_ pathLower: String, removeFromDropbox: (Node) throws -> Void) throws -> Bool {
+    /// rmdir of a folder not sent yet: it leaves the queue, no request made, and so do the
+    /// renames that moved it (`takeBackRenames`, false if one is under way). One that may be
+    /// on Dropbox all the same has its delete queued first (`removeFromDropbox`), before it
+    /// leaves the queue (a crash in between makes it and then deletes it), and keeps its
+    /// renames, which may have been made too. False, changing nothing, if a round is sending
+    /// it (the caller waits for that round, and removes it from Dropbox).
+    func takeBack(_ pathLower: String, removeFromDropbox: (Node) throws -> Void,
+                  takeBackRenames: () throws -> Bool) throws -> Bool {
         let taken: (record: QueuedFolder, maybeMade: Bool)? = state.withLock { state in
             guard let record = state.byPath[pathLower], !state.sending.contains(pathLower) else { return nil }
             let maybeMade = state.maybeMade.contains(pathLower)
@@ -126,16 +129,22 @@ public final class PendingFolders: RoundQueue {
             return (record, maybeMade)
         }
         guard let (record, maybeMade) = taken else { return false }
-        if maybeMade {
-            do {
-                try removeFromDropbox(Self.node(record))
-            } catch {
-                state.withLock { state in
-                    state.insert(record)
-                    state.maybeMade.insert(pathLower)
-                }
-                throw error
+        func putBack() {
+            state.withLock { state in
+                state.insert(record)
+                if maybeMade { state.maybeMade.insert(pathLower) }
             }
+        }
+        do {
+            if maybeMade {
+                try removeFromDropbox(Self.node(record))
+            } else if try !takeBackRenames() {
+                putBack()
+                return false
+            }
+        } catch {
+            putBack()
+            throw error
         }
         try store.endMakingFolder(pathLower, takenBack: true)
         try queue.removeFolders([record.id])

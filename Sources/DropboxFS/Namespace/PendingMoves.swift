@@ -229,6 +229,26 @@ public final class PendingMoves: RoundQueue {
         signal.notify()
     }
 
+    /// The renames of a new folder taken back before it was sent leave the queue with it:
+    /// they wait behind it, so none was sent, and none could be made on Dropbox. False,
+    /// changing nothing, if one is under way all the same.
+    func takeBack(_ ids: Set<Int64>) throws -> Bool {
+        if ids.isEmpty { return true }
+        let taken: Bool = state.withLock { state in
+            guard ids.allSatisfy({ state.inFlight[$0] == nil && state.parked[$0] == nil }) else { return false }
+            for move in state.moves where ids.contains(move.id) { state.ends.remove(move) }
+            state.moves.removeAll { ids.contains($0.id) }
+            pendingCount.store(state.moves.count, ordering: .releasing)
+            state.generation += 1
+            return true
+        }
+        guard taken else { return false }
+        try queue.removeMoves(Array(ids))
+        order.setBarrier(oldest?.id ?? .max)
+        signal.notify()
+        return true
+    }
+
     /// The change feed is caught up past a finished rename.
     func settled(_ record: QueuedMove) {
         state.withLock { $0.settling.removeAll { $0.id == record.id } }

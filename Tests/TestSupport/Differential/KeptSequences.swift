@@ -2,6 +2,19 @@
 /// the mount's and the core's differential suites run them.
 public enum KeptSequences {
     public static let all: [(name: String, operations: [Step])] = [
+        // Found by hand (`mkdir d; mv d e; mkdir e/y; mv e/y z; mv e d; rmdir d`): the rmdir
+        // took the new folder back, checking for pending changes below it only where it was
+        // then. A new folder made in it at the name it passed through (`e`) was still to be
+        // sent: making that on Dropbox made `e` too, and the rename of `e` back to `d` that
+        // followed left `d` on Dropbox.
+        ("an rmdir of a new folder that came back from a name where a subfolder was made", [
+            .mkdir(path: 3),  // d
+            .rename(from: 3, to: 6),  // d → e
+            .mkdir(path: 7),  // e/f
+            .rename(from: 7, to: 0),  // e/f → a
+            .rename(from: 6, to: 3),  // e → d
+            .rmdir(path: 3),  // d
+        ]),
         // Core, DROPBOXFS_DIFF_MIX=tree, seed 6186331369957649986: the rmdir took the new
         // folder back while a new folder and a rename below it were pending; sending those
         // made it on Dropbox again, and it stayed there. (Dropbox's folders were not compared
