@@ -56,22 +56,51 @@ struct SharedTreeStressTests {
         }
     }
 
+    /// The same, with another client changing the same paths on Dropbox all the while
+    /// (uploads, deletes, moves, new folders): conflicts are settled as doc/SEMANTICS.md says,
+    /// and once the folder is fsynced and the change feed has brought the last of them, the
+    /// mount shows what Dropbox holds.
+    @Test func anotherClientChangingTheTreeMeanwhile() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let folder = "contested"
+            #expect(try await m.sh("mkdir \"$M/\(folder)\"").status == 0)
+            #expect(try await m.syncFolder("\"$M/\(folder)\"").status == 0)  // on Dropbox, for the other client
+            let run = try await m.python(Self.operations(folder: folder, seed: 6, threads: 6, operations: 300, remoteCalls: 400), timeout: 300)
+            #expect(run.status == 0, "\(run.stdout)\(run.stderr)\n\(m.log.suffix(2000))")
+            #expect(try await m.syncFolder("\"$M/\(folder)\"").status == 0)
+            let fresh = try await m.mountAnother("fresh")
+            var last = ""
+            try await eventually("the mount to show what Dropbox holds", timeout: 60) {
+                let shown = try await m.python(Self.snapshot(of: m.mountpoint + "/" + folder))
+                let heldOnDropbox = try await m.python(Self.snapshot(of: fresh + "/" + folder))
+                last = "the mount shows\n\(shown.stdout)\(shown.stderr)\nDropbox holds\n\(heldOnDropbox.stdout)\(heldOnDropbox.stderr)"
+                return shown.status == 0 && heldOnDropbox.status == 0 && shown.stdout == heldOnDropbox.stdout
+            }
+            #expect(!last.isEmpty, "\(last)")
+        }
+    }
+
     /// A Python script: `threads` threads each make `operations` random calls in `folder` of
-    /// the mount (created first), on nine paths two and three deep. Errnos a disk gives to such
-    /// calls are expected; any other fails the script, but ENOTCONN (the daemon killed) ends
-    /// the thread. With `progress`, the count of calls made is written there now and then.
-    static func operations(folder: String, seed: Int, threads: Int, operations: Int, progress: String? = nil) -> String {
+    /// the mount (created first unless it exists), on nine paths two and three deep. Errnos a
+    /// disk gives to such calls are expected; any other fails the script, but ENOTCONN or
+    /// ECONNABORTED (the daemon killed) ends the thread. With `progress`, the count of calls made is written
+    /// there now and then. With `remoteCalls`, one more thread makes as many changes on
+    /// Dropbox at the same paths, as another client.
+    static func operations(folder: String, seed: Int, threads: Int, operations: Int, progress: String? = nil, remoteCalls: Int = 0) -> String {
         """
-        import errno, os, random, threading, time
+        import errno, json, os, random, threading, time, urllib.error, urllib.request
         base = os.environ['M'] + '/\(folder)'
-        os.mkdir(base)
+        os.makedirs(base, exist_ok=True)
         paths = ['a', 'b', 'c', 'a/x', 'a/y', 'b/x', 'b/x/z', 'a/x/z', 'c/x']
         expected = {errno.ENOENT, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.ENOTEMPTY, errno.EINVAL}
         unexpected, made, lock = [], [0], threading.Lock()
         progress = \(progress.map { "'\($0)'" } ?? "None")
-        def call(rng):
+        kinds = [(0.15, 'mkdir'), (0.23, 'rmdir'), (0.43, 'rename'), (0.60, 'write'), (0.65, 'truncate'), (0.78, 'read'),
+                 (0.84, 'unlink'), (0.88, 'listdir'), (0.93, 'sleep'), (1.0, 'fsync')]
+        def call(rng, last):
             r = rng.random()
             p, q = base + '/' + rng.choice(paths), base + '/' + rng.choice(paths)
+            last[:] = [next(kind for bound, kind in kinds if r < bound), p[len(base) + 1:], q[len(base) + 1:]]
             if r < 0.15: os.mkdir(p)
             elif r < 0.23: os.rmdir(p)
             elif r < 0.43: os.rename(p, q)
@@ -92,17 +121,40 @@ struct SharedTreeStressTests {
                 finally: os.close(fd)
         def thread(number):
             rng = random.Random(\(seed) * 100 + number)
+            last = []
             for _ in range(\(operations)):
                 try:
-                    call(rng)
+                    call(rng, last)
                 except OSError as e:
-                    if e.errno == errno.ENOTCONN: return
-                    if e.errno not in expected: unexpected.append(errno.errorcode.get(e.errno, e.errno))
+                    if e.errno in (errno.ENOTCONN, errno.ECONNABORTED): return  # the daemon killed (a call under way gets the second)
+                    if e.errno not in expected: unexpected.append((errno.errorcode.get(e.errno, e.errno), *last))
                 with lock:
                     made[0] += 1
                     if progress and made[0] % 20 == 0:
                         with open(progress, 'a') as f: f.write('%d\\n' % made[0])
+        def dropbox(route, argument, body=None):
+            headers = {'Authorization': 'Bearer ' + os.environ['DROPBOXFS_ACCESS_TOKEN']}
+            if body is None:
+                headers['Content-Type'] = 'application/json'
+                body = json.dumps(argument).encode()
+            else:
+                headers['Content-Type'] = 'application/octet-stream'
+                headers['Dropbox-API-Arg'] = json.dumps(argument)
+            request = urllib.request.Request(os.environ['DROPBOXFS_API_URL'] + '/2/files/' + route, data=body, headers=headers)
+            try: urllib.request.urlopen(request).read()
+            except urllib.error.HTTPError as e:
+                if e.code != 409: raise  # 409: the path was not there, or taken
+        def other_client():
+            rng = random.Random(\(seed) * 100 + 99)
+            for _ in range(\(remoteCalls)):
+                p, q, r = '/\(folder)/' + rng.choice(paths), '/\(folder)/' + rng.choice(paths), rng.random()
+                if r < 0.4: dropbox('upload', {'path': p, 'mode': 'overwrite'}, bytes([rng.randint(0, 255)]) * rng.randint(0, 20000))
+                elif r < 0.6: dropbox('delete_v2', {'path': p})
+                elif r < 0.8: dropbox('move_v2', {'from_path': p, 'to_path': q})
+                else: dropbox('create_folder_v2', {'path': p})
+                time.sleep(rng.random() * 0.05)
         workers = [threading.Thread(target=thread, args=(n,)) for n in range(\(threads))]
+        if \(remoteCalls): workers.append(threading.Thread(target=other_client))
         [w.start() for w in workers]
         [w.join() for w in workers]
         print('calls', made[0], 'unexpected errnos', unexpected[:10])

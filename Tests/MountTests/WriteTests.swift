@@ -542,6 +542,41 @@ struct WriteTests {
         }
     }
 
+    /// A folder replaced by a file on Dropbox while a file was written in it here: Dropbox
+    /// refuses the upload (`conflict/file_ancestor`), and no try can ever succeed. The bytes go
+    /// up beside, in a folder named as a conflicted copy of the file in the way, and fsync
+    /// returns. Before, the upload was tried again every minute, forever, fsync failed with
+    /// EIO, and the bytes could not be reached: the mount showed the other client's file.
+    @Test func aFileWrittenInAFolderReplacedElsewhereByAFileGoesBeside() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/b\" && sync \"$M/b\"").status == 0)
+            let script = """
+                exec 3>"$M/b/x"
+                printf 'written here\\n' >&3
+                curl -s -o /dev/null -X POST "$API/2/files/delete_v2" -H 'Authorization: Bearer \(MountFixture.token)' \
+                  -H 'Content-Type: application/json' -d '{"path":"/b"}'
+                curl -s -o /dev/null -X POST "$API/2/files/upload" -H 'Authorization: Bearer \(MountFixture.token)' \
+                  -H 'Content-Type: application/octet-stream' -H 'Dropbox-API-Arg: {"path":"/b"}' --data-binary 'their file'
+                exec 3>&-
+                python3 -c 'import os; os.fsync(os.open(os.environ["M"], os.O_RDONLY))'
+                """
+            let result = try await m.sh("API='\(m.emulator.baseURL)'; " + script)
+            #expect(result.status == 0, "\(result.stderr)\n\(m.log.suffix(2000))")
+            let top = try await m.client.listAll("")
+            let beside = top.map(\.name).filter { $0.hasPrefix("b (conflicted copy ") && $0.hasSuffix(")") }
+            #expect(top.first { $0.name == "b" }?.fileMetadata != nil, "\(top.map(\.name))")
+            #expect(beside.count == 1, "\(top.map(\.name))")
+            if let folder = beside.first {
+                #expect(try await m.remoteText("/\(folder)/x") == "written here\n")
+                try await eventually("the mount to show both") {
+                    try await m.sh("cat \"$M/b\" \"$M/\(folder)/x\"").stdout == "their filewritten here\n"
+                }
+            }
+            let status = try await m.status()
+            #expect(status.contains("uploads     0 pending"), "\(status)")
+        }
+    }
+
     /// Closed files survive a kill -9 of the daemon in the middle of their uploads.
     /// With `sessionsForgotten`, the mount stays down long enough for Dropbox to forget the
     /// large file's upload session (a week): the next mount starts it afresh.

@@ -289,7 +289,7 @@ public final class Uploader: Sendable {
     private func failed(_ version: LocalVersion, _ error: any Error) async {
         if Self.isConflict(error) {
             do {
-                let (file, isCopy) = try await saveConflictedCopy(version)
+                let (file, isCopy) = Self.isFileInTheWay(error) ? (try await saveBesideFileInTheWay(version), true) : try await saveConflictedCopy(version)
                 return await complete(version, file, asConflictedCopy: isCopy)
             } catch {
                 return writeBack.failed(version, error)
@@ -327,6 +327,30 @@ public final class Uploader: Sendable {
         return (file, true)
     }
 
+    /// A folder of the path is a file on Dropbox now (another client replaced it, or it
+    /// refused a folder made here because a file held the name): no upload can land there, so
+    /// the bytes go into a folder named as a conflicted copy of that file, which the upload
+    /// makes: `b/x` under a file `b` goes to `b (conflicted copy YYYY-MM-DD)/x`. If the file
+    /// in the way is gone by now, the next try goes to the path itself.
+    private func saveBesideFileInTheWay(_ version: LocalVersion) async throws -> FileMetadata {
+        let path = version.path
+        var folder = ""
+        for name in path.split(separator: "/").dropLast() {
+            let parent = folder
+            folder += "/" + name
+            guard let there = try await client.metadataIfExists(folder) else { break }  // the upload makes the rest
+            guard there.fileMetadata != nil else { continue }
+            var commit = writeBack.commitInfo(version)
+            commit.path = parent + "/" + Self.conflictedName(String(name), on: Date()) + path.dropFirst(folder.count)
+            commit.mode = .add
+            commit.autorename = true
+            let file = try await client.uploadFile(version.file.bytesPath, to: commit, tuning: tuning)
+            FuseLog.error("conflict: \(folder) is a file on Dropbox, not the folder \(path) was written in; the local version is saved as \(file.pathDisplay ?? file.name)")
+            return file
+        }
+        throw FSError.io("\(path): a file on Dropbox held the place of one of its folders, and is gone")
+    }
+
     static func conflictedName(_ name: String, on date: Date) -> String {
         var time = time_t(date.timeIntervalSince1970)
         var parts = tm()
@@ -336,6 +360,13 @@ public final class Uploader: Sendable {
             return "\(name[..<dot]) (conflicted copy \(day))\(name[dot...])"
         }
         return "\(name) (conflicted copy \(day))"
+    }
+
+    /// Dropbox's `conflict/file_ancestor`: a folder of the path is a file there.
+    static func isFileInTheWay(_ error: any Error) -> Bool {
+        if case .route(.path(.conflict(.fileAncestor)), _, _, _)? = error as? CallError<PathWriteError> { return true }
+        if case .route(.path(.conflict(.fileAncestor)), _, _, _)? = error as? CallError<UploadSessionFinishError> { return true }
+        return false
     }
 
     static func isConflict(_ error: any Error) -> Bool {
