@@ -277,8 +277,9 @@ struct RenameQueueTests {
                 """)
             #expect(offline.status == 0, "\(offline.stderr)")
             try await m.emulator.setReachable(true)
-            // The renames go before the upload, refused (the folder was never made); the
-            // file is the one the kernel knows all along.
+            // The renames were taken back with the folder (or, before they were, went ahead of
+            // the upload and were refused: the folder was never made); the file is the one the
+            // kernel knows all along.
             let after = try await m.sh("""
                 cd "$M/t"
                 python3 -c 'import os; fd = os.open("b", os.O_RDONLY); os.fsync(fd); print(os.fstat(fd).st_size)'
@@ -287,6 +288,38 @@ struct RenameQueueTests {
                 cat c/x; ls
                 """)
             #expect(after.status == 0 && after.stdout == "5\nkept\nin\nb\nc\n", "\(after.stdout)\(after.stderr)\n\(m.log)")
+        }
+    }
+
+    /// A rename into a folder that another client replaced by a file before the rename
+    /// reached Dropbox: Dropbox refuses it (`to/conflict/file_ancestor`), and the file stays
+    /// where Dropbox has it, shown there again. Before, the look at the destination that
+    /// follows a refusal failed (`not_folder`): the rename was tried again forever, and every
+    /// fsync of the folder failed with EIO.
+    @Test func aRenameIntoAFolderReplacedElsewhereByAFileStaysWhereItWas() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/d\" && printf 'mine\\n' > \"$M/f\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            try await m.emulator.setFaults(["503:p=1,routes=files/move_v2+files/move_batch_v2"])
+            #expect(try await m.sh("mv \"$M/f\" \"$M/d/f\"").status == 0)
+            let replaced = try await m.sh("""
+                API='\(m.emulator.baseURL)'
+                curl -s -o /dev/null -X POST "$API/2/files/delete_v2" -H 'Authorization: Bearer \(MountFixture.token)' \
+                  -H 'Content-Type: application/json' -d '{"path":"/d"}'
+                curl -s -o /dev/null -X POST "$API/2/files/upload" -H 'Authorization: Bearer \(MountFixture.token)' \
+                  -H 'Content-Type: application/octet-stream' -H 'Dropbox-API-Arg: {"path":"/d"}' --data-binary 'their file'
+                """)
+            #expect(replaced.status == 0)
+            try await m.emulator.setFaults([])
+            let synced = try await m.syncFolder("\"$M\"")
+            #expect(synced.status == 0, "\(synced.stderr)\n\(m.log.suffix(2000))")
+            #expect(try await m.remoteText("/f") == "mine\n")
+            #expect(try await m.remoteText("/d") == "their file")
+            try await eventually("the mount to show f where Dropbox has it") {
+                try await m.sh("cat \"$M/f\" \"$M/d\"").stdout == "mine\ntheir file"
+            }
+            let status = try await m.status()
+            #expect(status.contains("renames     0 not yet made"), "\(status)")
         }
     }
 

@@ -547,9 +547,15 @@ struct WriteTests {
     /// up beside, in a folder named as a conflicted copy of the file in the way, and fsync
     /// returns. Before, the upload was tried again every minute, forever, fsync failed with
     /// EIO, and the bytes could not be reached: the mount showed the other client's file.
-    @Test func aFileWrittenInAFolderReplacedElsewhereByAFileGoesBeside() async throws {
+    /// With `besideTaken`, a file holds the conflicted-copy name already (a conflicted copy of
+    /// `b` itself): the folder is numbered. Before, the upload into it failed the same way,
+    /// forever.
+    @Test(arguments: [false, true])
+    func aFileWrittenInAFolderReplacedElsewhereByAFileGoesBeside(besideTaken: Bool) async throws {
         try await MountFixture.with(seeds: []) { m in
             #expect(try await m.sh("mkdir \"$M/b\" && sync \"$M/b\"").status == 0)
+            let taken = "b (conflicted copy \(try await m.sh("date +%F").stdout.trimmingCharacters(in: .whitespacesAndNewlines)))"
+            if besideTaken { try await m.uploadElsewhere("a conflicted copy of b", to: "/" + taken) }
             let script = """
                 exec 3>"$M/b/x"
                 printf 'written here\\n' >&3
@@ -563,9 +569,9 @@ struct WriteTests {
             let result = try await m.sh("API='\(m.emulator.baseURL)'; " + script)
             #expect(result.status == 0, "\(result.stderr)\n\(m.log.suffix(2000))")
             let top = try await m.client.listAll("")
-            let beside = top.map(\.name).filter { $0.hasPrefix("b (conflicted copy ") && $0.hasSuffix(")") }
+            let beside = top.filter { $0.name.hasPrefix("b (conflicted copy ") && $0.folderMetadata != nil }.map(\.name)
             #expect(top.first { $0.name == "b" }?.fileMetadata != nil, "\(top.map(\.name))")
-            #expect(beside.count == 1, "\(top.map(\.name))")
+            #expect(beside == [besideTaken ? taken + " (1)" : taken], "\(top.map(\.name))")
             if let folder = beside.first {
                 #expect(try await m.remoteText("/\(folder)/x") == "written here\n")
                 try await eventually("the mount to show both") {

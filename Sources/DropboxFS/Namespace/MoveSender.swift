@@ -133,6 +133,12 @@ final class MoveSender: Sendable {
                 pending.setInFlight([:])
                 guard case .route(let refusal, _, _, _) = error else { throw error }
                 switch refusal {
+                case .to(.conflict(.fileAncestor)):
+                    // A folder of the destination is a file on Dropbox (another client put it
+                    // there): the source stays where Dropbox has it. Looking the destination
+                    // up, as below, failed (`not_folder`), and the rename was tried forever.
+                    FuseLog.error("rename of \(move.fromLower) to \(move.toPath) not made: a folder of the new name is a file on Dropbox")
+                    return try await dropped(move)
                 case .to(.conflict) where !movedAside:
                     // Something else holds the name: it goes beside, as a conflicted copy.
                     if let occupant = try await calls.client.metadataIfExists(move.toPath).flatMap(Node.init) {

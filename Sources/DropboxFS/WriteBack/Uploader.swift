@@ -330,25 +330,35 @@ public final class Uploader: Sendable {
     /// A folder of the path is a file on Dropbox now (another client replaced it, or it
     /// refused a folder made here because a file held the name): no upload can land there, so
     /// the bytes go into a folder named as a conflicted copy of that file, which the upload
-    /// makes: `b/x` under a file `b` goes to `b (conflicted copy YYYY-MM-DD)/x`. If the file
-    /// in the way is gone by now, the next try goes to the path itself.
+    /// makes: `b/x` under a file `b` goes to `b (conflicted copy YYYY-MM-DD)/x`, numbered
+    /// when a file holds that name too (a conflicted copy of `b` itself, say). If no file is
+    /// in the way any more, the next try goes to the path itself.
     private func saveBesideFileInTheWay(_ version: LocalVersion) async throws -> FileMetadata {
         let path = version.path
-        var folder = ""
-        for name in path.split(separator: "/").dropLast() {
-            let parent = folder
-            folder += "/" + name
-            guard let there = try await client.metadataIfExists(folder) else { break }  // the upload makes the rest
-            guard there.fileMetadata != nil else { continue }
-            var commit = writeBack.commitInfo(version)
-            commit.path = parent + "/" + Self.conflictedName(String(name), on: Date()) + path.dropFirst(folder.count)
-            commit.mode = .add
-            commit.autorename = true
-            let file = try await client.uploadFile(version.file.bytesPath, to: commit, tuning: tuning)
-            FuseLog.error("conflict: \(folder) is a file on Dropbox, not the folder \(path) was written in; the local version is saved as \(file.pathDisplay ?? file.name)")
-            return file
+        let names = path.split(separator: "/").map(String.init)
+        var target = ""
+        var looking = true  // below a folder Dropbox does not have, nothing is in the way
+        for name in names.dropLast() {
+            var chosen = name
+            var tries = 0
+            while looking {
+                guard let there = try await client.metadataIfExists(target + "/" + chosen) else { looking = false; break }
+                if there.fileMetadata == nil { break }
+                tries += 1
+                guard tries < 100 else { throw FSError.io("\(path): no free name beside the file in the way") }
+                chosen = Self.conflictedName(name, on: Date()) + (tries > 1 ? " (\(tries - 1))" : "")
+            }
+            target += "/" + chosen
         }
-        throw FSError.io("\(path): a file on Dropbox held the place of one of its folders, and is gone")
+        target += "/" + names.last!
+        guard target != path else { throw FSError.io("\(path): a file on Dropbox held the place of one of its folders, and is gone") }
+        var commit = writeBack.commitInfo(version)
+        commit.path = target
+        commit.mode = .add
+        commit.autorename = true
+        let file = try await client.uploadFile(version.file.bytesPath, to: commit, tuning: tuning)
+        FuseLog.error("conflict: a folder of \(path) is a file on Dropbox; the local version is saved as \(file.pathDisplay ?? file.name)")
+        return file
     }
 
     static func conflictedName(_ name: String, on date: Date) -> String {
