@@ -129,9 +129,16 @@ public final class DropboxFileSystem: Sendable {
     /// An inode whose name is gone (unlinked, replaced by a rename, deleted on Dropbox) but
     /// which a descriptor still holds open is served from that descriptor until the last
     /// close, as on any POSIX filesystem.
+    ///
+    /// What the path holds now is not the inode's file if it is of the other kind (another
+    /// client replaced a folder by a file, or the reverse, and the change feed has not yet
+    /// detached the inode): answered with it, the kernel marked the inode bad, and calls
+    /// through it in other threads failed with EIO.
     public func node(_ inode: UInt64) throws -> Node {
         try pathChanges.withLock {
-            if let path = inodes.path(of: inode), let node = try node(at: path) { return node }
+            if let (path, kind) = inodes.pathAndKind(of: inode), let node = try node(at: path), kind.map({ $0 == node.isFolder }) ?? true {
+                return node
+            }
             if let node = openNode(inode) { return node }
             FuseLog.trace("inode \(inode) not found (path \(inodes.path(of: inode) ?? "detached or unknown"))")
             throw FSError.notFound

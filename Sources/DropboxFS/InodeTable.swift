@@ -22,6 +22,8 @@ public final class InodeTable: Sendable {
         var serial: UInt64 = 0
         /// Handed out by `oldest` and not yet forgotten.
         var asked = false
+        /// Whether the kernel was given it as a folder (nil: not given yet).
+        var isFolder: Bool?
     }
 
     private struct State {
@@ -195,22 +197,21 @@ public final class InodeTable: Sendable {
         return ino
     }
 
-    /// The numbers of a `readdir` answer's entries, under one lock. Plain: the number each
-    /// path's inode has if held, else the one a lookup would give it (the table learns
-    /// nothing). `handed`: the kernel receives each entry (readdirplus), as by `retain`.
-    public func numbers(for paths: some Collection<String>, handed: Bool) -> [UInt64] {
+    /// The numbers of a `readdir` answer's entries (paths, and whether each is a folder),
+    /// under one lock. Plain: the number each path's inode has if held, else the one a lookup
+    /// would give it (the table learns nothing). `handed`: the kernel receives each entry
+    /// (readdirplus), as by `retain`.
+    public func numbers(for entries: some Collection<(path: String, isFolder: Bool)>, handed: Bool) -> [UInt64] {
         state.withLock { state in
             var numbers: [UInt64] = []
-            numbers.reserveCapacity(paths.count)
+            numbers.reserveCapacity(entries.count)
             if handed {
-                for path in paths {
-                    let ino = Self.numberLocked(&state, path)
-                    state.byInode[ino]!.lookups += 1
-                    numbers.append(ino)
+                for (path, isFolder) in entries {
+                    numbers.append(Self.retainLocked(&state, Self.numberLocked(&state, path), path: path, isFolder: isFolder))
                 }
                 publishLocked(state)
             } else {
-                for path in paths {
+                for (path, _) in entries {
                     let key = PathKey(path)
                     numbers.append(state.renumbered.isEmpty ? Self.number(key) : state.renumbered[key] ?? Self.number(key))
                 }
@@ -226,21 +227,39 @@ public final class InodeTable: Sendable {
         compactLocked(&state)
     }
 
-    /// The kernel was handed this inode once more (a lookup or readdirplus entry) for `path`.
-    /// An entry no one held may have been dropped since its number was given (`oldest`):
-    /// it comes back with the same number.
-    public func retain(_ inode: UInt64, path: String) {
-        guard inode != Self.root else { return }
-        state.withLock { state in
-            if state.byInode[inode] != nil {
-                state.byInode[inode]!.lookups += 1
-                return
-            }
-            Self.addLocked(&state, inode, Entry(path: path, lookups: 1))
+    /// The kernel is handed this inode once more (a lookup or readdirplus entry) for `path`,
+    /// as a folder or a file; returns the number to hand it with. An entry no one held may
+    /// have been dropped since its number was given (`oldest`): it comes back with the same
+    /// number. One the kernel holds as the other kind (another client replaced a folder by a
+    /// file, or the reverse, and the change feed has not brought it yet) is detached, and the
+    /// path gets a number of its own: given a number it holds with another type, the kernel
+    /// marks its inode bad, and a call through it in another thread fails with EIO (seen
+    /// with a `rename` and a `create` racing another client's changes).
+    @discardableResult
+    public func retain(_ inode: UInt64, path: String, isFolder: Bool? = nil) -> UInt64 {
+        guard inode != Self.root else { return inode }
+        return state.withLock { state in
+            let ino = Self.retainLocked(&state, inode, path: path, isFolder: isFolder)
+            publishLocked(state)
+            return ino
+        }
+    }
+
+    private static func retainLocked(_ state: inout State, _ inode: UInt64, path: String, isFolder: Bool?) -> UInt64 {
+        var inode = inode
+        if let entry = state.byInode[inode], let held = entry.isFolder, let isFolder, held != isFolder, entry.lookups > 0, entry.path == path {
+            detachLocked(&state, path, folder: held)
+            inode = numberLocked(&state, path)
+        }
+        if state.byInode[inode] != nil {
+            state.byInode[inode]!.lookups += 1
+        } else {
+            addLocked(&state, inode, Entry(path: path, lookups: 1))
             let key = PathKey(path)
             if state.byPath[key] == nil { state.setPath(key, inode) }
-            publishLocked(state)
         }
+        if let isFolder { state.byInode[inode]!.isFolder = isFolder }
+        return inode
     }
 
     /// `forget`: the kernel dropped `count` references. True when the inode is gone.
@@ -268,20 +287,23 @@ public final class InodeTable: Sendable {
     @discardableResult
     public func detach(_ pathLower: String, folder: Bool = false) -> UInt64? {
         guard !pathLower.isEmpty else { return nil }
-        return state.withLock { state in
-            let key = PathKey(pathLower)
-            var below: [PathKey] = []
-            if folder && !state.nothingElseWithin(key) {  // compared as bytes, the prefix made once
-                let prefix = Array((pathLower + "/").utf8)
-                below = state.byPath.keys.filter { $0.path.utf8.starts(with: prefix) }
-            }
-            for key in below {
-                if let ino = state.removePath(key) { state.setEntryPath(ino, Self.detachedPath) }
-            }
-            guard let ino = state.removePath(key) else { return nil }
-            state.setEntryPath(ino, Self.detachedPath)
-            return ino
+        return state.withLock { state in Self.detachLocked(&state, pathLower, folder: folder) }
+    }
+
+    @discardableResult
+    private static func detachLocked(_ state: inout State, _ pathLower: String, folder: Bool) -> UInt64? {
+        let key = PathKey(pathLower)
+        var below: [PathKey] = []
+        if folder && !state.nothingElseWithin(key) {  // compared as bytes, the prefix made once
+            let prefix = Array((pathLower + "/").utf8)
+            below = state.byPath.keys.filter { $0.path.utf8.starts(with: prefix) }
         }
+        for key in below {
+            if let ino = state.removePath(key) { state.setEntryPath(ino, Self.detachedPath) }
+        }
+        guard let ino = state.removePath(key) else { return nil }
+        state.setEntryPath(ino, Self.detachedPath)
+        return ino
     }
 
     /// The path of an inode whose file was detached: never a real path (Dropbox paths start
@@ -314,6 +336,15 @@ public final class InodeTable: Sendable {
     public func path(of inode: UInt64) -> String? {
         if inode == Self.root { return "" }
         return state.withLock { state in state.byInode[inode].flatMap { $0.path == Self.detachedPath ? nil : $0.path } }
+    }
+
+    /// The path of an inode (nil if unknown or detached), and whether the kernel was given
+    /// it as a folder (nil: not given yet).
+    public func pathAndKind(of inode: UInt64) -> (path: String, isFolder: Bool?)? {
+        if inode == Self.root { return ("", true) }
+        return state.withLock { state in
+            state.byInode[inode].flatMap { $0.path == Self.detachedPath ? nil : ($0.path, $0.isFolder) }
+        }
     }
 
     /// The inode already given to a path, without creating one.

@@ -37,6 +37,21 @@ struct ClientRouteTests {
     /// The client folds names as the server does (the emulator models Dropbox's folding):
     /// `CaseFolding.fold` of a path is the `path_lower` Dropbox gives it, also for letters
     /// where Swift's `lowercased()` makes something else ("İ").
+    /// Nothing is at a path one of whose folders is a file: Dropbox says `not_folder`, and
+    /// `metadataIfExists` says nil, as for `not_found` (it threw, and the mount's senders, which
+    /// look a name up after a refusal, failed over and over while another client had put a
+    /// file where a folder was).
+    @Test func nothingIsBelowAFile() async throws {
+        try await withClient { client, _ in
+            let bytes = Array("a file".utf8)
+            _ = try await client.upload(Routes.upload, UploadArgument(CommitInfo(path: "/f"), contentHash: ContentHasher.hash(bytes)), body: .bytes(bytes))
+            #expect(try await client.metadataIfExists("/f")?.name == "f")
+            #expect(try await client.metadataIfExists("/f/x") == nil)
+            #expect(try await client.metadataIfExists("/f/x/y") == nil)
+            #expect(try await client.metadataIfExists("/g") == nil)
+        }
+    }
+
     @Test func caseFoldingAgreesWithPathLower() async throws {
         try await withClient { client, _ in
             for path in ["/İzmir.TXT", "/ΟΔΟΣ σ ς", "/Straße ẞ", "/ǅungla Ǉ", "/KELVIN K Å", "/ÀÉÎ ÕÜ"] {

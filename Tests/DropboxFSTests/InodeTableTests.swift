@@ -35,6 +35,25 @@ struct InodeTableTests {
 
     /// Random operations on a table with the counts and on one that always scans (the
     /// reference): every path leads to the same inode and every inode has the same path.
+    /// Another client replaced a folder the kernel holds by a file (or a file by a folder),
+    /// and a lookup answers with the new kind before the change feed has detached the old
+    /// inode: the path gets a number of its own. With the held number the kernel would mark
+    /// its inode bad, and calls through it in other threads would fail with EIO.
+    @Test func aPathHandedOutAsTheOtherKindGetsANumberOfItsOwn() {
+        let table = InodeTable()
+        let folder = table.retain(table.inode(for: "/a"), path: "/a", isFolder: true)
+        let below = table.retain(table.inode(for: "/a/x"), path: "/a/x", isFolder: false)
+        #expect(table.retain(folder, path: "/a", isFolder: true) == folder)  // the same kind: the same number
+        let file = table.retain(table.inode(for: "/a"), path: "/a", isFolder: false)
+        #expect(file != folder)
+        #expect(table.path(of: file) == "/a" && table.path(of: folder) == nil && table.path(of: below) == nil)
+        #expect(table.existing("/a") == file)
+        // readdirplus hands its entries out the same way.
+        let again = table.numbers(for: [(path: "/a", isFolder: true)], handed: true)
+        #expect(again.count == 1 && again[0] != file && again[0] != folder)
+        #expect(table.path(of: again[0]) == "/a" && table.path(of: file) == nil)
+    }
+
     @Test func theCountsFindWhatAScanFinds() async {
         // Two trees of the same shape, so that a rename between them stays in the universe;
         // "/a/bb" and "/a/b" share a prefix that is not a folder.

@@ -46,7 +46,9 @@ extension DropboxClient {
         do {
             return try await rpc(Routes.getMetadata, GetMetadataArgument(path: path))
         } catch let error as CallError<PathLookupError> {
+            // `not_folder`: a folder of the path is a file, so nothing is at the path either.
             if case .route(.path(.notFound), _, _, _) = error { return nil }
+            if case .route(.path(.notFolder), _, _, _) = error { return nil }
             throw error
         }
     }

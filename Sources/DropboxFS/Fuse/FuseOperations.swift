@@ -362,8 +362,7 @@ extension FuseMount {
 
     /// The reply for a lookup or readdirplus entry: the kernel now holds one more reference.
     func entryParam(_ inode: UInt64, _ node: Node) -> fuse_entry_param {
-        fs.inodes.retain(inode, path: node.pathLower)
-        return attributesOnly(inode, node)
+        attributesOnly(fs.inodes.retain(inode, path: node.pathLower, isFolder: node.isFolder), node)
     }
 
     func attributesOnly(_ inode: UInt64, _ node: Node) -> fuse_entry_param {
@@ -402,7 +401,7 @@ extension FuseMount {
             fitting += 1
         }
         let shown = children[first ..< first + fitting]
-        let numbers = fs.inodes.numbers(for: shown.lazy.map(\.pathLower), handed: plus)
+        let numbers = fs.inodes.numbers(for: shown.lazy.map { ($0.pathLower, $0.isFolder) }, handed: plus)
         // As large as what fits needs, not as the kernel's buffer: zeroing `find`'s or `rm`'s
         // buffer for each answer was 2 % of an `rm -r`. Only what is filled is sent.
         let capacity = size - max(room, 0)
