@@ -52,7 +52,11 @@ public enum ProcessRunner {
         async let stderr = readAll(err.fileHandleForReading)
         for await _ in exited {}
         watchdog.cancel()
-        return Result(status: process.terminationStatus, stdout: String(decoding: await stdout, as: UTF8.self),
+        // Cancelled (a test's time limit) while the process runs: it is stopped, and its
+        // status is not read (Foundation traps on a running process's status, which took the
+        // whole test run down with it).
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        return Result(status: process.isRunning ? -1 : process.terminationStatus, stdout: String(decoding: await stdout, as: UTF8.self),
                       stderr: String(decoding: await stderr, as: UTF8.self))
     }
 
