@@ -333,10 +333,7 @@ public final class InodeTable: Sendable {
     }
 
     /// The path of an inode; nil if unknown or detached.
-    public func path(of inode: UInt64) -> String? {
-        if inode == Self.root { return "" }
-        return state.withLock { state in state.byInode[inode].flatMap { $0.path == Self.detachedPath ? nil : $0.path } }
-    }
+    public func path(of inode: UInt64) -> String? { pathAndKind(of: inode)?.path }
 
     /// The path of an inode (nil if unknown or detached), and whether the kernel was given
     /// it as a folder (nil: not given yet).

@@ -318,13 +318,18 @@ public final class Uploader: Sendable {
             }
             return (file, false)
         }
-        var commit = writeBack.commitInfo(version)
-        commit.path = Node.parent(of: path) + "/" + Self.conflictedName(version.name, on: Date())
-        commit.mode = .add
-        commit.autorename = true
-        let file = try await client.uploadFile(version.file.bytesPath, to: commit, tuning: tuning)
+        let file = try await uploadBeside(version, at: Node.parent(of: path) + "/" + Self.conflictedName(version.name, on: Date()))
         FuseLog.error("conflict: \(path) changed on Dropbox while it was edited here; the local version is saved as \(file.pathDisplay ?? file.name)")
         return (file, true)
+    }
+
+    /// The version's bytes uploaded as a new file at `path` (numbered by Dropbox if taken).
+    private func uploadBeside(_ version: LocalVersion, at path: String) async throws -> FileMetadata {
+        var commit = writeBack.commitInfo(version)
+        commit.path = path
+        commit.mode = .add
+        commit.autorename = true
+        return try await client.uploadFile(version.file.bytesPath, to: commit, tuning: tuning)
     }
 
     /// A folder of the path is a file on Dropbox now (another client replaced it, or it
@@ -340,25 +345,25 @@ public final class Uploader: Sendable {
         var looking = true  // below a folder Dropbox does not have, nothing is in the way
         for name in names.dropLast() {
             var chosen = name
-            var tries = 0
-            while looking {
-                guard let there = try await client.metadataIfExists(target + "/" + chosen) else { looking = false; break }
-                if there.fileMetadata == nil { break }
-                tries += 1
-                guard tries < 100 else { throw FSError.io("\(path): no free name beside the file in the way") }
-                chosen = Self.conflictedName(name, on: Date()) + (tries > 1 ? " (\(tries - 1))" : "")
-            }
+            if looking { (chosen, looking) = try await folderName(in: target, for: name) }
             target += "/" + chosen
         }
         target += "/" + names.last!
         guard target != path else { throw FSError.io("\(path): a file on Dropbox held the place of one of its folders, and is gone") }
-        var commit = writeBack.commitInfo(version)
-        commit.path = target
-        commit.mode = .add
-        commit.autorename = true
-        let file = try await client.uploadFile(version.file.bytesPath, to: commit, tuning: tuning)
+        let file = try await uploadBeside(version, at: target)
         FuseLog.error("conflict: a folder of \(path) is a file on Dropbox; the local version is saved as \(file.pathDisplay ?? file.name)")
         return file
+    }
+
+    /// `name` in `folder` if no file holds it there, else the first conflicted-copy name no
+    /// file holds; and whether Dropbox has a folder of that name there.
+    private func folderName(in folder: String, for name: String) async throws -> (name: String, exists: Bool) {
+        for tries in 0..<100 {
+            let chosen = tries == 0 ? name : Self.conflictedName(name, on: Date()) + (tries > 1 ? " (\(tries - 1))" : "")
+            guard let there = try await client.metadataIfExists(folder + "/" + chosen) else { return (chosen, false) }
+            if there.fileMetadata == nil { return (chosen, true) }
+        }
+        throw FSError.io("\(folder)/\(name): no free name beside the file in the way")
     }
 
     static func conflictedName(_ name: String, on date: Date) -> String {
