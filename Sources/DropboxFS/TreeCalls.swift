@@ -57,12 +57,49 @@ struct TreeCalls: Sendable {
     /// its name have been taken meanwhile) and false is returned.
     func deleteEmptyFolder(_ folder: Node, via hidden: String) async throws -> Bool {
         guard let moved = Node(try await moveOnce(folder, to: hidden)) else { throw FSError.io("move_v2 returned a deleted entry") }
-        if try await isEmptyOnDropbox(moved.pathLower) {
-            try await delete(moved.pathLower)
-            return true
+        return try await whereSetAside(moved) { aside in
+            if try await isEmptyOnDropbox(aside.pathLower) {
+                try await delete(aside.pathLower)
+                return true
+            }
+            FuseLog.error("\(folder.pathLower) got entries on Dropbox while it was being removed; kept")
+            // Back to its name beside the hidden one: where its folder is now.
+            try await moveNumbered(aside.pathLower, to: Node.parent(of: aside.pathLower) + "/" + folder.name, sourceIsOwn: true)
+            return false
+        } ?? true
+    }
+
+    /// Runs `body` on a folder set aside for its delete, where it is now. Nobody else
+    /// addresses its hidden name, but another client may delete or move a folder above it
+    /// meanwhile: a call finding nothing at the hidden name looks the folder up by its id,
+    /// and `body` runs again where it went (a removed tree was left on Dropbox under its
+    /// hidden name, shown by the mount). Nil: the folder is gone, its removal done.
+    func whereSetAside<T>(_ aside: Node, _ body: (Node) async throws -> T) async throws -> T? {
+        var aside = aside
+        for attempt in 1... {
+            do {
+                return try await body(aside)
+            } catch where attempt < 5 && Self.isNotFound(error) {
+                guard let now = try await client.metadataIfExists(aside.id).flatMap(Node.init) else { return nil }
+                guard now.isFolder else { return nil }  // an id names one entry: never a file
+                aside = now
+            }
         }
-        FuseLog.error("\(folder.pathLower) got entries on Dropbox while it was being removed; kept")
-        try await moveNumbered(moved.pathLower, to: Node.parent(of: folder.pathLower) + "/" + folder.name, sourceIsOwn: true)
+        fatalError("unreachable")
+    }
+
+    /// Whether a call failed because nothing was at the path it named.
+    static func isNotFound(_ error: any Error) -> Bool {
+        switch error {
+        case let error as CallError<PathLookupError>:
+            if case .route(.path(.notFound), _, _, _) = error { return true }
+        case let error as CallError<DeleteError>:
+            if case .route(.pathLookup(.notFound), _, _, _) = error { return true }
+        case let error as CallError<RelocationError>:
+            if case .route(.fromLookup(.notFound), _, _, _) = error { return true }
+        default:
+            break
+        }
         return false
     }
 

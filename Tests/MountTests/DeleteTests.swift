@@ -188,4 +188,37 @@ struct DeleteTests {
             #expect(try await m.sh("ls -A \"$M\"; cat \"$M/e.txt\"").stdout == "e.txt\nbytes of d")
         }
     }
+
+    /// A removed folder is first set aside on Dropbox (moved to a hidden name), seen to hold
+    /// nothing but what was removed, then deleted. Another client may delete or move a folder
+    /// above it in between: the look at the hidden name then found nothing (path/not_found),
+    /// the removal failed and was tried again, and an fsync waiting for it failed with EIO
+    /// (seen with another client racing the mount). Now it is looked for by its id: gone with
+    /// the folder above, the removal is done; moved with it, it is deleted where it went
+    /// (never left there under its hidden name). Its look at Dropbox is held (a silent
+    /// server) until the other client has acted.
+    @Test(arguments: ["rmdir", "rm -r"], ["delete", "move"])
+    func aFolderAnotherClientTakesAwayWithItsParentWhileItIsRemovedLeavesNothingBehind(removal: String, elsewhere: String) async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let made = removal == "rmdir" ? "mkdir -p \"$M/p/d\"" : "mkdir -p \"$M/p/d\" && echo bytes > \"$M/p/d/f\""
+            #expect(try await m.sh(made + " && mkdir \"$M/p/e\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            try await m.emulator.setFaults(["silent:routes=files/list_folder"])
+            #expect(try await m.sh("\(removal) \"$M/p/d\"").status == 0)
+            try await eventually("the folder to be set aside on Dropbox") { try await m.client.metadataIfExists("/p/d") == nil }
+            if elsewhere == "delete" {
+                _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/p"))
+            } else {
+                _ = try await m.client.rpc(Routes.move, RelocationArgument(from: "/p", to: "/q"))
+            }
+            try await m.emulator.setFaults([])
+            let synced = try await m.syncFolder("\"$M\"")
+            #expect(synced.status == 0, "\(synced.stderr)\n\(m.log.suffix(2000))")
+            let left = try await m.client.listAll("", recursive: true).compactMap(\.pathLower).sorted()
+            #expect(left == (elsewhere == "delete" ? [] : ["/q", "/q/e"]), "\(left)")
+            try await eventually("the mount to show what Dropbox holds") {
+                try await m.sh("cd \"$M\" && find . | sort").stdout == (elsewhere == "delete" ? ".\n" : ".\n./q\n./q/e\n")
+            }
+        }
+    }
 }

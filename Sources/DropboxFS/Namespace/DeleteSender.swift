@@ -129,6 +129,14 @@ final class DeleteSender: Sendable {
 
         let removedFiles = Dictionary(inside.filter { !$0.isFolder }.map { ($0.pathLower, $0) }) { first, _ in first }
         let removedFolders = Set(inside.filter(\.isFolder).map(\.pathLower))
+        return try await calls.whereSetAside(aside) { aside in
+            try await deleteSetAside(top, aside, removedFiles: removedFiles, removedFolders: removedFolders)
+        } ?? true
+    }
+
+    /// `deleteWhole`'s tree, set aside at `aside`: deleted if it holds only what was removed
+    /// here, else moved back to its name.
+    private func deleteSetAside(_ top: QueuedDelete, _ aside: Node, removedFiles: [String: QueuedDelete], removedFolders: Set<String>) async throws -> Bool {
         let entries = try await calls.client.listAll(aside.pathLower, recursive: true)
         let onlyRemoved = entries.allSatisfy { entry in
             guard let lower = entry.pathLower, lower != aside.pathLower else { return true }
@@ -144,8 +152,8 @@ final class DeleteSender: Sendable {
             return true
         }
         FuseLog.error("\(top.pathLower) changed on Dropbox while it was being removed; what changed is kept")
-        let original = Node.parent(of: top.pathLower) + "/" + top.name
-        try await calls.moveNumbered(aside.pathLower, to: original, sourceIsOwn: true)
+        // Back to its name beside the hidden one: where its folder is now.
+        try await calls.moveNumbered(aside.pathLower, to: Node.parent(of: aside.pathLower) + "/" + top.name, sourceIsOwn: true)
         return false
     }
 
