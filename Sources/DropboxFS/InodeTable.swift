@@ -54,8 +54,13 @@ public final class InodeTable: Sendable {
         /// the kernel has dropped them, and they must not be asked for twice meanwhile.
         var asked = 0
 
+        /// An entry another inode held at `key` loses its path: every entry's path leads back
+        /// to it (a rename onto a path a stale entry held left two entries there, and a rename
+        /// of a folder above then moved both, one of them to a name the kernel held elsewhere).
         mutating func setPath(_ key: PathKey, _ inode: UInt64) {
-            byPath[key] = inode
+            if let previous = byPath.updateValue(inode, forKey: key), previous != inode, byInode[previous]?.path == key.path {
+                setEntryPath(previous, InodeTable.detachedPath)
+            }
             if inode != InodeTable.number(key) { renumbered[key] = inode } else if !renumbered.isEmpty { renumbered.removeValue(forKey: key) }
         }
 
@@ -251,14 +256,20 @@ public final class InodeTable: Sendable {
             detachLocked(&state, path, folder: held)
             inode = numberLocked(&state, path)
         }
+        let key = PathKey(path)
+        if state.byInode[inode] == nil, let current = state.byPath[key] {
+            // Its entry went (not held) and the path was numbered again meanwhile: the
+            // path's number now, not a second inode at one path.
+            inode = current
+        }
         if state.byInode[inode] != nil {
             state.byInode[inode]!.lookups += 1
         } else {
             addLocked(&state, inode, Entry(path: path, lookups: 1))
-            let key = PathKey(path)
-            if state.byPath[key] == nil { state.setPath(key, inode) }
+            state.setPath(key, inode)
         }
         if let isFolder { state.byInode[inode]!.isFolder = isFolder }
+        FuseLog.trace("handed \(inode) \(path) \(isFolder.map { $0 ? "folder" : "file" } ?? "?") lookups \(state.byInode[inode]!.lookups)")
         return inode
     }
 
@@ -269,6 +280,7 @@ public final class InodeTable: Sendable {
         return state.withLock { state in
             guard var entry = state.byInode[inode] else { return false }
             entry.lookups = entry.lookups > count ? entry.lookups - count : 0
+            FuseLog.trace("forget \(inode) \(entry.path) by \(count): \(entry.lookups)")
             if entry.lookups == 0 {
                 Self.removeLocked(&state, inode, entry.path)
                 if entry.asked { state.asked -= 1 }
@@ -302,6 +314,7 @@ public final class InodeTable: Sendable {
             if let ino = state.removePath(key) { state.setEntryPath(ino, Self.detachedPath) }
         }
         guard let ino = state.removePath(key) else { return nil }
+        FuseLog.trace("detached \(ino) \(pathLower) and \(below.count) below")
         state.setEntryPath(ino, Self.detachedPath)
         return ino
     }
@@ -313,6 +326,7 @@ public final class InodeTable: Sendable {
     /// A path moved (by a rename through the mount): its inode and those of everything below
     /// it keep their numbers and follow it.
     public func rename(from old: String, to new: String) {
+        FuseLog.trace("rename \(old) -> \(new)")
         state.withLock { state in
             let oldKey = PathKey(old)
             if state.nothingElseWithin(oldKey) {  // a file, or a folder nothing below is held of

@@ -54,6 +54,35 @@ struct InodeTableTests {
         #expect(table.path(of: again[0]) == "/a" && table.path(of: file) == nil)
     }
 
+    /// A rename onto a path the table held for another inode (a stale readdirplus entry, a
+    /// name the view no longer showed): that inode loses the path. Both were left there, and
+    /// a rename of the folder above moved both, the path then leading to the stale one: the
+    /// kernel, handed a folder it held under another parent, failed an `mkdir` with ESTALE.
+    @Test func aRenameOntoAHeldPathTakesThePathFromTheInodeThere() {
+        let table = InodeTable()
+        let stale = table.retain(table.inode(for: "/a/x"), path: "/a/x", isFolder: true)
+        let moved = table.retain(table.inode(for: "/b"), path: "/b", isFolder: true)
+        table.rename(from: "/b", to: "/a/x")
+        #expect(table.existing("/a/x") == moved && table.path(of: stale) == nil)
+        table.rename(from: "/a", to: "/c")
+        #expect(table.existing("/c/x") == moved && table.path(of: moved) == "/c/x" && table.path(of: stale) == nil)
+    }
+
+    /// A number given to a path, whose entry went (never handed to the kernel) before it was
+    /// handed: the path has another number by then, and that is the one handed, not a second
+    /// inode at one path.
+    @Test func aStaleNumberIsHandedAsThePathsNumberNow() {
+        let table = InodeTable()
+        table.retain(table.inode(for: "/p"), path: "/p")
+        table.rename(from: "/p", to: "/q")  // held, keeping the number of "/p"
+        let early = table.inode(for: "/p")  // a spare, not handed yet
+        _ = table.oldest(over: 0)  // drops what the kernel does not hold
+        let current = table.inode(for: "/p")
+        #expect(current != early)
+        #expect(table.retain(early, path: "/p") == current)
+        #expect(table.path(of: early) == nil && table.existing("/p") == current)
+    }
+
     @Test func theCountsFindWhatAScanFinds() async {
         // Two trees of the same shape, so that a rename between them stays in the universe;
         // "/a/bb" and "/a/b" share a prefix that is not a folder.
@@ -79,10 +108,11 @@ struct InodeTableTests {
                     case 3:
                         return table.detach(path, folder: isFolder(path))
                     case 4:
-                        // Into the other tree, at the same place of its shape.
+                        // Into the other tree, at the same place of its shape; the target's
+                        // inode detached first, or not (a path the view no longer showed).
                         let top = path.hasPrefix("/a") ? "/d" : "/a"
                         let target = top + path.dropFirst(2)
-                        table.detach(target, folder: isFolder(target))
+                        if second % 2 == 0 { table.detach(target, folder: isFolder(target)) }
                         table.rename(from: path, to: target)
                         return nil
                     default:
@@ -92,6 +122,10 @@ struct InodeTableTests {
                 #expect(numbers[0] == numbers[1], "step \(kind) on \(path)")
                 #expect(tables[0].entries == tables[1].entries, "after step \(kind) on \(path)")
                 #expect(paths.map { tables[0].existing($0) } == paths.map { tables[1].existing($0) })
+                // Every entry's path leads back to it.
+                for (inode, path) in tables[0].entries where path != InodeTable.detachedPath {
+                    #expect(tables[0].existing(path) == inode, "after step \(kind): \(path) leads to another inode")
+                }
             }
         }
     }
