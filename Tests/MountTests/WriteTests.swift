@@ -583,6 +583,41 @@ struct WriteTests {
         }
     }
 
+    /// The same, with the file in the way gone by the time the mount looks for it (another
+    /// client removed it): the upload goes to its own path at once. Before, it failed and
+    /// waited for its next try, a fsync meanwhile failing with EIO (seen with another client
+    /// racing the mount). The look is held (a silent server) until the file is gone.
+    @Test func aFileWrittenInAFolderWhoseFileInTheWayIsGoneByTheLookGoesToItsPath() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/b\" && sync \"$M/b\"").status == 0)
+            let (ready, go) = (m.root.appendingPathComponent("ready").path, m.root.appendingPathComponent("go").path)
+            async let written = m.python("""
+                import os, time
+                fd = os.open(os.environ['M'] + '/b/x', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                os.write(fd, b'written here\\n')
+                open('\(ready)', 'w').close()
+                while not os.path.exists('\(go)'): time.sleep(0.02)
+                os.close(fd)
+                os.fsync(os.open(os.environ['M'], os.O_RDONLY))
+                """)
+            try await eventually("the file to be open") { FileManager.default.fileExists(atPath: ready) }
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/b"))
+            try await m.uploadElsewhere("their file", to: "/b")
+            try await m.emulator.setFaults(["silent:routes=files/get_metadata"])
+            try await m.emulator.resetStats()
+            FileManager.default.createFile(atPath: go, contents: nil)
+            try await eventually("the mount to look for the file in the way") {
+                try await m.routeStats()["files/get_metadata"]?["requests"] ?? 0 > 0
+            }
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/b"))
+            try await m.emulator.setFaults([])
+            let result = try await written
+            #expect(result.status == 0, "\(result.stderr)\n\(m.log.suffix(2000))")
+            #expect(try await m.remoteText("/b/x") == "written here\n")
+            #expect(try await m.client.listAll("").map(\.name) == ["b"])
+        }
+    }
+
     /// Closed files survive a kill -9 of the daemon in the middle of their uploads.
     /// With `sessionsForgotten`, the mount stays down long enough for Dropbox to forget the
     /// large file's upload session (a week): the next mount starts it afresh.

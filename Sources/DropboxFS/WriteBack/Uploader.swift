@@ -289,7 +289,7 @@ public final class Uploader: Sendable {
     private func failed(_ version: LocalVersion, _ error: any Error) async {
         if Self.isConflict(error) {
             do {
-                let (file, isCopy) = Self.isFileInTheWay(error) ? (try await saveBesideFileInTheWay(version), true) : try await saveConflictedCopy(version)
+                let (file, isCopy) = Self.isFileInTheWay(error) ? try await saveBesideFileInTheWay(version) : try await saveConflictedCopy(version)
                 return await complete(version, file, asConflictedCopy: isCopy)
             } catch {
                 return writeBack.failed(version, error)
@@ -337,8 +337,9 @@ public final class Uploader: Sendable {
     /// the bytes go into a folder named as a conflicted copy of that file, which the upload
     /// makes: `b/x` under a file `b` goes to `b (conflicted copy YYYY-MM-DD)/x`, numbered
     /// when a file holds that name too (a conflicted copy of `b` itself, say). If no file is
-    /// in the way any more, the next try goes to the path itself.
-    private func saveBesideFileInTheWay(_ version: LocalVersion) async throws -> FileMetadata {
+    /// in the way any more (another client removed it meanwhile), the bytes go to the path
+    /// itself at once: waiting for the next try failed an fsync meanwhile with EIO.
+    private func saveBesideFileInTheWay(_ version: LocalVersion) async throws -> (FileMetadata, isCopy: Bool) {
         let path = version.path
         let names = path.split(separator: "/").map(String.init)
         var target = ""
@@ -349,10 +350,15 @@ public final class Uploader: Sendable {
             target += "/" + chosen
         }
         target += "/" + names.last!
-        guard target != path else { throw FSError.io("\(path): a file on Dropbox held the place of one of its folders, and is gone") }
+        if target == path {
+            let file = try await watcher.changingOwn([(version.pathLower, .commit)]) {
+                try await client.uploadFile(version.file.bytesPath, to: writeBack.commitInfo(version), tuning: tuning)
+            }
+            return (file, false)
+        }
         let file = try await uploadBeside(version, at: target)
         FuseLog.error("conflict: a folder of \(path) is a file on Dropbox; the local version is saved as \(file.pathDisplay ?? file.name)")
-        return file
+        return (file, true)
     }
 
     /// `name` in `folder` if no file holds it there, else the first conflicted-copy name no
