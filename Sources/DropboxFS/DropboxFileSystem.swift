@@ -178,6 +178,22 @@ public final class DropboxFileSystem: Sendable {
         return children
     }
 
+    /// What an open folder lists now, for its handle read again from the start
+    /// (`rewinddir`); nil when that needs Dropbox (not listed, a history view): the
+    /// handle's snapshot stays.
+    public func childrenNow(_ inode: UInt64) -> [Node]? {
+        guard let folder = try? node(inode), folder.isFolder, !(history.inUse && HistoryPath.isInView(folder.pathLower)),
+              (try? isListed(folder.pathLower)) == true else { return nil }
+        return try? visibleChildren(folder.pathLower)
+    }
+
+    /// The entry the view shows at a snapshot entry's path now, if of the same kind; nil
+    /// when it is gone (removed or renamed after the snapshot was taken).
+    public func shownNow(_ listed: Node) -> Node? {
+        guard let shown = try? node(at: listed.pathLower, remember: false), shown.isFolder == listed.isFolder else { return nil }
+        return shown
+    }
+
     /// A folder is closed: `entries` is the size of the snapshot its handle held.
     public func releaseDirectory(_ inode: UInt64, entries: Int = 0) {
         if entries > Heap.largeCount { Heap.giveBack() }

@@ -118,7 +118,17 @@ public final class InodeTable: Sendable {
     /// the lock: checked after every entry given to the kernel.
     private let unasked = Atomic<Int>(0)
 
+    /// How many times a name went or moved (`detach`, `rename`, `nameWent`): a folder's
+    /// snapshot taken before may list names that are gone (`FuseMount.readDirectory`).
+    private let namesGone = Atomic<UInt64>(0)
+
     public init() {}
+
+    /// `namesGone` now.
+    public var namesGoneCount: UInt64 { namesGone.load(ordering: .acquiring) }
+
+    /// A name went without the table's knowing (another client's change, say).
+    public func nameWent() { namesGone.add(1, ordering: .releasing) }
 
     /// For tests: a table that scans for what lies below a path every time (`alwaysScans`).
     init(alwaysScans: Bool) {
@@ -299,6 +309,7 @@ public final class InodeTable: Sendable {
     @discardableResult
     public func detach(_ pathLower: String, folder: Bool = false) -> UInt64? {
         guard !pathLower.isEmpty else { return nil }
+        nameWent()
         return state.withLock { state in Self.detachLocked(&state, pathLower, folder: folder) }
     }
 
@@ -327,6 +338,7 @@ public final class InodeTable: Sendable {
     /// it keep their numbers and follow it.
     public func rename(from old: String, to new: String) {
         FuseLog.trace("rename \(old) -> \(new)")
+        nameWent()
         state.withLock { state in
             let oldKey = PathKey(old)
             if state.nothingElseWithin(oldKey) {  // a file, or a folder nothing below is held of

@@ -34,7 +34,7 @@ public final class FuseMount: @unchecked Sendable {
     private let notifying = Atomic<Bool>(true)
     /// A drop of old inodes is queued or running (`dropOldInodes`).
     private let dropping = Atomic<Bool>(false)
-    let directories = Mutex<(next: UInt64, open: [UInt64: [Node]])>((1, [:]))
+    let directories = Mutex<(next: UInt64, open: [UInt64: OpenDirectory])>((1, [:]))
 
     public init(fs: DropboxFileSystem) { self.fs = fs }
 
@@ -138,6 +138,7 @@ public final class FuseMount: @unchecked Sendable {
     /// teardown clears it, then waits for the queue, and only then frees the session.
     public func invalidate(_ changes: [StoreChange], everything: Bool) {
         guard let session = lock.withLock({ self.session }).map(SessionPointer.init) else { return }
+        fs.inodes.nameWent()  // a folder's snapshot may list what another client removed
         let plan = everything ? [Invalidation.inode(InodeTable.root, pages: true)] : planInvalidations(fs.viewChanges(changes))
         guard !plan.isEmpty else { return }
         invalidations.async { [self] in
@@ -272,4 +273,13 @@ struct Request: @unchecked Sendable {
     func reply(_ bytes: [UInt8]) {
         _ = bytes.withUnsafeBytes { fuse_reply_buf(raw, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
     }
+}
+
+/// An open folder's handle: the snapshot its readdirs answer from (offsets are positions
+/// in it), and the inode table's `namesGoneCount` when it was taken.
+struct OpenDirectory {
+    var children: [Node]
+    var namesGoneThen: UInt64
+    /// Whether a readdir has answered from it: one from the start again is a `rewinddir`.
+    var read = false
 }

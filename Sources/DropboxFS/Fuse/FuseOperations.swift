@@ -60,15 +60,16 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let info = FileInfo(fi!.pointee)
+            let gone = mount.fs.inodes.namesGoneCount  // before the snapshot: a name going meanwhile counts
             do {
                 if let children = try mount.fs.openDirectoryWithoutWaiting(UInt64(ino)) {
-                    return mount.answerOpenDirectory(request, info, children)
+                    return mount.answerOpenDirectory(request, info, children, namesGoneThen: gone)
                 }
             } catch {
                 return request.fail(error)
             }
             mount.answerLater(request) {
-                mount.answerOpenDirectory(request, info, try await mount.fs.openDirectory(UInt64(ino)))
+                mount.answerOpenDirectory(request, info, try await mount.fs.openDirectory(UInt64(ino)), namesGoneThen: gone)
             }
         }
         ops.readdir = { req, ino, size, offset, fi in
@@ -80,7 +81,7 @@ enum FuseOperations {
         ops.releasedir = { req, ino, fi in
             let mount = FuseMount.from(req)
             let snapshot = mount.directories.withLock { $0.open.removeValue(forKey: fi!.pointee.fh) }
-            mount.fs.releaseDirectory(UInt64(ino), entries: snapshot?.count ?? 0)
+            mount.fs.releaseDirectory(UInt64(ino), entries: snapshot?.children.count ?? 0)
             fuse_reply_err(req, 0)
         }
         ops.open = { req, ino, fi in
@@ -386,7 +387,7 @@ extension FuseMount {
     /// `seekdir` may ask for any offset: one past the end reads nothing.
     func readDirectory(_ request: Request, ino: UInt64, size asked: Int, offset askedOffset: Int, handle: UInt64, plus: Bool) {
         let offset = max(askedOffset, 0)
-        guard let children = directories.withLock({ $0.open[handle] }) else { return request.fail(FSError.badHandle) }
+        guard let (children, namesWent) = snapshot(handle, of: ino, fromStart: offset == 0) else { return request.fail(FSError.badHandle) }
         let size = plus ? min(asked, Self.plusBytes) : asked
         // The entries that fit ("." and ".." are positions 0 and 1), then their numbers
         // under one lock of the inode table.
@@ -401,7 +402,11 @@ extension FuseMount {
             fitting += 1
         }
         let shown = children[first ..< first + fitting]
-        let numbers = fs.inodes.numbers(for: shown.lazy.map { ($0.pathLower, $0.isFolder) }, handed: plus)
+        // readdirplus makes each entry exist in the kernel: of a snapshot taken before names
+        // went, only those the view still shows (`ls` begun before an `rm` made the removed
+        // file exist again for a second); the others go as plain entries (number and type).
+        let now: [Node?] = !plus ? [] : namesWent ? shown.map { fs.shownNow($0) } : shown.map { $0 }
+        let numbers = numbers(of: shown, handing: now, plus: plus)
         // As large as what fits needs, not as the kernel's buffer: zeroing `find`'s or `rm`'s
         // buffer for each answer was 2 % of an `rm -r`. Only what is filled is sent.
         let capacity = size - max(room, 0)
@@ -419,8 +424,8 @@ extension FuseMount {
                 let node = children[position - 2]
                 name = node.name
                 let number = numbers[position - 2 - first]
-                if plus {
-                    entry = attributesOnly(number, node)
+                if plus, let current = now[position - 2 - first] {
+                    entry = attributesOnly(number, current)
                 } else {  // the number and the type are all a plain entry shows
                     entry.attr.st_ino = UInt(number)
                     entry.attr.st_mode = node.isFolder ? S_IFDIR : S_IFREG
@@ -438,13 +443,48 @@ extension FuseMount {
         dropOldInodesIfOver()
     }
 
+    /// A handle's snapshot, and whether names went since it was taken. A handle read from
+    /// the start again (`rewinddir`) after names went lists what is there now, as a disk does.
+    private func snapshot(_ handle: UInt64, of folder: UInt64, fromStart: Bool) -> (nodes: [Node], namesWent: Bool)? {
+        let gone = fs.inodes.namesGoneCount
+        let (open, rewound) = directories.withLock { state -> (OpenDirectory?, Bool) in
+            guard var open = state.open[handle] else { return (nil, false) }
+            let rewound = fromStart && open.read && open.namesGoneThen != gone
+            open.read = true
+            state.open[handle] = open
+            return (open, rewound)
+        }
+        guard let open else { return nil }
+        if rewound, let fresh = fs.childrenNow(folder) {
+            directories.withLock { $0.open[handle] = OpenDirectory(children: fresh, namesGoneThen: gone, read: true) }
+            return (fresh, false)
+        }
+        return (open.children, open.namesGoneThen != gone)
+    }
+
+    /// The numbers of a readdir answer's entries; readdirplus hands the kernel those `now`
+    /// shows (non-nil), as a lookup would.
+    private func numbers(of shown: ArraySlice<Node>, handing now: [Node?], plus: Bool) -> [UInt64] {
+        let entries = shown.lazy.map { (path: $0.pathLower, isFolder: $0.isFolder) }
+        guard plus else { return fs.inodes.numbers(for: entries, handed: false) }
+        if !now.contains(where: { $0 == nil }) { return fs.inodes.numbers(for: entries, handed: true) }
+        let handed = fs.inodes.numbers(for: now.compactMap { $0.map { (path: $0.pathLower, isFolder: $0.isFolder) } }, handed: true)
+        let plain = fs.inodes.numbers(for: zip(shown, now).filter { $0.1 == nil }.map { (path: $0.0.pathLower, isFolder: $0.0.isFolder) }, handed: false)
+        var (nextHanded, nextPlain) = (0, 0)
+        return now.map { current in
+            if current != nil { defer { nextHanded += 1 }; return handed[nextHanded] }
+            defer { nextPlain += 1 }
+            return plain[nextPlain]
+        }
+    }
+
     /// Answers an opendir with a handle for the folder's snapshot.
-    func answerOpenDirectory(_ request: Request, _ info: FileInfo, _ children: [Node]) {
+    func answerOpenDirectory(_ request: Request, _ info: FileInfo, _ children: [Node], namesGoneThen gone: UInt64) {
         var copy = info.value
         copy.fh = directories.withLock { state in
             let id = state.next
             state.next += 1
-            state.open[id] = children
+            state.open[id] = OpenDirectory(children: children, namesGoneThen: gone)
             return id
         }
         fuse_reply_open(request.raw, &copy)
