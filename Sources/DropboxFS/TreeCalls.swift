@@ -76,16 +76,17 @@ struct TreeCalls: Sendable {
     /// hidden name, shown by the mount). Nil: the folder is gone, its removal done.
     func whereSetAside<T>(_ aside: Node, _ body: (Node) async throws -> T) async throws -> T? {
         var aside = aside
-        for attempt in 1... {
+        var moves = 0  // bounded: another client could move it forever
+        while true {
             do {
                 return try await body(aside)
-            } catch where attempt < 5 && Self.isNotFound(error) {
+            } catch where moves < 4 && Self.isNotFound(error) {
                 guard let now = try await client.metadataIfExists(aside.id).flatMap(Node.init) else { return nil }
                 guard now.isFolder else { return nil }  // an id names one entry: never a file
                 aside = now
+                moves += 1
             }
         }
-        fatalError("unreachable")
     }
 
     /// Whether a call failed because nothing was at the path it named.
