@@ -9,8 +9,12 @@ struct TreeCalls: Sendable {
     let client: DropboxClient
     let watcher: ChangeWatcher
 
-    /// One move_v2; returns the moved entry.
-    func moveOnce(_ source: Node, to destination: String) async throws -> Metadata {
+    /// One move_v2; returns the moved entry. The source goes by its id when it has one:
+    /// whatever else holds its path by then is never moved (a rename sent by path carried
+    /// the folder another client had put in place of the renamed file). `byPath`: by its
+    /// path all the same (a case-only rename's first step, whose retry after a lost answer
+    /// must find nothing there, not move the entry on from where the lost step put it).
+    func moveOnce(_ source: Node, to destination: String, byPath: Bool = false) async throws -> Metadata {
         let moved = try await watcher.changingOwn([(source.pathLower, .absent), (Node.key(of: destination), .subtree)]) {
             try await client.settle(check: { () -> Metadata? in
                 // Done if the source is gone and the destination holds the same entry.
@@ -18,12 +22,15 @@ struct TreeCalls: Sendable {
                       let there = try await self.client.metadataIfExists(destination), there.id == source.id else { return nil }
                 return there
             }) {
-                try await self.client.rpc(Routes.move, RelocationArgument(from: source.pathLower, to: destination)).metadata
+                try await self.client.rpc(Routes.move, RelocationArgument(from: byPath ? source.pathLower : Self.name(of: source), to: destination)).metadata
             }
         }
         if let lower = moved.pathLower, lower != Node.key(of: destination) { watcher.expectOwn(lower, .subtree) }
         return moved
     }
+
+    /// What a call names an entry by: its id, or its path when it has none yet.
+    static func name(of entry: Node) -> String { entry.id.isEmpty ? entry.pathLower : entry.id }
 
     /// delete_v2, settled by looking when its outcome is unknown: gone means done. With
     /// `rev`, Dropbox deletes only that revision: a file changed elsewhere since this mount

@@ -323,6 +323,30 @@ struct RenameQueueTests {
         }
     }
 
+    /// A rename of a file that another client replaced by a folder before the rename reached
+    /// Dropbox: the file it renamed is gone, so the rename is dropped, and their folder stays
+    /// at its name. Before, the move went by path and carried their folder (and what was in
+    /// it) to the rename's new name (seen with another client racing the mount, where a read
+    /// at the new name then failed with EIO). Moves now name their source by its id.
+    @Test func aRenameOfAFileReplacedElsewhereByAFolderLeavesTheirFolderWhereItIs() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("printf 'mine\\n' > \"$M/b\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            try await m.emulator.setFaults(["503:p=1,routes=files/move_v2+files/move_batch_v2"])
+            #expect(try await m.sh("mv \"$M/b\" \"$M/a\"").status == 0)
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/b"))
+            _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/b/x"))
+            try await m.emulator.setFaults([])
+            let synced = try await m.syncFolder("\"$M\"")
+            #expect(synced.status == 0, "\(synced.stderr)\n\(m.log.suffix(2000))")
+            let held = try await m.client.listAll("", recursive: true).compactMap(\.pathLower).sorted()
+            #expect(held == ["/b", "/b/x"], "\(held)")
+            try await eventually("the mount to show their folder at its name") {
+                try await m.sh("cd \"$M\" && find . | sort").stdout == ".\n./b\n./b/x\n"
+            }
+        }
+    }
+
     /// A completed rename survives a kill -9 of the daemon before Dropbox heard of it (its
     /// move calls are refused meanwhile): the next mount shows the new names and sends it.
     @Test func renamesSurviveAKillOfTheDaemon() async throws {

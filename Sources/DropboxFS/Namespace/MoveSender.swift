@@ -67,14 +67,23 @@ final class MoveSender: Sendable {
     /// where its refusal is handled.
     private func sendBatch(_ batch: [QueuedMove]) async throws {
         try await sendOlderChanges(touching: batch.flatMap { [$0.fromLower, $0.toLower] })
-        let sources = try batch.map { move in try store.node(move.fromLower) }
+        // One whose source another client replaced goes on its own, to be dropped there.
+        let stored = try batch.map { move in try store.node(move.fromLower) }
+        let replaced = zip(batch, stored).filter { Self.isReplaced($0, $1) }.map(\.0)
+        if !replaced.isEmpty {
+            for move in replaced { try await send(move) }
+            return
+        }
+        let sources = zip(batch, stored).map { move, node in node.map { Self.renamed(move, $0) } }
         let landings = try batch.map { try store.beginLanding(from: $0.fromLower, to: $0.toLower) }
         defer { landings.forEach(store.endLanding) }
         pending.setInFlight(Dictionary(uniqueKeysWithValues: batch.map { ($0.id, $0.toLower) }))
         defer { pending.setInFlight([:]) }
         let expected = batch.flatMap { [($0.fromLower, OwnChanges.Expectation.absent), ($0.toLower, .subtree)] }
         let results = try await calls.watcher.changingOwn(expected) {
-            try await calls.client.moveBatch(batch.map { MoveBatchArgument.Entry(from: $0.fromLower, to: $0.toPath) })
+            try await calls.client.moveBatch(zip(batch, sources).map { move, source in
+                MoveBatchArgument.Entry(from: source.map(TreeCalls.name(of:)) ?? move.fromLower, to: move.toPath)
+            })
         }
         var made: [(QueuedMove, Metadata)] = [], again: [QueuedMove] = []
         for (index, (move, result)) in zip(batch, results).enumerated() {
@@ -99,9 +108,17 @@ final class MoveSender: Sendable {
         try await sendOlderChanges(touching: [move.fromLower, move.toLower])
 
         var move = move
-        var source = try store.node(move.fromLower)
-            ?? Node(pathLower: move.fromLower, name: String(move.fromLower.split(separator: "/").last ?? ""), isFolder: move.isFolder)
-        if source.id.isEmpty { source.id = move.sourceID }
+        let stored = try store.node(move.fromLower)
+        if Self.isReplaced(move, stored) {
+            FuseLog.error("rename of \(move.fromLower) to \(move.toPath) not made: another client replaced it on Dropbox")
+            return try await dropped(move)
+        }
+        var source = Self.renamed(move, stored
+            ?? Node(pathLower: move.fromLower, name: String(move.fromLower.split(separator: "/").last ?? ""), isFolder: move.isFolder))
+        // Not in the store: moved (or deleted) by another client, as far as it knows. By its
+        // path, Dropbox finds nothing there either, and the rename is dropped (by its id it
+        // would take the entry back from where the other client put it).
+        let sourceByPath = stored == nil
         // A folder made here was renamed before Dropbox gave it an id: the rename keeps the
         // id from its first try on, durably, to find its source by should the source leave
         // the store (a case-only rename's hidden step made, its answer lost).
@@ -120,14 +137,14 @@ final class MoveSender: Sendable {
                     pending.setInFlight([move.id: Node.key(of: temporary)])
                     let landing = try store.beginLanding(from: move.fromLower, to: Node.key(of: temporary))
                     defer { store.endLanding(landing) }
-                    guard let step = Node(try await calls.moveOnce(source, to: temporary)) else { throw FSError.io("move_v2 returned a deleted entry") }
+                    guard let step = Node(try await calls.moveOnce(source, to: temporary, byPath: true)) else { throw FSError.io("move_v2 returned a deleted entry") }
                     move = try await advance(move, to: step)
                     source = step
                 }
                 pending.setInFlight([move.id: move.toLower])
                 let landing = try store.beginLanding(from: move.fromLower, to: move.toLower)
                 defer { store.endLanding(landing) }
-                let entry = try await calls.moveOnce(source, to: move.toPath)
+                let entry = try await calls.moveOnce(source, to: move.toPath, byPath: sourceByPath && !move.isCaseOnly)
                 return try await done(move, entry, sourceRev: sourceRev)
             } catch let error as CallError<RelocationError> {
                 pending.setInFlight([:])
@@ -171,6 +188,21 @@ final class MoveSender: Sendable {
                 }
             }
         }
+    }
+
+    /// Whether the store holds another entry than the renamed one at the source's path (a
+    /// new id: another client replaced it).
+    static func isReplaced(_ move: QueuedMove, _ stored: Node?) -> Bool {
+        guard let stored, !stored.id.isEmpty, !move.sourceID.isEmpty else { return false }
+        return stored.id != move.sourceID
+    }
+
+    /// The source of a rename as the move names it: by the id the rename was queued with
+    /// (the one the store has, for a folder made here and renamed before it had one).
+    static func renamed(_ move: QueuedMove, _ stored: Node) -> Node {
+        var source = stored
+        if !move.sourceID.isEmpty { source.id = move.sourceID }
+        return source
     }
 
     /// A case-only rename's first step is done: the rename goes on from the hidden name,
