@@ -478,7 +478,15 @@ public final class DropboxFileSystem: Sendable {
             // version if that version's upload finished between the look and the attach (it
             // has no revision to read by: such a read failed with EIO, seen twice in 1,000s of
             // random sequences with outages).
-            if lineage == nil, file.rev == nil || file.contentHash == nil, let stored = try remoteNode(file.pathLower), !stored.isFolder {
+            if lineage == nil, file.rev == nil || file.contentHash == nil {
+                // No file there on Dropbox (the version went beside as a conflicted copy,
+                // another client's folder holds the name): the file looked up is gone from
+                // its name, as after an unlink between the look and the open. (Its reads
+                // failed with EIO, seen with another client racing the mount.)
+                guard let stored = try remoteNode(file.pathLower), !stored.isFolder else {
+                    _ = openFiles.remove(handle)
+                    throw FSError.notFound
+                }
                 file = stored
                 _ = openFiles.follow(handle, to: stored)
             }
