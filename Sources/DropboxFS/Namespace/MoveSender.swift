@@ -113,12 +113,18 @@ final class MoveSender: Sendable {
             FuseLog.error("rename of \(move.fromLower) to \(move.toPath) not made: another client replaced it on Dropbox")
             return try await dropped(move)
         }
+        if stored == nil, !move.sourceID.isEmpty, !move.isCaseOnly {
+            // Not in the store at its name: deleted or moved by another client, or moved by
+            // this very rename (its answer lost). Dropbox says which, by the source's id; by
+            // its path the move would take whatever is there now (the folder another client
+            // made at the name, seen under load).
+            let there = try await calls.client.metadataIfExists(move.sourceID)
+            if let there, there.pathLower == move.toLower { return try await done(move, there, sourceRev: nil) }
+            FuseLog.error("rename of \(move.fromLower) to \(move.toPath) not made: it is gone from Dropbox")
+            return try await dropped(move)
+        }
         var source = Self.renamed(move, stored
             ?? Node(pathLower: move.fromLower, name: String(move.fromLower.split(separator: "/").last ?? ""), isFolder: move.isFolder))
-        // Not in the store: moved (or deleted) by another client, as far as it knows. By its
-        // path, Dropbox finds nothing there either, and the rename is dropped (by its id it
-        // would take the entry back from where the other client put it).
-        let sourceByPath = stored == nil
         // A folder made here was renamed before Dropbox gave it an id: the rename keeps the
         // id from its first try on, durably, to find its source by should the source leave
         // the store (a case-only rename's hidden step made, its answer lost).
@@ -144,7 +150,7 @@ final class MoveSender: Sendable {
                 pending.setInFlight([move.id: move.toLower])
                 let landing = try store.beginLanding(from: move.fromLower, to: move.toLower)
                 defer { store.endLanding(landing) }
-                let entry = try await calls.moveOnce(source, to: move.toPath, byPath: sourceByPath && !move.isCaseOnly)
+                let entry = try await calls.moveOnce(source, to: move.toPath)
                 return try await done(move, entry, sourceRev: sourceRev)
             } catch let error as CallError<RelocationError> {
                 pending.setInFlight([:])
