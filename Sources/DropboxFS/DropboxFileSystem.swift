@@ -151,11 +151,13 @@ public final class DropboxFileSystem: Sendable {
         guard folder.isFolder else { throw FSError.notDirectory }
         if history.inUse, HistoryPath.isInView(folder.pathLower) {
             let children = try await historyChildren(folder.pathLower).map(\.attributesOnly)
-            openFolders.withLock { $0[inode] = (folder, ($0[inode]?.count ?? 0) + 1) }
+            keepOpen(inode, folder)
             return children
         }
         try await ensureListed(folder.pathLower)
-        return try openListedDirectory(inode, folder)
+        let children = try visibleChildren(folder.pathLower)
+        keepOpen(inode, folder)
+        return children
     }
 
     /// opendir of a folder already listed (nil, having changed nothing, when it must be
@@ -164,27 +166,31 @@ public final class DropboxFileSystem: Sendable {
     public func openDirectoryWithoutWaiting(_ inode: UInt64) throws -> [Node]? {
         let folder = try node(inode)
         guard folder.isFolder else { throw FSError.notDirectory }
-        if history.inUse, HistoryPath.isInView(folder.pathLower) { return nil }  // asks Dropbox
-        guard try isListed(folder.pathLower) else { return nil }
-        return try openListedDirectory(inode, folder)
+        guard let children = try listedChildren(folder) else { return nil }
+        keepOpen(inode, folder)
+        return children
+    }
+
+    /// An open folder's node stays known until its last handle is closed.
+    private func keepOpen(_ inode: UInt64, _ folder: Node) {
+        openFolders.withLock { $0[inode] = (folder, ($0[inode]?.count ?? 0) + 1) }
     }
 
     /// The snapshot an open folder's handle keeps until it is closed: only what readdirplus
     /// answers with (`visibleChildren`; a revision, content hash and id are three heap
-    /// strings an entry: 100,000 of them held 30 MiB).
-    private func openListedDirectory(_ inode: UInt64, _ folder: Node) throws -> [Node] {
-        let children = try visibleChildren(folder.pathLower)
-        openFolders.withLock { $0[inode] = (folder, ($0[inode]?.count ?? 0) + 1) }
-        return children
+    /// strings an entry: 100,000 of them held 30 MiB). Nil when it needs Dropbox: a folder
+    /// not listed yet, or a history view (asked of Dropbox).
+    private func listedChildren(_ folder: Node) throws -> [Node]? {
+        if history.inUse, HistoryPath.isInView(folder.pathLower) { return nil }
+        guard try isListed(folder.pathLower) else { return nil }
+        return try visibleChildren(folder.pathLower)
     }
 
     /// What an open folder lists now, for its handle read again from the start
-    /// (`rewinddir`); nil when that needs Dropbox (not listed, a history view): the
-    /// handle's snapshot stays.
+    /// (`rewinddir`); nil when that needs Dropbox: the handle's snapshot stays.
     public func childrenNow(_ inode: UInt64) -> [Node]? {
-        guard let folder = try? node(inode), folder.isFolder, !(history.inUse && HistoryPath.isInView(folder.pathLower)),
-              (try? isListed(folder.pathLower)) == true else { return nil }
-        return try? visibleChildren(folder.pathLower)
+        guard let folder = try? node(inode), folder.isFolder else { return nil }
+        return (try? listedChildren(folder)) ?? nil
     }
 
     /// The entry the view shows at a snapshot entry's path now, if of the same kind; nil

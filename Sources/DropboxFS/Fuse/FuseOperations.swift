@@ -463,18 +463,13 @@ extension FuseMount {
     }
 
     /// The numbers of a readdir answer's entries; readdirplus hands the kernel those `now`
-    /// shows (non-nil), as a lookup would.
+    /// shows (non-nil), as a lookup would, under one lock; the rare others are only numbered.
     private func numbers(of shown: ArraySlice<Node>, handing now: [Node?], plus: Bool) -> [UInt64] {
-        let entries = shown.lazy.map { (path: $0.pathLower, isFolder: $0.isFolder) }
-        guard plus else { return fs.inodes.numbers(for: entries, handed: false) }
-        if !now.contains(where: { $0 == nil }) { return fs.inodes.numbers(for: entries, handed: true) }
-        let handed = fs.inodes.numbers(for: now.compactMap { $0.map { (path: $0.pathLower, isFolder: $0.isFolder) } }, handed: true)
-        let plain = fs.inodes.numbers(for: zip(shown, now).filter { $0.1 == nil }.map { (path: $0.0.pathLower, isFolder: $0.0.isFolder) }, handed: false)
-        var (nextHanded, nextPlain) = (0, 0)
-        return now.map { current in
-            if current != nil { defer { nextHanded += 1 }; return handed[nextHanded] }
-            defer { nextPlain += 1 }
-            return plain[nextPlain]
+        let entry = { (node: Node) in (path: node.pathLower, isFolder: node.isFolder) }
+        guard plus else { return fs.inodes.numbers(for: shown.lazy.map(entry), handed: false) }
+        var handed = fs.inodes.numbers(for: now.compactMap { $0.map(entry) }, handed: true).makeIterator()
+        return zip(shown, now).map { node, current in
+            current == nil ? fs.inodes.numbers(for: [entry(node)], handed: false)[0] : handed.next()!
         }
     }
 

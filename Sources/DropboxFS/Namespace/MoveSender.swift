@@ -67,11 +67,13 @@ final class MoveSender: Sendable {
     /// where its refusal is handled.
     private func sendBatch(_ batch: [QueuedMove]) async throws {
         try await sendOlderChanges(touching: batch.flatMap { [$0.fromLower, $0.toLower] })
-        // One whose source another client replaced goes on its own, to be dropped there.
+        // One whose source another client replaced, or the store no longer has at its name,
+        // goes on its own: `send` drops it or asks Dropbox where its source is (by its path,
+        // a batch would move whatever holds the name now).
         let stored = try batch.map { move in try store.node(move.fromLower) }
-        let replaced = zip(batch, stored).filter { Self.isReplaced($0, $1) }.map(\.0)
-        if !replaced.isEmpty {
-            for move in replaced { try await send(move) }
+        let alone = zip(batch, stored).filter { Self.isReplaced($0, $1) || ($1 == nil && !$0.sourceID.isEmpty) }.map(\.0)
+        if !alone.isEmpty {
+            for move in alone { try await send(move) }
             return
         }
         let sources = zip(batch, stored).map { move, node in node.map { Self.renamed(move, $0) } }

@@ -313,14 +313,19 @@ public final class Uploader: Sendable {
         if let current, let there = current.contentHash, writeBack.maybeCommitted(version).contains(there) {
             writeBack.rebase(version, onto: current.rev)
             FuseLog.error("\(path): Dropbox holds a commit of this mount whose answer was lost; the newer local version replaces it")
-            let file = try await watcher.changingOwn([(version.pathLower, .commit)]) {
-                try await client.uploadFile(version.file.bytesPath, to: writeBack.commitInfo(version), tuning: tuning)
-            }
-            return (file, false)
+            return (try await uploadAtItsPath(version), false)
         }
         let file = try await uploadBeside(version, at: Node.parent(of: path) + "/" + Self.conflictedName(version.name, on: Date()))
         FuseLog.error("conflict: \(path) changed on Dropbox while it was edited here; the local version is saved as \(file.pathDisplay ?? file.name)")
         return (file, true)
+    }
+
+    /// The version's bytes committed at its own path after a refusal, expected as the
+    /// mount's own commit.
+    private func uploadAtItsPath(_ version: LocalVersion) async throws -> FileMetadata {
+        try await watcher.changingOwn([(version.pathLower, .commit)]) {
+            try await client.uploadFile(version.file.bytesPath, to: writeBack.commitInfo(version), tuning: tuning)
+        }
     }
 
     /// The version's bytes uploaded as a new file at `path` (numbered by Dropbox if taken).
@@ -350,12 +355,7 @@ public final class Uploader: Sendable {
             target += "/" + chosen
         }
         target += "/" + names.last!
-        if target == path {
-            let file = try await watcher.changingOwn([(version.pathLower, .commit)]) {
-                try await client.uploadFile(version.file.bytesPath, to: writeBack.commitInfo(version), tuning: tuning)
-            }
-            return (file, false)
-        }
+        if target == path { return (try await uploadAtItsPath(version), false) }
         let file = try await uploadBeside(version, at: target)
         FuseLog.error("conflict: a folder of \(path) is a file on Dropbox; the local version is saved as \(file.pathDisplay ?? file.name)")
         return (file, true)
