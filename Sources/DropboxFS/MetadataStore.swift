@@ -464,4 +464,11 @@ public struct StoreChange: Sendable {
     public var name: String
     public var old: Node?
     public var new: Node?
+
+    /// The entry that was at the path is gone, or an entry of the other kind took its place.
+    var tookNameAwayOrChangedKind: Bool {
+        guard let old else { return false }
+        guard let new else { return true }
+        return new.isFolder != old.isFolder
+    }
 }

@@ -139,7 +139,7 @@ public final class FuseMount: @unchecked Sendable {
     public func invalidate(_ changes: [StoreChange], everything: Bool) {
         guard let session = lock.withLock({ self.session }).map(SessionPointer.init) else { return }
         // A folder's snapshot may list what another client removed, or replaced by the other kind.
-        if everything || changes.contains(where: { $0.old != nil && $0.new?.isFolder != $0.old?.isFolder }) { fs.inodes.nameWent() }
+        if everything || changes.contains(where: \.tookNameAwayOrChangedKind) { fs.inodes.nameWent() }
         let plan = everything ? [Invalidation.inode(InodeTable.root, pages: true)] : planInvalidations(fs.viewChanges(changes))
         guard !plan.isEmpty else { return }
         invalidations.async { [self] in
