@@ -347,6 +347,41 @@ struct RenameQueueTests {
         }
     }
 
+    /// The same among other renames that go in one `move_batch_v2`, once the mount has heard
+    /// of the delete but not yet of the new folder (the change feed held back): the one whose
+    /// source the store no longer has goes alone, by its id, and is dropped; the others land.
+    /// In the batch, by its path, it moved their folder to its target.
+    @Test func aRenameInABatchOfAFileReplacedElsewhereByAFolderLeavesTheirFolderWhereItIs() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("for n in b c e; do printf \"$n\\n\" > \"$M/$n\"; done").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            let moves = "503:p=1,routes=files/move_v2+files/move_batch_v2"
+            try await m.emulator.setFaults([moves])
+            #expect(try await m.sh("mv \"$M/b\" \"$M/a\" && mv \"$M/c\" \"$M/d\" && mv \"$M/e\" \"$M/f\"").status == 0)
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/b"))
+            try await eventually("the mount to hear of the delete") { try await m.sh("test -e \"$M/a\"").status != 0 }
+            let feed = "503:p=1,routes=files/list_folder/continue+files/list_folder/longpoll"
+            try await m.emulator.setFaults([moves, feed])
+            _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/b/x"))
+            try await m.emulator.resetStats()
+            try await m.emulator.setFaults([feed])
+            // Sent in a batch, or (the one whose source the store lacks) asked about by id.
+            try await eventually("the renames to be under way") {
+                MountFixture.requests(try await m.routeStats(), ["files/move_batch_v2", "files/move_v2", "files/get_metadata"]) >= 1
+            }
+            try await m.emulator.setFaults([])
+            let synced = try await m.syncFolder("\"$M\"")
+            #expect(synced.status == 0, "\(synced.stderr)\n\(m.log.suffix(2000))")
+            let held = try await m.client.listAll("", recursive: true).compactMap(\.pathLower).sorted()
+            #expect(held == ["/b", "/b/x", "/d", "/f"], "\(held)")
+            #expect(try await m.remoteText("/d") == "c\n")
+            #expect(try await m.remoteText("/f") == "e\n")
+            try await eventually("the mount to show their folder at its name") {
+                try await m.sh("cd \"$M\" && find . | sort").stdout == ".\n./b\n./b/x\n./d\n./f\n"
+            }
+        }
+    }
+
     /// A completed rename survives a kill -9 of the daemon before Dropbox heard of it (its
     /// move calls are refused meanwhile): the next mount shows the new names and sends it.
     @Test func renamesSurviveAKillOfTheDaemon() async throws {
