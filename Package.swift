@@ -77,7 +77,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DropboxAPITests",
-            dependencies: ["DropboxAPI", "DropboxEmulator", "TestSupport"],
+            dependencies: ["DropboxAPI", "DropboxEmulator", "TestSupport", .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: strictSettings
         ),
         .target(

@@ -218,7 +218,14 @@ public final class DropboxClient: Sendable {
         case 200, 206:
             do {
                 let bytes = route.style == .download ? Array((response.header("dropbox-api-result") ?? "null").utf8) : response.body
-                let result = R.self == NoResult.self ? NoResult() as! R : try APIJSON.decode(R.self, from: bytes.isEmpty ? Array("null".utf8) : bytes)
+                let result: R
+                if R.self == NoResult.self {
+                    result = NoResult() as! R
+                } else if R.self == ListFolderResult.self {
+                    result = try ListFolderResult(json: bytes) as! R  // pages of thousands of entries (ListingJSON)
+                } else {
+                    result = try APIJSON.decode(R.self, from: bytes.isEmpty ? Array("null".utf8) : bytes)
+                }
                 return .success(result, response)
             } catch {
                 throw CallError<E>.client(.undecodable("\(route.name): \(error)"))

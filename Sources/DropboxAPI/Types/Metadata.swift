@@ -80,6 +80,18 @@ public struct FileMetadata: Decodable, Sendable, Equatable {
         try self.init(fields: try decoder.container(keyedBy: MetadataKeys.self))
     }
 
+    init(name: String, id: String, pathLower: String?, pathDisplay: String?, clientModified: String, serverModified: String,
+         rev: String, size: Int64) {
+        self.name = name
+        self.id = id
+        self.pathLower = pathLower
+        self.pathDisplay = pathDisplay
+        self.clientModified = clientModified
+        self.serverModified = serverModified
+        self.rev = rev
+        self.size = size
+    }
+
     init(fields c: KeyedDecodingContainer<MetadataKeys>) throws {
         name = try c.checked(.name, ServerChecks.isName, "name")
         id = try c.decode(String.self, forKey: .id)
@@ -102,6 +114,13 @@ public struct FolderMetadata: Decodable, Sendable, Equatable {
 
     public init(from decoder: any Decoder) throws {
         try self.init(fields: try decoder.container(keyedBy: MetadataKeys.self))
+    }
+
+    init(name: String, id: String, pathLower: String?, pathDisplay: String?) {
+        self.name = name
+        self.id = id
+        self.pathLower = pathLower
+        self.pathDisplay = pathDisplay
     }
 
     init(fields c: KeyedDecodingContainer<MetadataKeys>) throws {
