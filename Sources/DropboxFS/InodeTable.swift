@@ -262,6 +262,13 @@ public final class InodeTable: Sendable {
 
     private static func retainLocked(_ state: inout State, _ inode: UInt64, path: String, isFolder: Bool?) -> UInt64 {
         var inode = inode
+        if let entry = state.byInode[inode], entry.path != path {
+            // Numbered for this path before it moved away or was detached (a lookup that
+            // waited while another call renamed or removed it): handed here too, one inode
+            // would have two names, and the kernel answers ESTALE when it finds a folder's
+            // inode under a second parent. The path's own number instead.
+            inode = numberLocked(&state, path)
+        }
         if let entry = state.byInode[inode], let held = entry.isFolder, let isFolder, held != isFolder, entry.lookups > 0, entry.path == path {
             detachLocked(&state, path, folder: held)
             inode = numberLocked(&state, path)

@@ -83,6 +83,26 @@ struct InodeTableTests {
         #expect(table.path(of: early) == nil && table.existing("/p") == current)
     }
 
+    /// A number taken for a path whose inode then moved to another path, or was detached,
+    /// while the kernel held it (a lookup that waited while another call renamed or removed
+    /// it): handed for the old path, the kernel would find one folder under two parents and
+    /// answer ESTALE (seen in SharedTreeStressTests, rename and read of b/x against a/x).
+    @Test func aNumberWhoseInodeMovedIsNotHandedForItsOldPath() {
+        let table = InodeTable()
+        let folder = table.retain(table.inode(for: "/b/x"), path: "/b/x", isFolder: true)
+        let taken = table.inode(for: "/b/x")  // a lookup of b/x takes its number, then waits
+        table.rename(from: "/b/x", to: "/a/x")
+        let handed = table.retain(taken, path: "/b/x", isFolder: true)
+        #expect(handed != folder)
+        #expect(table.path(of: folder) == "/a/x" && table.path(of: handed) == "/b/x")
+        #expect(table.existing("/a/x") == folder && table.existing("/b/x") == handed)
+        // Detached meanwhile (another client removed it): the path's own number as well.
+        let again = table.inode(for: "/a/x")
+        table.detach("/a/x", folder: true)
+        let after = table.retain(again, path: "/a/x", isFolder: true)
+        #expect(after != folder && table.existing("/a/x") == after && table.path(of: folder) == nil)
+    }
+
     @Test func theCountsFindWhatAScanFinds() async {
         // Two trees of the same shape, so that a rename between them stays in the universe;
         // "/a/bb" and "/a/b" share a prefix that is not a folder.
