@@ -173,39 +173,23 @@ struct JSONScanner {
         case string(String), integer(Int64), bool(Bool), null, other
     }
 
+    /// One value of any kind: strings, booleans, null and whole numbers that fit in 64 bits
+    /// as they are; objects, arrays and other numbers skipped (checked, not kept).
     mutating func scalar() throws -> Scalar {
         switch try peek() {
         case 0x22: return .string(try string())
         case 0x74, 0x66: return .bool(try bool())
         case 0x6E: try consume(word: "null"); return .null
-        case 0x7B, 0x5B: try skipValue(); return .other
+        case 0x7B: try object { _, scanner in try scanner.skipValue() }; return .other
+        case 0x5B: try array { scanner in try scanner.skipValue() }; return .other
         default:
-            let start = index
-            if let whole = try? integer() { return .integer(whole) }
-            index = start
-            try number()
-            return .other
+            let (text, whole) = try number()
+            return whole ? Int64(String(decoding: text, as: UTF8.self)).map(Scalar.integer) ?? .other : .other
         }
     }
 
-    /// A whole number that fits in 64 bits (no fraction, no exponent, as sizes are).
-    mutating func integer() throws -> Int64 {
-        _ = try peek()
-        let negative = bytes[index] == 0x2D
-        if negative { index += 1 }
-        let start = index
-        var value: Int64 = 0
-        while index < bytes.count, bytes[index] &- 0x30 < 10 {
-            let (times, overflowA) = value.multipliedReportingOverflow(by: 10)
-            let (sum, overflowB) = times.addingReportingOverflow(Int64(bytes[index] &- 0x30))
-            guard !overflowA, !overflowB else { throw failure("number out of range") }
-            value = sum
-            index += 1
-        }
-        guard index > start, index == start + 1 || bytes[start] != 0x30 else { throw failure("expected an integer") }
-        if index < bytes.count, bytes[index] == 0x2E || bytes[index] == 0x65 || bytes[index] == 0x45 { throw failure("expected an integer") }
-        return negative ? -value : value
-    }
+    /// Skips one value of any kind (fields this client does not read).
+    mutating func skipValue() throws { _ = try scalar() }
 
     mutating func string() throws -> String {
         try consume(0x22)
@@ -289,37 +273,30 @@ struct JSONScanner {
         return value
     }
 
-    /// Skips one value of any kind (fields this client does not read).
-    mutating func skipValue() throws {
-        switch try peek() {
-        case 0x7B: try object { _, scanner in try scanner.skipValue() }
-        case 0x5B: try array { scanner in try scanner.skipValue() }
-        case 0x22: _ = try string()
-        case 0x74, 0x66: _ = try bool()
-        case 0x6E: try consume(word: "null")
-        default: try number()
-        }
-    }
-
-    /// Any JSON number, skipped.
-    private mutating func number() throws {
+    /// A JSON number's text, and whether it is whole (no fraction, no exponent).
+    private mutating func number() throws -> (text: UnsafeBufferPointer<UInt8>, whole: Bool) {
+        let start = index
         if index < bytes.count, bytes[index] == 0x2D { index += 1 }
         let digits = index
         while index < bytes.count, bytes[index] &- 0x30 < 10 { index += 1 }
         guard index > digits else { throw failure("unexpected character") }
         guard index == digits + 1 || bytes[digits] != 0x30 else { throw failure("a number with a leading zero") }
+        var whole = true
         if index < bytes.count, bytes[index] == 0x2E {
             index += 1
+            whole = false
             let fraction = index
             while index < bytes.count, bytes[index] &- 0x30 < 10 { index += 1 }
             guard index > fraction else { throw failure("bad number") }
         }
         if index < bytes.count, bytes[index] == 0x65 || bytes[index] == 0x45 {
             index += 1
+            whole = false
             if index < bytes.count, bytes[index] == 0x2B || bytes[index] == 0x2D { index += 1 }
             let exponent = index
             while index < bytes.count, bytes[index] &- 0x30 < 10 { index += 1 }
             guard index > exponent else { throw failure("bad number") }
         }
+        return (UnsafeBufferPointer(rebasing: bytes[start..<index]), whole)
     }
 }
