@@ -499,7 +499,7 @@ public final class DropboxFileSystem: Sendable {
             return (handle, file, lineage)
         }
         if let lineage {
-            return (handle, openedLocal(inode, lineage: lineage, truncate: truncate), false)
+            return (handle, openedLocal(inode, lineage: lineage, truncate: truncate, handle: handle), false)
         }
         // The page cache belongs to the inode, while each handle reads the revision it opened:
         // keep the cache only if it can hold nothing but this content. If another handle still
@@ -516,9 +516,10 @@ public final class DropboxFileSystem: Sendable {
     }
 
     /// Whether a handle served from a local version keeps the kernel's pages.
-    func openedLocal(_ inode: UInt64, lineage: Int64, truncate: Bool) -> Bool {
+    func openedLocal(_ inode: UInt64, lineage: Int64, truncate: Bool, handle: UInt64? = nil) -> Bool {
         let onlyLocal = openFiles.handles(of: inode).allSatisfy { $0.entry.local }
-        return pages.openedLocal(inode, lineage: lineage, truncate: truncate, onlyLocal: onlyLocal)
+        let uploadedAs = handle.flatMap { writeBack.answeredContentHash(handle: $0) }
+        return pages.openedLocal(inode, lineage: lineage, truncate: truncate, onlyLocal: onlyLocal, uploadedAs: uploadedAs)
     }
 
     /// A read that can be answered straight from a file: a cached block's (see
@@ -652,10 +653,13 @@ public final class DropboxFileSystem: Sendable {
     }
 
     private func attributeValue(_ name: String, of node: Node) -> String? {
+        // A file written here shows what Dropbox answered for it once it has it (after
+        // `fsync`), before the version is finished.
+        let answered = node.isFolder || node.rev != nil ? nil : writeBack.answered(node.pathLower)
         switch name {
-        case "user.dropbox.id": return node.id.isEmpty ? nil : node.id
-        case "user.dropbox.rev": return node.rev
-        case "user.dropbox.content_hash": return node.contentHash
+        case "user.dropbox.id": let id = answered?.id ?? node.id; return id.isEmpty ? nil : id
+        case "user.dropbox.rev": return answered?.rev ?? node.rev
+        case "user.dropbox.content_hash": return answered?.contentHash ?? node.contentHash
         case Self.pinnedAttribute: return reader.cache.isPinned(node.pathLower) ? "1" : nil
         default: return nil
         }

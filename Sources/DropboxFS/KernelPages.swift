@@ -23,12 +23,16 @@ final class KernelPages: Sendable {
     /// of the same chain (every byte written since went through the kernel's cache), nothing
     /// forgot them, and no handle reading a Dropbox revision is open (`onlyLocal`: its reads
     /// would fill pages with other bytes). A truncating open never keeps them.
-    func openedLocal(_ inode: UInt64, lineage: Int64, truncate: Bool, onlyLocal: Bool) -> Bool {
+    /// `uploadedAs`: the content hash Dropbox gave the version the handle reads, once its
+    /// commit is answered and before it is finished (`LocalVersion.answered`): pages marked
+    /// as that content since (`uploaded`) hold its bytes too, and stay marked so.
+    func openedLocal(_ inode: UInt64, lineage: Int64, truncate: Bool, onlyLocal: Bool, uploadedAs: String? = nil) -> Bool {
         let mark = Self.mark(lineage)
         return held.withLock { held in
-            defer { held[inode] = mark }
-            let keep = !truncate && onlyLocal && held[inode] == mark
+            let asUploaded = uploadedAs != nil && held[inode] == uploadedAs
+            let keep = !truncate && onlyLocal && (held[inode] == mark || asUploaded)
             FuseLog.trace("pages \(inode): open \(mark) held \(held[inode] ?? "-") keep \(keep)")
+            if !(keep && asUploaded) { held[inode] = mark }
             return keep
         }
     }

@@ -270,7 +270,7 @@ public final class Uploader: Sendable {
         // (rsync compares them), misses a time set while the upload ran, and keeps its own
         // revision and time for an upload of the bytes it holds already (an O_TRUNC of an
         // empty file advances the time on a disk).
-        try? store.setModified(done.map { version, file in (file.rev, version.modified) })
+        try? store.setModified(writeBack.onDropbox(done, atTheirPaths: !asConflictedCopy))
         for (version, file) in done {
             if let lower = file.pathLower { watcher.expectOwn(lower, .revision(file.rev)) }
             if let hash = file.contentHash, !asConflictedCopy, writeBack.isNewest(version) {
@@ -280,7 +280,7 @@ public final class Uploader: Sendable {
         // The store learns the new revisions before the local versions stop hiding the old
         // ones: the mount never shows the revision before its own write.
         await watcher.catchUp(after: done.map { .file($0.1) })
-        writeBack.finished(done, atTheirPaths: !asConflictedCopy)
+        writeBack.finished(done, atTheirPaths: !asConflictedCopy) { try? store.setModified($0) }
         for (version, file) in done {
             if let hash = file.contentHash { version.file.offerBlocks(to: writeBack.reader.cache, contentHash: hash) }
         }

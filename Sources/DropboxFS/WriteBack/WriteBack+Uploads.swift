@@ -131,12 +131,36 @@ extension WriteBack {
         state.withLock { _ in version.sentBytes = sent }
     }
 
-    /// The versions are on Dropbox as their files: they leave the queue (together: one
-    /// transaction for a batch), and (unless `onPaths` is false: the files are conflicted
-    /// copies beside their paths) newer versions of the same paths now replace those
-    /// revisions.
-    func finished(_ done: [(LocalVersion, FileMetadata)], atTheirPaths onPaths: Bool) {
+    /// Dropbox has answered these versions' commits: `fsync`s waiting for them return now,
+    /// before the catch-up that comes before `finished`. Returns the time to keep for each
+    /// new revision (Dropbox keeps no nanoseconds, and misses a time set while it uploaded).
+    func onDropbox(_ done: [(LocalVersion, FileMetadata)], atTheirPaths onPaths: Bool) -> [(rev: String, time: timespec)] {
+        let times = state.withLock { _ in
+            done.map { version, file in
+                version.onDropbox = true
+                if onPaths { version.answered = (file.id, file.rev, file.contentHash, version.modified) }
+                return (file.rev, version.modified)
+            }
+        }
+        changed(wakesUploader: false)
+        return times
+    }
+
+    /// The versions are on Dropbox as their files, and the store has caught up with them:
+    /// they leave the queue (together: one transaction for a batch), and (unless `onPaths` is
+    /// false: the files are conflicted copies beside their paths) newer versions of the same
+    /// paths now replace those revisions. A time set on one since its commit was answered
+    /// (`touch` after `fsync`) is handed to `keepTimes` under the lock, so that a time set
+    /// just after, which goes to the store, is kept after it, not before.
+    func finished(_ done: [(LocalVersion, FileMetadata)], atTheirPaths onPaths: Bool,
+                  keepTimes: ([(rev: String, time: timespec)]) -> Void = { _ in }) {
         state.withLock { state in
+            let setSinceAnswered = done.compactMap { version, file -> (rev: String, time: timespec)? in
+                guard onPaths, let answered = version.answered, answered.modified.tv_sec != version.modified.tv_sec
+                        || answered.modified.tv_nsec != version.modified.tv_nsec else { return nil }
+                return (file.rev, version.modified)
+            }
+            keepTimes(setSinceAnswered)
             for (version, file) in done where onPaths {
                 version.committedRev = file.rev
                 version.descends(from: file.rev)

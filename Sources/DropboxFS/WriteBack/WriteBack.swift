@@ -152,6 +152,21 @@ public final class WriteBack: Sendable {
         state.withLock { $0.current[pathLower]?.node }
     }
 
+    /// Dropbox's answer to the commit of the version a path shows, while it waits for the
+    /// catch-up that finishes it (`LocalVersion.answered`).
+    public func answered(_ pathLower: String) -> (id: String, rev: String, contentHash: String?)? {
+        state.withLock { $0.current[pathLower]?.answered.map { ($0.id, $0.rev, $0.contentHash) } }
+    }
+
+    /// The content hash Dropbox gave the version a handle reads, if its commit is answered
+    /// and it is not finished yet (no newer version: nothing written since).
+    func answeredContentHash(handle: UInt64) -> String? {
+        state.withLock { state in
+            guard let own = openFiles.version(of: handle) else { return nil }
+            return Self.newestLocked(state, of: own).answered?.contentHash
+        }
+    }
+
     /// Local versions directly inside a folder.
     public func overlayChildren(_ folderLower: String) -> [Node] {
         state.withLock { state in state.current.values.filter { Node.parent(of: $0.pathLower) == folderLower }.map(\.node) }
@@ -651,6 +666,7 @@ public final class WriteBack: Sendable {
                     if !version.urgent { version.urgent = true; madeUrgent = true }
                 }
                 if version.phase == .finished { return version.setAside ? .failure(version.failure ?? .invalidName) : .success(true) }
+                if version.onDropbox { return .success(true) }  // its catch-up may still run
                 if version.phase == .editing { return .success(true) }  // nothing sealed to wait for
                 if let failure = version.failure, version.phase == .queued { return .failure(failure) }
                 return .success(false)
