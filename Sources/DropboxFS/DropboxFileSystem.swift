@@ -639,7 +639,8 @@ public final class DropboxFileSystem: Sendable {
     public func extendedAttribute(_ inode: UInt64, name: String) throws -> [UInt8] {
         // `ls -l` asks every file for security and ACL attributes: answer without a lookup.
         guard name.hasPrefix("user.dropbox.") else { throw FSError.noAttribute }
-        guard let value = attributeValue(name, of: try node(inode)) else { throw FSError.noAttribute }
+        let node = try node(inode)
+        guard let value = attributeValue(name, of: node, answered: answered(node)) else { throw FSError.noAttribute }
         return Array(value.utf8)
     }
 
@@ -649,13 +650,17 @@ public final class DropboxFileSystem: Sendable {
     public func extendedAttributeNames(_ inode: UInt64) throws -> [String] {
         let node = try node(inode)
         let names = node.pathLower.isEmpty ? [] : node.isFolder ? ["user.dropbox.id"] : Self.xattrNames
-        return (names + [Self.pinnedAttribute]).filter { attributeValue($0, of: node) != nil }
+        let answered = answered(node)
+        return (names + [Self.pinnedAttribute]).filter { attributeValue($0, of: node, answered: answered) != nil }
     }
 
-    private func attributeValue(_ name: String, of node: Node) -> String? {
-        // A file written here shows what Dropbox answered for it once it has it (after
-        // `fsync`), before the version is finished.
-        let answered = node.isFolder || node.rev != nil ? nil : writeBack.answered(node.pathLower)
+    /// What Dropbox answered for a file written here once it has it (after `fsync`), before
+    /// its version is finished: its attributes show that already.
+    private func answered(_ node: Node) -> (id: String, rev: String, contentHash: String?)? {
+        node.isFolder || node.rev != nil ? nil : writeBack.answered(node.pathLower)
+    }
+
+    private func attributeValue(_ name: String, of node: Node, answered: (id: String, rev: String, contentHash: String?)?) -> String? {
         switch name {
         case "user.dropbox.id": let id = answered?.id ?? node.id; return id.isEmpty ? nil : id
         case "user.dropbox.rev": return answered?.rev ?? node.rev

@@ -161,10 +161,7 @@ public final class WriteBack: Sendable {
     /// The content hash Dropbox gave the version a handle reads, if its commit is answered
     /// and it is not finished yet (no newer version: nothing written since).
     func answeredContentHash(handle: UInt64) -> String? {
-        state.withLock { state in
-            guard let own = openFiles.version(of: handle) else { return nil }
-            return Self.newestLocked(state, of: own).answered?.contentHash
-        }
+        state.withLock { readableLocked($0, handle)?.answered?.contentHash }
     }
 
     /// Local versions directly inside a folder.
@@ -710,10 +707,11 @@ public final class WriteBack: Sendable {
     /// What a handle reads: the newest version of its file (another descriptor may have
     /// written since this one opened, as on any disk), or its own once detached or gone.
     func readable(_ handle: UInt64) -> LocalVersion? {
-        state.withLock { state in
-            guard let own = openFiles.version(of: handle) else { return nil }
-            return Self.newestLocked(state, of: own)
-        }
+        state.withLock { readableLocked($0, handle) }
+    }
+
+    private func readableLocked(_ state: State, _ handle: UInt64) -> LocalVersion? {
+        openFiles.version(of: handle).map { Self.newestLocked(state, of: $0) }
     }
 
     /// A descriptor opened on Dropbox revision `rev` of a file that now has a local version
