@@ -12,6 +12,8 @@ public enum FSError: Error, Equatable {
     case invalidName
     /// A name over 255 bytes (NAME_MAX).
     case nameTooLong
+    /// A name that is not UTF-8: Dropbox names are Unicode (EILSEQ).
+    case nameNotUnicode
     /// A size past what Dropbox (or the cache disk) can hold.
     case fileTooLarge
     case accessDenied
@@ -51,6 +53,7 @@ public enum ErrnoMapping {
         case .noSpace: return ENOSPC
         case .invalidName: return EINVAL
         case .nameTooLong: return ENAMETOOLONG
+        case .nameNotUnicode: return EILSEQ
         case .fileTooLarge: return EFBIG
         case .accessDenied: return EACCES
         case .readOnly: return EROFS

@@ -18,7 +18,7 @@ enum FuseOperations {
         ops.lookup = { req, parent, name in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
-            let name = String(cString: name!)
+            guard let name = FuseOperations.name(name!) else { return mount.answerLookup(request, .failure(FSError.notFound)) }
             do {
                 // Answered at once when the parent folder is in the store.
                 if let found = try mount.fs.cachedLookup(parent: UInt64(parent), name: name) {
@@ -102,7 +102,7 @@ enum FuseOperations {
         ops.create = { req, parent, name, mode, fi in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
-            let name = String(cString: name!)
+            guard let name = FuseOperations.name(name!) else { return request.fail(FSError.nameNotUnicode) }
             let info = FileInfo(fi!.pointee)
             let exclusive = info.value.flags & O_EXCL != 0
             let reply = { @Sendable (created: (inode: UInt64, node: Node, handle: UInt64)) in
@@ -126,7 +126,7 @@ enum FuseOperations {
         ops.mknod = { req, parent, name, mode, _ in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
-            let name = String(cString: name!)
+            guard let name = FuseOperations.name(name!) else { return request.fail(FSError.nameNotUnicode) }
             guard mode & S_IFMT == S_IFREG else { return request.fail(FSError.notPermitted) }  // no devices, fifos or sockets
             mount.answerLater(request) {
                 let (inode, node) = try await mount.fs.makeFile(parent: UInt64(parent), name: name, mode: UInt32(mode))
@@ -291,7 +291,7 @@ enum FuseOperations {
         ops.mkdir = { req, parent, name, mode in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
-            let name = String(cString: name!)
+            guard let name = FuseOperations.name(name!) else { return request.fail(FSError.nameNotUnicode) }
             mount.answerLater(request) {
                 let (inode, node) = try await mount.fs.makeDirectory(parent: UInt64(parent), name: name, mode: UInt32(mode))
                 var entry = mount.entryParam(inode, node)
@@ -303,7 +303,8 @@ enum FuseOperations {
         ops.rename = { req, parent, name, newParent, newName, flags in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
-            let (from, to) = (String(cString: name!), String(cString: newName!))
+            guard let from = FuseOperations.name(name!) else { return request.fail(FSError.notFound) }
+            guard let to = FuseOperations.name(newName!) else { return request.fail(FSError.nameNotUnicode) }
             guard flags & ~renameNoReplace == 0 else { return request.fail(FSError.invalidArgument) }  // no RENAME_EXCHANGE
             mount.answerDone(request) {
                 try await mount.fs.rename(parent: UInt64(parent), name: from, newParent: UInt64(newParent), newName: to,
@@ -339,10 +340,15 @@ enum FuseOperations {
 }
 
 extension FuseOperations {
+    /// A name the kernel passed, or nil if it is not UTF-8. Dropbox names are Unicode, so no
+    /// entry has such a name; decoded with replacement characters (`String(cString:)`),
+    /// `caf\xe9` and `caf\xea` would both be `caf\u{FFFD}`, one file for two names.
+    static func name(_ raw: UnsafePointer<CChar>) -> String? { String(validatingCString: raw) }
+
     static func remove(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ name: UnsafePointer<CChar>?, folder: Bool) {
         let mount = FuseMount.from(req)
         let request = Request(raw: req!)
-        let name = String(cString: name!)
+        guard let name = FuseOperations.name(name!) else { return request.fail(FSError.notFound) }
         mount.answerDone(request, now: { try mount.fs.removeWithoutWaiting(parent: UInt64(parent), name: name, folder: folder) }) {
             try await mount.fs.remove(parent: UInt64(parent), name: name, folder: folder)
         }
