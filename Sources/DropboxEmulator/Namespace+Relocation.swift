@@ -18,7 +18,7 @@ extension Namespace {
             let (source, target) = try relocationTargetLocked(from: from, to: to, autorename: autorename)
             return try writeTransactionLocked {
                 let seq = nextSeqLocked()
-                try ensureFoldersLocked(target.ancestors, seq: seq)
+                try ensureAncestorsLocked(of: target, seq: seq)
                 var moved: Entry?
                 let rows = [source] + (source.isFolder ? try liveDescendantsLocked(source.path) : [])
                 for row in rows {
@@ -49,7 +49,7 @@ extension Namespace {
             if usedBytesLocked + bytes > quota { throw RelocationFailure.insufficientQuota }
             return try writeTransactionLocked {
                 let seq = nextSeqLocked()
-                try ensureFoldersLocked(target.ancestors, seq: seq)
+                try ensureAncestorsLocked(of: target, seq: seq)
                 var first: Entry?
                 for row in rows {
                     var copy = row

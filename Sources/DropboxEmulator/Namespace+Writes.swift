@@ -35,7 +35,7 @@ extension Namespace {
             }
             return try writeTransactionLocked {
                 let seq = nextSeqLocked()
-                try ensureFoldersLocked(target.ancestors, seq: seq)
+                try ensureAncestorsLocked(of: target, seq: seq)
                 return try insertFolderLocked(target, seq: seq)
             }
         }
@@ -113,7 +113,7 @@ extension Namespace {
         if growth > 0 && usedBytesLocked + growth > quota { throw NamespaceFailure.write(.insufficientSpace) }
         return try writeTransactionLocked {
             let seq = nextSeqLocked()
-            try ensureFoldersLocked(file.path.ancestors, seq: seq)
+            try ensureAncestorsLocked(of: file.path, seq: seq)
             var entry = file
             entry.rev = nextRevLocked(seq: seq)
             entry.serverModified = Timestamp.now()
@@ -157,8 +157,9 @@ extension Namespace {
 
     // MARK: Helpers (lock held)
 
-    func ensureFoldersLocked(_ folders: [DropboxPath], seq: Int64) throws {
-        for folder in folders where try liveEntryLocked(folder) == nil {
+    /// Makes the folders of `path`'s ancestry that are not there, outermost first.
+    func ensureAncestorsLocked(of path: DropboxPath, seq: Int64) throws {
+        for folder in try nearestAncestorLocked(of: path).missing.reversed() {
             _ = try insertFolderLocked(folder, seq: seq)
         }
     }

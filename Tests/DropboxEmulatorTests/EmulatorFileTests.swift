@@ -162,4 +162,29 @@ struct EmulatorFileTests {
             #expect(usage.json["allocation"]?["allocated"]?.intValue == 1000)
         }
     }
+
+    /// A folder chain 400 deep, as `stress-ng --dirdeep` or a deep `mkdir -p` makes. Each
+    /// write asked the store for every ancestor of its path (one lookup, and the path folded
+    /// again, per level): a `create_folder_batch` of a chain 1,000 deep took the emulator 8 s
+    /// of CPU, and a mount's `rm -r` behind it waited. Now the walk up stops at the first
+    /// ancestor there: the count of lookups, not a clock, is checked.
+    @Test func aWriteDeepInATreeLooksUpAFewAncestorsNotEvery() async throws {
+        try await withEmulator { client in
+            let chain = (1...400).map { depth in "/deep" + String(repeating: "/d", count: depth - 1) }
+            let paths = chain.map { #""\#($0)""# }.joined(separator: ",")
+            let lookupsBefore = client.emulator.namespace.entryLookups
+            let made = try await client.rpc("files/create_folder_batch", #"{"paths":[\#(paths)]}"#)
+            #expect(made.status == 200)
+            #expect(made.json["entries"]?.arrayValue?.count == 400)
+            #expect(client.emulator.namespace.entryLookups - lookupsBefore < 10 * 400)
+
+            // Missing ancestors are made, and a file is still no folder, however deep.
+            let deepest = chain.last!
+            #expect(try await client.put(deepest + "/x/y/file.txt", "at depth").status == 200)
+            #expect(try await client.rpc("files/get_metadata", #"{"path":"\#(deepest)/x"}"#).json[".tag"]?.stringValue == "folder")
+            let underFile = try await client.rpc("files/create_folder_v2", #"{"path":"\#(deepest)/x/y/file.txt/z"}"#)
+            #expect(underFile.status == 409)
+            #expect(underFile.json["error_summary"]?.stringValue?.hasPrefix("path/conflict/file") == true)
+        }
+    }
 }
