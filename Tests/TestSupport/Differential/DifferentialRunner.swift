@@ -99,6 +99,12 @@ public struct Kernel: SystemCalls, Sendable {
 /// trees byte for byte, waits for the uploads and compares Dropbox with the local folder.
 /// The first difference ends the run and is returned, with the steps so far. Blocking: run
 /// it off Swift's cooperative threads (`offPool`).
+/// `DROPBOXFS_DIFF_TRACE=1` prints what each step gave on both sides, as it runs: with
+/// `DROPBOXFS_DIFF_SEED=N DROPBOXFS_DIFF_SEQUENCES=1` it shows which steps of a failing
+/// sequence did anything (most fail alike on both sides), to pick them for
+/// `DROPBOXFS_DIFF_DROP` or a kept sequence.
+private let differentialTraced = ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_TRACE"] != nil
+
 public struct DifferentialRunner<Tested: SystemCalls> {
     let tested: Tested
     let testedRoot: String
@@ -150,6 +156,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         defer { if offline { try? setNetwork(up: true) } }
         for (index, operation) in operations.enumerated() {
             let (tested, local) = try perform(operation)
+            if differentialTraced { print("step \(index): \(operation) -> dropboxfs \(tested) | local disk \(local)") }
             if tested != local { throw Difference(step: index, operation: operation.description, tested: tested, local: local) }
         }
         let end = operations.count
