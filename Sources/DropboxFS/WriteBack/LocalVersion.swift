@@ -98,10 +98,6 @@ final class LocalVersion: @unchecked Sendable {
     /// made from this one later replaces that revision, not this one's base (our own commit
     /// is never a conflict).
     var committedRev: String?
-    /// Dropbox has answered its commit (at its path, or beside it as a conflicted copy): an
-    /// `fsync` returns from then on, without waiting for the catch-up on the change feed that
-    /// comes before the version is finished (a round trip more).
-    var onDropbox = false
     /// What Dropbox answered for its commit at its path: until it is finished, the file's
     /// attributes show that id, revision and content hash (`getfattr` after `fsync`; its
     /// node does not carry them: a revision there would make an open take it for a download

@@ -131,13 +131,14 @@ extension WriteBack {
         state.withLock { _ in version.sentBytes = sent }
     }
 
-    /// Dropbox has answered these versions' commits: `fsync`s waiting for them return now,
-    /// before the catch-up that comes before `finished`. Returns the time to keep for each
-    /// new revision (Dropbox keeps no nanoseconds, and misses a time set while it uploaded).
+    /// Dropbox has answered these versions' commits; the catch-up that finishes them comes
+    /// next (an `fsync` waits for it: until then the store does not know the files, and a
+    /// move by another client right after was applied to a file it never had, losing the
+    /// mode kept here). Returns the time to keep for each new revision (Dropbox keeps no
+    /// nanoseconds, and misses a time set while it uploaded).
     func onDropbox(_ done: [(LocalVersion, FileMetadata)], atTheirPaths onPaths: Bool) -> [(rev: String, time: timespec)] {
         let times = state.withLock { _ in
             done.map { version, file in
-                version.onDropbox = true
                 if onPaths { version.answered = (file.id, file.rev, file.contentHash, version.modified) }
                 return (file.rev, version.modified)
             }

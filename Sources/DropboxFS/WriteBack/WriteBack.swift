@@ -663,7 +663,6 @@ public final class WriteBack: Sendable {
                     if !version.urgent { version.urgent = true; madeUrgent = true }
                 }
                 if version.phase == .finished { return version.setAside ? .failure(version.failure ?? .invalidName) : .success(true) }
-                if version.onDropbox { return .success(true) }  // its catch-up may still run
                 if version.phase == .editing { return .success(true) }  // nothing sealed to wait for
                 if let failure = version.failure, version.phase == .queued { return .failure(failure) }
                 return .success(false)
