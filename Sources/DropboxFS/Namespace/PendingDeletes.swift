@@ -21,12 +21,56 @@ public final class PendingDeletes: RoundQueue {
     private struct State {
         /// Usually one a path; more when a rename brought something else there in between
         /// (`rm B; mv A B; rm B`), oldest first.
-        var byPath: [String: [QueuedDelete]] = [:]
+        private(set) var byPath: [String: [QueuedDelete]] = [:]
         /// Hidden names on Dropbox, hidden too: those of the queued folders' deletes
         /// (`QueuedDelete.hiddenStep`), a case-only rename's (`PendingMoves.park`), a folder's
         /// removed at once (`DropboxFileSystem.removeNow`).
-        var aside: Set<String> = []
+        private(set) var aside: Set<String> = []
         var lastAdded = ContinuousClock.now
+        /// How many keys of `byPath` and `aside` have each length (in UTF-8 bytes). A path's
+        /// ancestors are looked up only at lengths some key has: hashing every ancestor cost
+        /// a path 1,000 folders deep a million bytes hashed a lookup, and each `rmdir` of an
+        /// `rm -r` there 2 ms (while the removals queued are deeper, no ancestor's length is
+        /// one of theirs).
+        private var keyLengths: [Int: Int] = [:]
+        /// Ancestors looked up by key since start (tests count them, not time them).
+        private(set) var lookups = 0
+
+        mutating func mayHold(_ key: Substring) -> Bool {
+            guard keyLengths[key.utf8.count] != nil else { return false }
+            lookups += 1
+            return true
+        }
+
+        mutating func append(_ record: QueuedDelete) {
+            if byPath[record.pathLower] == nil { counted(record.pathLower, +1) }
+            byPath[record.pathLower, default: []].append(record)
+            for key in record.hiddenStepKeys { setAside(key, true) }
+        }
+
+        /// What is left at a path once some of its records went.
+        mutating func setRecords(_ records: [QueuedDelete], at path: String) {
+            if records.isEmpty {
+                if byPath.removeValue(forKey: path) != nil { counted(path, -1) }
+            } else {
+                if byPath[path] == nil { counted(path, +1) }
+                byPath[path] = records
+            }
+        }
+
+        mutating func setAside(_ key: String, _ hidden: Bool) {
+            if hidden {
+                if aside.insert(key).inserted { counted(key, +1) }
+            } else if aside.remove(key) != nil {
+                counted(key, -1)
+            }
+        }
+
+        private mutating func counted(_ key: String, _ change: Int) {
+            let length = key.utf8.count
+            let count = keyLengths[length, default: 0] + change
+            keyLengths[length] = count == 0 ? nil : count
+        }
     }
 
     /// Takes up the deletes a previous mount left.
@@ -34,17 +78,14 @@ public final class PendingDeletes: RoundQueue {
         self.queue = queue
         self.order = order
         var state = State()
-        for record in try queue.allDeletes() {
-            state.byPath[record.pathLower, default: []].append(record)
-            state.aside.formUnion(record.hiddenStepKeys)
-        }
+        for record in try queue.allDeletes() { state.append(record) }
         self.state = Mutex(state)
         order.wakes(signal)
     }
 
     /// Whether a path, or a folder above it, has a delete pending (or is a folder being deleted).
     public func hides(_ pathLower: String) -> Bool {
-        state.withLock { Self.hides(pathLower, $0) }
+        state.withLock { Self.hides(pathLower, &$0) }
     }
 
     /// Whether a delete numbered in `ids` is pending at the path or a folder above it (a
@@ -52,9 +93,10 @@ public final class PendingDeletes: RoundQueue {
     /// `aside`: whether hidden names set aside count too (for a path of the view as it is,
     /// not one a rename in flight resolved to: a case-only rename passes through such a name).
     func hides(_ pathLower: String, ids: Range<Int64>, aside: Bool) -> Bool {
-        state.withLock { state in
+        state.withLock { (state: inout State) in
             if state.byPath.isEmpty && (state.aside.isEmpty || !aside) { return false }
             return Node.selfAndAncestors(pathLower).contains { key in
+                guard state.mayHold(key) else { return false }
                 let key = String(key)
                 return state.byPath[key]?.contains { ids.contains($0.id) } ?? false || (aside && state.aside.contains(key))
             }
@@ -65,13 +107,17 @@ public final class PendingDeletes: RoundQueue {
     func visible(_ nodes: [Node]) -> [Node] {
         state.withLock { state in
             if state.byPath.isEmpty && state.aside.isEmpty { return nodes }
-            return nodes.filter { !Self.hides($0.pathLower, state) }
+            return nodes.filter { !Self.hides($0.pathLower, &state) }
         }
     }
 
-    private static func hides(_ pathLower: String, _ state: State) -> Bool {
+    /// Ancestors looked up by key so far (`State.mayHold`).
+    var ancestorLookups: Int { state.withLock { $0.lookups } }
+
+    private static func hides(_ pathLower: String, _ state: inout State) -> Bool {
         if state.byPath.isEmpty && state.aside.isEmpty { return false }
         return Node.selfAndAncestors(pathLower).contains { key in
+            guard state.mayHold(key) else { return false }
             let key = String(key)
             return state.byPath[key] != nil || state.aside.contains(key)
         }
@@ -91,8 +137,7 @@ public final class PendingDeletes: RoundQueue {
             let record = QueuedDelete(id: order.take(), pathLower: node.pathLower, name: node.name,
                                       rev: node.isFolder ? nil : node.rev, isFolder: node.isFolder, ifContent: ifContent)
             if durable { try queue.saveDelete(record) }
-            state.byPath[node.pathLower, default: []].append(record)
-            state.aside.formUnion(record.hiddenStepKeys)
+            state.append(record)
             state.lastAdded = .now
             return state.byPath.count == 1
         }
@@ -151,10 +196,11 @@ public final class PendingDeletes: RoundQueue {
         let ids = Set(records.map(\.id))
         state.withLock { state in
             for path in Set(records.map(\.pathLower)) {
-                let left = state.byPath[path]?.filter { !ids.contains($0.id) } ?? []
-                state.byPath[path] = left.isEmpty ? nil : left
+                state.setRecords(state.byPath[path]?.filter { !ids.contains($0.id) } ?? [], at: path)
             }
-            for record in records { state.aside.subtract(record.hiddenStepKeys) }
+            for record in records {
+                for key in record.hiddenStepKeys { state.setAside(key, false) }
+            }
         }
         signal.notify()
     }
@@ -164,13 +210,13 @@ public final class PendingDeletes: RoundQueue {
         let changed: [QueuedDelete] = state.withLock { state in
             var changed: [QueuedDelete] = []
             for (path, records) in state.byPath {
-                state.byPath[path] = records.map { record in
+                state.setRecords(records.map { record in
                     guard record.rev == old else { return record }
                     var record = record
                     record.rev = new
                     changed.append(record)
                     return record
-                }
+                }, at: path)
             }
             return changed
         }
@@ -180,7 +226,7 @@ public final class PendingDeletes: RoundQueue {
     /// A folder's hidden name while its delete is checked there, hidden from the view.
     func setAside(_ pathLower: String, _ hidden: Bool) {
         state.withLock { state in
-            if hidden { state.aside.insert(pathLower) } else { state.aside.remove(pathLower) }
+            state.setAside(pathLower, hidden)
         }
     }
 }
