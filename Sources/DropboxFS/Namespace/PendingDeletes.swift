@@ -27,17 +27,18 @@ public final class PendingDeletes: RoundQueue {
         /// removed at once (`DropboxFileSystem.removeNow`).
         private(set) var aside: Set<String> = []
         var lastAdded = ContinuousClock.now
-        /// How many keys of `byPath` and `aside` have each length (in UTF-8 bytes). A path's
-        /// ancestors are looked up only at lengths some key has: hashing every ancestor cost
-        /// a path 1,000 folders deep a million bytes hashed a lookup, and each `rmdir` of an
-        /// `rm -r` there 2 ms (while the removals queued are deeper, no ancestor's length is
-        /// one of theirs).
-        private var keyLengths: [Int: Int] = [:]
+        /// How many keys of `byPath` and `aside` have each depth (their count of `/`). A
+        /// path's ancestors are looked up only at depths some key has: hashing every ancestor
+        /// cost a path 1,000 folders deep a million bytes hashed a lookup, and each `rmdir` of
+        /// an `rm -r` there 2 ms (the removals queued are deeper than the ancestors of what
+        /// is removed next). Depth, not length: a key is found by any name canonically
+        /// equivalent to it (Swift compares strings so), whose UTF-8 may be longer or shorter.
+        private var keyDepths: [Int: Int] = [:]
         /// Ancestors looked up by key since start (tests count them, not time them).
         private(set) var lookups = 0
 
-        mutating func mayHold(_ key: Substring) -> Bool {
-            guard keyLengths[key.utf8.count] != nil else { return false }
+        mutating func mayHold(depth: Int) -> Bool {
+            guard keyDepths[depth] != nil else { return false }
             lookups += 1
             return true
         }
@@ -67,9 +68,22 @@ public final class PendingDeletes: RoundQueue {
         }
 
         private mutating func counted(_ key: String, _ change: Int) {
-            let length = key.utf8.count
-            let count = keyLengths[length, default: 0] + change
-            keyLengths[length] = count == 0 ? nil : count
+            let depth = Self.depth(key)
+            let count = keyDepths[depth, default: 0] + change
+            keyDepths[depth] = count == 0 ? nil : count
+        }
+
+        static func depth(_ key: some StringProtocol) -> Int { key.utf8.reduce(0) { $1 == UInt8(ascii: "/") ? $0 + 1 : $0 } }
+
+        /// Whether `pathLower` or an ancestor of it is a key `found` accepts, looking up only
+        /// those at a depth some key has (`selfAndAncestors` goes up one level a step).
+        mutating func anyAtOrAbove(_ pathLower: String, _ found: (String) -> Bool) -> Bool {
+            var depth = Self.depth(pathLower)
+            for key in Node.selfAndAncestors(pathLower) {
+                defer { depth -= 1 }
+                if mayHold(depth: depth), found(String(key)) { return true }
+            }
+            return false
         }
     }
 
@@ -95,10 +109,9 @@ public final class PendingDeletes: RoundQueue {
     func hides(_ pathLower: String, ids: Range<Int64>, aside: Bool) -> Bool {
         state.withLock { (state: inout State) in
             if state.byPath.isEmpty && (state.aside.isEmpty || !aside) { return false }
-            return Node.selfAndAncestors(pathLower).contains { key in
-                guard state.mayHold(key) else { return false }
-                let key = String(key)
-                return state.byPath[key]?.contains { ids.contains($0.id) } ?? false || (aside && state.aside.contains(key))
+            let (byPath, asideKeys) = (state.byPath, state.aside)
+            return state.anyAtOrAbove(pathLower) { key in
+                byPath[key]?.contains { ids.contains($0.id) } ?? false || (aside && asideKeys.contains(key))
             }
         }
     }
@@ -116,11 +129,8 @@ public final class PendingDeletes: RoundQueue {
 
     private static func hides(_ pathLower: String, _ state: inout State) -> Bool {
         if state.byPath.isEmpty && state.aside.isEmpty { return false }
-        return Node.selfAndAncestors(pathLower).contains { key in
-            guard state.mayHold(key) else { return false }
-            let key = String(key)
-            return state.byPath[key] != nil || state.aside.contains(key)
-        }
+        let (byPath, aside) = (state.byPath, state.aside)
+        return state.anyAtOrAbove(pathLower) { byPath[$0] != nil || aside.contains($0) }
     }
 
     /// Records the delete of `node` (as Dropbox has it) durably; returns once it would

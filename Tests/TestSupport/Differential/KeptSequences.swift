@@ -2,6 +2,16 @@
 /// the mount's and the core's differential suites run them.
 public enum KeptSequences {
     public static let all: [(name: String, operations: [Step])] = [
+        // Core seed 18134747715428256757 (random): after a case-only rename there and back
+        // and an unlink, a rename to the name failed with EEXIST.
+        ("a rename to a name unlinked after a case-only rename there and back", [
+            .open(path: 9, mode: Step.OpenMode.all[3]),  // été, RDWR|CREAT (left open)
+            .settle,
+            .mkdir(path: 1),  // b
+            .caseRename(path: 9),  // été → ÉTÉ → été
+            .unlink(path: 9),  // été
+            .rename(from: 1, to: 9),  // b → été
+        ]),
         // Found by hand (`mkdir d; mv d e; mkdir e/y; mv e/y z; mv e d; rmdir d`): the rmdir
         // took the new folder back, checking for pending changes below it only where it was
         // then. A new folder made in it at the name it passed through (`e`) was still to be
