@@ -654,8 +654,8 @@ public final class DropboxFileSystem: Sendable {
         return (names + [Self.pinnedAttribute]).filter { attributeValue($0, of: node, answered: answered) != nil }
     }
 
-    /// What Dropbox answered for a file written here once it has it (after `fsync`), before
-    /// its version is finished: its attributes show that already.
+    /// What Dropbox answered for a file written here once it has it, before its version is
+    /// finished (the catch-up on the change feed): its attributes show that already.
     private func answered(_ node: Node) -> (id: String, rev: String, contentHash: String?)? {
         node.isFolder || node.rev != nil ? nil : writeBack.answered(node.pathLower)
     }

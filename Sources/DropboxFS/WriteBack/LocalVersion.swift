@@ -99,7 +99,7 @@ final class LocalVersion: @unchecked Sendable {
     /// is never a conflict).
     var committedRev: String?
     /// What Dropbox answered for its commit at its path: until it is finished, the file's
-    /// attributes show that id, revision and content hash (`getfattr` after `fsync`; its
+    /// attributes show that id, revision and content hash (`getfattr` while the catch-up runs; its
     /// node does not carry them: a revision there would make an open take it for a download
     /// and drop the kernel's pages). And the time then kept for that revision: a time set
     /// later, before the version is finished, is kept for it at `finished`.

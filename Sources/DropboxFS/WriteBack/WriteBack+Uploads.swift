@@ -151,7 +151,7 @@ extension WriteBack {
     /// they leave the queue (together: one transaction for a batch), and (unless `onPaths` is
     /// false: the files are conflicted copies beside their paths) newer versions of the same
     /// paths now replace those revisions. A time set on one since its commit was answered
-    /// (`touch` after `fsync`) is handed to `keepTimes` under the lock, so that a time set
+    /// (a `touch` while the catch-up runs) is handed to `keepTimes` under the lock, so that a time set
     /// just after, which goes to the store, is kept after it, not before.
     func finished(_ done: [(LocalVersion, FileMetadata)], atTheirPaths onPaths: Bool,
                   keepTimes: ([(rev: String, time: timespec)]) -> Void = { _ in }) {
