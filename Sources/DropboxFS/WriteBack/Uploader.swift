@@ -270,7 +270,7 @@ public final class Uploader: Sendable {
         // (rsync compares them), misses a time set while the upload ran, and keeps its own
         // revision and time for an upload of the bytes it holds already (an O_TRUNC of an
         // empty file advances the time on a disk).
-        try? store.setModified(writeBack.onDropbox(done, atTheirPaths: !asConflictedCopy))
+        try? store.setModified(writeBack.recordAnswers(done, atTheirPaths: !asConflictedCopy))
         for (version, file) in done {
             if let lower = file.pathLower { watcher.expectOwn(lower, .revision(file.rev)) }
             if let hash = file.contentHash, !asConflictedCopy, writeBack.isNewest(version) {

@@ -136,15 +136,14 @@ extension WriteBack {
     /// move by another client right after was applied to a file it never had, losing the
     /// mode kept here). Returns the time to keep for each new revision (Dropbox keeps no
     /// nanoseconds, and misses a time set while it uploaded).
-    func onDropbox(_ done: [(LocalVersion, FileMetadata)], atTheirPaths onPaths: Bool) -> [(rev: String, time: timespec)] {
-        let times = state.withLock { _ in
+    /// Nothing waits for this (an `fsync` waits for `finished`), so no waiter is woken.
+    func recordAnswers(_ done: [(LocalVersion, FileMetadata)], atTheirPaths onPaths: Bool) -> [(rev: String, time: timespec)] {
+        state.withLock { _ in
             done.map { version, file in
                 if onPaths { version.answered = (file.id, file.rev, file.contentHash, version.modified) }
                 return (file.rev, version.modified)
             }
         }
-        changed(wakesUploader: false)
-        return times
     }
 
     /// The versions are on Dropbox as their files, and the store has caught up with them:
