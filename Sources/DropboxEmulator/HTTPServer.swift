@@ -49,7 +49,7 @@ final class HTTPServer: Sendable {
         try await serverChannel.executeThenClose { accepted in
             try await withThrowingDiscardingTaskGroup { group in
                 for try await channel in accepted {
-                    group.addTask { await Self.serve(channel, respond) }
+                    group.addTask(executorPreference: EventLoopExecutor(channel.eventLoop)) { await Self.serve(channel, respond) }
                 }
             }
         }

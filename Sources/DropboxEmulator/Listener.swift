@@ -19,7 +19,7 @@ final class Listener: Sendable {
         self.port = server.port
         self.group = group
         self.respond = respond
-        current = Mutex((server, Self.acceptLoop(server, respond)))
+        current = Mutex((server, Self.acceptLoop(server, group: group, respond)))
     }
 
     static func open(host: String, port: Int, group: MultiThreadedEventLoopGroup,
@@ -28,8 +28,10 @@ final class Listener: Sendable {
         return Listener(host: host, server: server, group: group, respond: respond)
     }
 
-    private static func acceptLoop(_ server: HTTPServer, _ respond: @escaping @Sendable (Exchange) async throws -> Void) -> Task<Void, Never> {
-        Task { _ = try? await server.run(respond) }
+    /// Accepts on one of the emulator's event loops, not on the shared pool (`EventLoopExecutor`).
+    private static func acceptLoop(_ server: HTTPServer, group: MultiThreadedEventLoopGroup,
+                                   _ respond: @escaping @Sendable (Exchange) async throws -> Void) -> Task<Void, Never> {
+        Task(executorPreference: EventLoopExecutor(group.next())) { _ = try? await server.run(respond) }
     }
 
     var isListening: Bool { current.withLock { $0 != nil } }
@@ -57,7 +59,7 @@ final class Listener: Sendable {
             guard !isListening else { return }
             do {
                 let server = try await HTTPServer.bind(host: host, port: port, group: group)
-                current.withLock { $0 = (server, Self.acceptLoop(server, respond)) }
+                current.withLock { $0 = (server, Self.acceptLoop(server, group: group, respond)) }
             } catch {
                 failure.withLock { $0 = error }
             }

@@ -184,6 +184,47 @@ struct EmulatorListenerTests {
         }
     }
 
+    /// Every thread of Swift's shared pool blocked (as tests that `stat` a mount block them):
+    /// the emulator still answers. Its connections were served on that pool, so a mount
+    /// test whose two pool threads waited in system calls on mounts starved the emulator
+    /// those mounts waited for, and their daemons gave up after two 60 s stalls.
+    @Test func answersWhileEveryThreadOfTheSharedPoolIsBlocked() async throws {
+        try await withEmulator { client in
+            let put = try await client.put("/a.txt", "a")
+            #expect(put.status == 200)
+            let width = ProcessInfo.processInfo.activeProcessorCount
+            let started = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            for _ in 0..<width {
+                Task.detached {
+                    started.signal()
+                    release.wait()
+                }
+            }
+            let url = client.baseURL + "/2/files/get_metadata"
+            let answer: String = await withCheckedContinuation { done in
+                Thread {
+                    for _ in 0..<width { started.wait() }
+                    let curl = Process()
+                    let output = Pipe()
+                    curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+                    curl.arguments = ["-s", "--max-time", "30", "-X", "POST", url,
+                                      "-H", "Authorization: Bearer \(TestClient.token)",
+                                      "-H", "Content-Type: application/json", "-d", #"{"path": "/a.txt"}"#]
+                    curl.standardOutput = output
+                    let answer = (try? curl.run()).map {
+                        let bytes = output.fileHandleForReading.readDataToEndOfFile()
+                        curl.waitUntilExit()
+                        return String(decoding: bytes, as: UTF8.self)
+                    } ?? "curl did not start"
+                    for _ in 0..<width { release.signal() }
+                    done.resume(returning: answer)
+                }.start()
+            }
+            #expect(answer.contains(#""name": "a.txt""#) || answer.contains(#""name":"a.txt""#), "\(answer)")
+        }
+    }
+
     /// Opens `count` TCP connections to the port (those refused are skipped), on a thread of
     /// its own: connect(2) blocks, and Swift's cooperative threads are few.
     static func connectAndLeaveOpen(port: Int, count: Int) async -> [Int32] {
