@@ -16,6 +16,10 @@ import Foundation
 final class FileModes: @unchecked Sendable {
     private let lock = NSLock()
     private var modes: [String: UInt32]
+    /// The keys of `modes` in order, so that the ones below a folder are found alone.
+    private var ordered: SortedPaths
+    /// Keys looked at to find those below a folder (`keysExamined`).
+    private var examined = 0
     /// Modes of files whose name went (unlinked, or replaced by a rename) while the kernel
     /// holds them still, by inode: fstat of a descriptor open on one shows its mode, fchmod
     /// changes it. In memory alone: such a file does not outlive the mount.
@@ -29,6 +33,7 @@ final class FileModes: @unchecked Sendable {
         self.store = store
         self.umask = umask
         self.modes = try store.modes()
+        self.ordered = SortedPaths(modes.keys)
     }
 
     /// The mode shown for a node; `attached`: whether its inode still has its path.
@@ -57,11 +62,14 @@ final class FileModes: @unchecked Sendable {
         lock.withLock { if !detached.isEmpty { detached[inode] = nil } }
     }
 
+    /// Keys looked at so far to find those below a folder, for tests to count.
+    var keysExamined: Int { lock.withLock { examined } }
+
     var keepsAny: Bool { lock.withLock { !modes.isEmpty } }
 
     /// Whether a mode is kept at a path, or below it for a folder.
     func keeps(atOrUnder pathLower: String, isFolder: Bool) -> Bool {
-        lock.withLock { !modes.isEmpty && !Self.keys(atOrUnder: pathLower, isFolder: isFolder, in: modes).isEmpty }
+        lock.withLock { !modes.isEmpty && !keys(atOrUnder: pathLower, isFolder: isFolder).isEmpty }
     }
 
     func defaultMode(isFolder: Bool) -> UInt32 { (isFolder ? 0o777 : 0o666) & ~umask }
@@ -73,7 +81,7 @@ final class FileModes: @unchecked Sendable {
         try lock.withLock {
             guard modes[pathLower] != kept else { return }
             try store.replaceModes(removing: kept == nil ? [pathLower] : [], setting: kept.map { [(pathLower, $0)] } ?? [])
-            modes[pathLower] = kept
+            keep(pathLower, kept)
         }
     }
 
@@ -92,9 +100,9 @@ final class FileModes: @unchecked Sendable {
     /// at and below it (a replaced target's mode goes with it).
     func move(from source: String, to target: String, isFolder: Bool) {
         guard source != target else { return }
-        change { modes in
-            let replaced = Self.keys(atOrUnder: target, isFolder: isFolder, in: modes)
-            let moved = Self.keys(atOrUnder: source, isFolder: isFolder, in: modes)
+        change {
+            let replaced = keys(atOrUnder: target, isFolder: isFolder)
+            let moved = keys(atOrUnder: source, isFolder: isFolder)
             guard !replaced.isEmpty || !moved.isEmpty else { return nil }
             let setting = moved.map { (path: target + $0.dropFirst(source.count), mode: modes[$0]!) }
             return (removing: replaced + moved, setting: setting)
@@ -103,34 +111,47 @@ final class FileModes: @unchecked Sendable {
 
     /// An unlink or rmdir made here: the path's mode, and any kept below it, go.
     func remove(_ pathLower: String, isFolder: Bool) {
-        change { modes in
-            let removed = Self.keys(atOrUnder: pathLower, isFolder: isFolder, in: modes)
+        change {
+            let removed = keys(atOrUnder: pathLower, isFolder: isFolder)
             return removed.isEmpty ? nil : (removing: removed, setting: [])
         }
     }
 
-    /// The kept keys at a path, and below it for a folder: a file's is one lookup (`rm -r`
-    /// removes each file, and must not walk every kept mode each time).
-    private static func keys(atOrUnder pathLower: String, isFolder: Bool, in modes: [String: UInt32]) -> [String] {
-        guard isFolder else { return modes[pathLower] == nil ? [] : [pathLower] }
-        let below = pathLower + "/"
-        return modes.keys.filter { $0 == pathLower || $0.hasPrefix(below) }
+    /// The kept keys at a path, and below it for a folder: found without walking every kept
+    /// mode (`rm -r` removes each file and folder, and each removal asks). Call with `lock` held.
+    private func keys(atOrUnder pathLower: String, isFolder: Bool) -> [String] {
+        // The key as kept: a canonically equivalent name finds it, and the store has its bytes.
+        let at = modes.index(forKey: pathLower).map { [modes.keys[$0]] } ?? []
+        guard isFolder else { return at }
+        let below = ordered.keys(below: pathLower)
+        examined += below.examined
+        return at + below.keys
+    }
+
+    /// Sets or drops a path's mode in memory. Call with `lock` held.
+    private func keep(_ pathLower: String, _ mode: UInt32?) {
+        switch (modes[pathLower], mode) {
+        case (nil, .some): ordered.insert(pathLower)
+        case (.some, nil): ordered.remove(pathLower)
+        default: break
+        }
+        modes[pathLower] = mode
     }
 
     /// Applies a change worked out from the kept modes (nil: nothing to change) to the
     /// store, then to memory. A store that cannot keep it (a full disk) is logged, and the
     /// memory follows the rename or removal anyway, as it has happened: until the next
     /// mount, which shows what the store kept.
-    private func change(_ work: ([String: UInt32]) -> (removing: [String], setting: [(path: String, mode: UInt32)])?) {
+    private func change(_ work: () -> (removing: [String], setting: [(path: String, mode: UInt32)])?) {
         lock.withLock {
-            guard !modes.isEmpty, let (removing, setting) = work(modes) else { return }
+            guard !modes.isEmpty, let (removing, setting) = work() else { return }
             do {
                 try store.replaceModes(removing: removing, setting: setting)
             } catch {
                 FuseLog.error("modes of \(removing.first ?? "") not kept: \(error)")
             }
-            for path in removing { modes[path] = nil }
-            for (path, mode) in setting { modes[path] = mode }
+            for path in removing { keep(path, nil) }
+            for (path, mode) in setting { keep(path, mode) }
         }
     }
 }
