@@ -15,7 +15,10 @@ import Testing
 /// CI runs a fixed set of seeds (`DROPBOXFS_DIFF_SEQUENCES` sequences from seed 1, over
 /// 10,000 operations). For a long run with new seeds:
 ///   DROPBOXFS_DIFF_SEED=random DROPBOXFS_DIFF_SEQUENCES=2000 swift test --filter Differential
-/// (`DROPBOXFS_DIFF_SEED=N` replays the sequences from seed N; with
+/// (`DROPBOXFS_DIFF_SEED=N` replays the sequences from seed N; `DROPBOXFS_DIFF_FAULTS=` sets
+/// emulator faults for the whole run, `latency:ms=20` or `latency:ms=20,answer=1` as a real
+/// network delays calls, which widens the windows between a call's answer and the change
+/// feed's (`;` between several); with
 /// `DROPBOXFS_DIFF_SEQUENCES=1 DROPBOXFS_DIFF_DROP=3,17` it leaves steps 3 and 17 out: a
 /// failure that depends on timing defeats the checker's shrinking: Scripts/shrink-differential.)
 @Suite("mount: differential against local disk", .serialized)
@@ -24,6 +27,11 @@ struct DifferentialTests {
     /// call went silent this long: seconds, not the default minute. Long enough that a
     /// loaded machine never takes a slow answer for silence.
     static let mountOptions = ["timeout=3"]
+
+    /// The emulator's faults while Dropbox is reachable: those `DROPBOXFS_DIFF_FAULTS` names
+    /// (a latency, say), else none.
+    static let reachableFaults: [String] = (ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_FAULTS"] ?? "")
+        .split(separator: ";").map(String.init)
 
     /// Mounts with `mountOptions`. When every suite starts at once this process's emulator
     /// (it runs here) can leave a request unanswered for seconds: with no cache yet, the
@@ -41,6 +49,7 @@ struct DifferentialTests {
     @Test(.timeLimit(.minutes(40)))
     func randomSequencesMatchLocalDisk() async throws {
         try await MountFixture.with(mount: false) { m in
+            try m.emulator.replaceFaults(Self.reachableFaults)
             try await Self.mount(m)
             let localBase = m.root.appendingPathComponent("local").path
             try FileManager.default.createDirectory(atPath: localBase, withIntermediateDirectories: true)
@@ -81,7 +90,7 @@ extension DifferentialRunner where Tested == Kernel {
             try blocking {
                 if up {
                     try await emulator.setReachable(true)
-                    try emulator.replaceFaults([])  // a silent server's held requests are dropped unserved
+                    try emulator.replaceFaults(DifferentialTests.reachableFaults)  // a silent server's held requests are dropped unserved
                     try await online()
                 } else if silent {
                     try emulator.replaceFaults(["silent"])
