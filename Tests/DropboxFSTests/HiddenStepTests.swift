@@ -23,7 +23,7 @@ struct HiddenStepTests {
             do {  // the daemon killed: its filesystem is dropped, what it wrote to its cache kept
                 let first = try scratch.filesystem()
                 try await first.watcher.catchUp()
-                try await offPool { try CoreKernel(fs: first).rename("/music", "/Music").value("mv music Music") }
+                _ = try await offPool { try CoreKernel(fs: first).rename("/music", "/Music").value("mv music Music") }
                 // Its sender's first try: the hidden name chosen, the step made, the answer lost.
                 var move = try #require(first.moves.oldest)
                 move = try first.moves.park(move, at: move.freshHiddenStep(sourceID: move.sourceID))
@@ -56,8 +56,8 @@ struct HiddenStepTests {
             try await fs.watcher.catchUp()
             let kernel = CoreKernel(fs: fs)
             try await offPool {
-                try kernel.rename("/a.txt", "/b.txt").value("mv a.txt b.txt")
-                try kernel.rename("/dir", "/moved").value("mv dir moved")
+                _ = try kernel.rename("/a.txt", "/b.txt").value("mv a.txt b.txt")
+                _ = try kernel.rename("/dir", "/moved").value("mv dir moved")
             }
             // The sender's calls: made on Dropbox, their answers lost.
             _ = try await scratch.client.rpc(Routes.move, RelocationArgument(from: "/a.txt", to: "/b.txt"))
@@ -83,7 +83,7 @@ struct HiddenStepTests {
             do {
                 let first = try scratch.filesystem()
                 try await first.watcher.catchUp()
-                try await offPool { try CoreKernel(fs: first).rmdir("/empty").value("rmdir empty") }
+                _ = try await offPool { try CoreKernel(fs: first).rmdir("/empty").value("rmdir empty") }
                 let removal = try #require(first.deletes.all.first)
                 let hidden = removal.hiddenStep(alone: false)
                 _ = try await scratch.client.rpc(Routes.move, RelocationArgument(from: "/empty", to: hidden))
