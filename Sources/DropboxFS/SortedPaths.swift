@@ -92,8 +92,10 @@ struct SortedPaths {
         return (found, examined)
     }
 
+    /// An ASCII key is its own composed form (Foundation's composition cost 1.6 µs a path).
     private static func order(of key: String) -> [UInt8] {
-        Array(key.precomposedStringWithCanonicalMapping.utf8)
+        let bytes = Array(key.utf8)
+        return bytes.allSatisfy({ $0 < 0x80 }) ? bytes : Array(key.precomposedStringWithCanonicalMapping.utf8)
     }
 
     /// The first chunk whose last key is not before `order` (`chunks.count` if none).
