@@ -22,7 +22,9 @@ extension DropboxFileSystem {
         try Self.checkName(name)
         return try await startingAgain {
             let parentPath = try await listedFolder(parent)
-            if try collidingEntry(in: parentPath, named: name) != nil { throw FSError.exists }
+            if let existing = try collidingEntry(in: parentPath, named: name) {
+                throw refusal(of: name, in: parentPath, takenFor: existing, by: "mkdir")
+            }
             let pathLower = Node.child(parentPath, name)
             // A folder made here at this name and renamed away is still pending: it goes first
             // (the queue keeps one new folder a name).
@@ -229,7 +231,7 @@ extension DropboxFileSystem {
         let target = try child(of: toParent, named: newName).flatMap { $0.pathLower == source.pathLower ? nil : $0 }
         // Another entry whose name differs only in case: Dropbox would take it for the same.
         if target == nil, let other = try collidingEntry(in: toParent, named: newName), other.pathLower != source.pathLower {
-            throw FSError.exists
+            throw refusal(of: newName, in: toParent, takenFor: other, by: "rename to")
         }
         if let target {
             if noReplace { throw FSError.exists }

@@ -36,7 +36,7 @@ extension DropboxFileSystem {
     private func create(in folder: Node, parent: UInt64, name: String, exclusive: Bool, mode: UInt32?) throws -> (inode: UInt64, node: Node, handle: UInt64) {
         try Self.checkName(name)
         if let existing = try collidingEntry(in: folder.pathLower, named: name) {
-            if exclusive || !ExactKey.same(existing.name, name) { throw FSError.exists }
+            if exclusive || !ExactKey.same(existing.name, name) { throw refusal(of: name, in: folder.pathLower, takenFor: existing, by: "create") }
             if existing.isFolder { throw FSError.isDirectory }
             let inode = inodes.inode(for: existing.pathLower)
             let (handle, _, _) = try open(inode, writable: true, truncate: true)

@@ -261,6 +261,17 @@ public final class DropboxFileSystem: Sendable {
         return nil
     }
 
+    /// EEXIST for a new name Dropbox would take for `existing`. When their names differ (in
+    /// case or Unicode form) the log says why: the caller sees "File exists" for a name that
+    /// `ls` does not show (`tar x` of a tree with both `Makefile` and `makefile` fails on
+    /// the second and on everything below it).
+    func refusal(of name: String, in folderLower: String, takenFor existing: Node, by call: String) -> FSError {
+        if !ExactKey.same(existing.name, name) {
+            FuseLog.error("\(call) \(folderLower)/\(name): refused (File exists): Dropbox takes the name for the existing '\(existing.name)', names that differ only in case or Unicode form being one there (doc/SEMANTICS.md)")
+        }
+        return .exists
+    }
+
     /// The entry Dropbox would take `name` for (it folds case), local versions first.
     private func entryDropboxMatches(in folderLower: String, named name: String) throws -> Node? {
         let key = Node.child(folderLower, name)

@@ -34,6 +34,10 @@ struct BrowseTests {
             #expect(try await m.sh("cat \"$M/README.txt\" | head -c 7").stdout == "Welcome")
             #expect(try await m.sh("cat \"$M/readme.TXT\"").status != 0)
             #expect(try await m.sh("touch \"$M/readme.TXT\"").stderr.contains("File exists"))
+            // The log says why, for a name `ls` does not show.
+            #expect(m.log.contains("create /readme.TXT: refused (File exists): Dropbox takes the name for the existing 'README.txt'"))
+            #expect(try await m.sh("mkdir \"$M/ARCHIVE\"").stderr.contains("File exists"))
+            #expect(m.log.contains("mkdir /ARCHIVE: refused (File exists): Dropbox takes the name for the existing 'Archive'"))
 
             let xattr = try await m.sh("getfattr --only-values -n user.dropbox.content_hash \"$M/README.txt\"")
             let remote = try await m.client.rpc(Routes.getMetadata, GetMetadataArgument(path: "/README.txt")).fileMetadata
