@@ -33,9 +33,10 @@ struct DifferentialTests {
     static let reachableFaults: [String] = (ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_FAULTS"] ?? "")
         .split(separator: ";").map(String.init)
 
-    /// Mounts with `mountOptions`. When every suite starts at once this process's emulator
-    /// (it runs here) can leave a request unanswered for seconds: with no cache yet, the
-    /// mount then finds Dropbox out of reach and fails, and is tried again.
+    /// Mounts with `mountOptions`. When every suite starts at once on a loaded machine, this
+    /// process's emulator (it runs here, on its own event loops since it starved on Swift's
+    /// shared pool) can still be slow to answer: with no cache yet, the mount then finds
+    /// Dropbox out of reach and fails, and is tried again.
     static func mount(_ m: MountFixture) async throws {
         for attempt in 1... {
             do {
