@@ -50,7 +50,7 @@ public final class WriteBack: Sendable {
         /// Every version not yet finished, by id.
         var versions: [Int64: LocalVersion] = [:]
         /// The newest version of each path: what the mount shows there.
-        var current: [String: LocalVersion] = [:]
+        var current = CurrentVersions()
         /// Paths (and everything below) a rename or delete is changing: not uploaded meanwhile.
         var held: [String: Int] = [:]
         /// Paths of the versions being committed (uploading, `committing`), counted: a rename
@@ -76,6 +76,8 @@ public final class WriteBack: Sendable {
         var ownCommitOrder: [String] = []
         /// Queued files the mount found but will not upload (`WriteBack+Durability`), for the status.
         var setAside: [String] = []
+        /// `versionsExamined`.
+        var examined = 0
     }
 
     static let ownCommitLimit = 10_000
@@ -166,13 +168,23 @@ public final class WriteBack: Sendable {
 
     /// Local versions directly inside a folder.
     public func overlayChildren(_ folderLower: String) -> [Node] {
-        state.withLock { state in state.current.values.filter { Node.parent(of: $0.pathLower) == folderLower }.map(\.node) }
+        state.withLock { state in
+            let children = state.current.children(of: folderLower)
+            state.examined += children.count
+            return children.map(\.node)
+        }
     }
 
     /// Whether any local version lies below a folder (rmdir must refuse).
     public func hasVersions(under folderLower: String) -> Bool {
-        state.withLock { state in state.current.values.contains { $0.pathLower.hasPrefix(folderLower + "/") } }
+        state.withLock { state in
+            state.examined += 1
+            return state.current.hasAny(below: folderLower)
+        }
     }
+
+    /// Versions looked at so far to answer `overlayChildren` and `hasVersions`, for tests to count.
+    var versionsExamined: Int { state.withLock { $0.examined } }
 
     // MARK: Opening, writing, closing
 
