@@ -28,6 +28,9 @@ struct PathTouches {
     /// Whether a key lies strictly below `path`.
     func hasBelow(_ path: String) -> Bool { path.isEmpty ? !keys.isEmpty : above[path] != nil }
 
+    /// Whether a key lies at `path` or below it.
+    func isAtOrBelow(_ path: String) -> Bool { keys[path] != nil || hasBelow(path) }
+
     /// Whether a key lies at `path`, in a folder above it, or below it.
     func touches(_ path: String) -> Bool {
         if keys.isEmpty { return false }

@@ -34,10 +34,7 @@ extension WriteBack {
 
     private static func isCommitting(at paths: [String], _ state: State) -> Bool {
         if state.committingAt.isEmpty { return false }
-        return paths.contains { path in
-            let below = path + "/"
-            return state.committingAt[path] != nil || state.committingAt.keys.contains { $0.hasPrefix(below) }
-        }
+        return paths.contains { state.committingAt.isAtOrBelow($0) }
     }
 
     private func letGo(_ paths: [String]) {

@@ -55,9 +55,10 @@ public final class WriteBack: Sendable {
         var held: [String: Int] = [:]
         /// Paths of the versions being committed (uploading, `committing`), counted: a rename
         /// or delete there waits for them (`holding`). Kept here so that check does not look
-        /// through every unfinished version for each unlink. A committing version's path
+        /// through every unfinished version for each unlink, nor through every path being
+        /// committed (a batch has 1,000) for one below a folder. A committing version's path
         /// cannot change.
-        var committingAt: [String: Int] = [:]
+        var committingAt = PathTouches()
         /// `versions` by path key: what is at a path (older queued ones it replaces, those to
         /// detach at an unlink, the newest to show once one finishes) without looking through
         /// every version. Kept by `addLocked`, `finishLocked` and `move`.
@@ -608,11 +609,7 @@ public final class WriteBack: Sendable {
         guard version.committing != committing else { return }
         version.committing = committing
         let key = version.pathLower
-        if committing {
-            state.committingAt[key, default: 0] += 1
-        } else if let count = state.committingAt[key] {
-            state.committingAt[key] = count > 1 ? count - 1 : nil
-        }
+        if committing { state.committingAt.insert(key) } else { state.committingAt.remove(key) }
     }
 
     // MARK: fsync
