@@ -29,7 +29,7 @@ extension DropboxFileSystem {
             if change.new == nil, !old.id.isEmpty, let destination = arrivals[old.id], destination != change.pathLower {
                 modes.move(from: change.pathLower, to: destination, isFolder: old.isFolder)
             } else {
-                modes.remove(change.pathLower, isFolder: old.isFolder)
+                modes.removeElsewhere(change.pathLower, isFolder: old.isFolder) { inodes.existing($0) }
             }
         }
     }

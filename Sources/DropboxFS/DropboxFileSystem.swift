@@ -428,6 +428,12 @@ public final class DropboxFileSystem: Sendable {
         }
     }
 
+    /// Whether an inode has a path, and the path shows an entry.
+    private func showsEntry(_ inode: UInt64) -> Bool {
+        guard let path = inodes.path(of: inode) else { return false }
+        return ((try? node(at: path, remember: false)) ?? nil) != nil
+    }
+
     public func attributes(_ inode: UInt64, _ node: Node) -> stat {
         var attributes = stat()
         attributes.st_ino = UInt(inode)
@@ -436,7 +442,10 @@ public final class DropboxFileSystem: Sendable {
         // No write bits where nothing can be changed: the history views, a team space's top.
         let readOnly = (history.inUse && HistoryPath.isInView(node.pathLower)) || (options.protectedTop && node.pathLower.isEmpty)
         let attached = inodes.path(of: inode) != nil
-        let shown = modes.mode(of: node.pathLower, inode: inode, attached: attached, isFolder: node.isFolder)
+        // Asked only of an inode with a mode of its own (its name went): whether its path
+        // shows an entry still. One whose name another client removed keeps its path in the
+        // inode table until the kernel is told (`FuseMount`), or for good in the core alone.
+        let shown = modes.mode(of: node.pathLower, inode: inode, attached: self.showsEntry(inode), isFolder: node.isFolder)
         let permissions = shown & (readOnly ? ~0o222 : ~0)
         if node.isFolder {
             attributes.st_mode = S_IFDIR | permissions

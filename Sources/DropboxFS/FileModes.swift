@@ -51,6 +51,18 @@ final class FileModes: @unchecked Sendable {
         lock.withLock { detached[inode] = modes[pathLower] ?? defaultMode(isFolder: isFolder) }
     }
 
+    /// Another client removed a path: whatever at or below it keeps a mode and is still held
+    /// by the kernel (`inodeOf` finds its inode) keeps that mode for its inode, as `detach`
+    /// does for a removal here, and the path's kept modes go. An open folder deleted elsewhere
+    /// showed the default mode in fstat.
+    func removeElsewhere(_ pathLower: String, isFolder: Bool, inodeOf: (String) -> UInt64?) {
+        let kept = lock.withLock { keys(atOrUnder: pathLower, isFolder: isFolder).map { ($0, modes[$0]!) } }
+        // Inodes looked up with no lock of ours held: the inode table has its own.
+        let held = kept.compactMap { key, mode in inodeOf(key).map { ($0, mode) } }
+        if !held.isEmpty { lock.withLock { for (inode, mode) in held { detached[inode] = mode } } }
+        remove(pathLower, isFolder: isFolder)
+    }
+
     /// fchmod of a detached file.
     func setDetached(_ inode: UInt64, to mode: UInt32) {
         let mode = mode & Self.permissionBits

@@ -265,5 +265,15 @@ public enum KeptSequences {
             .close(slot: 1),
             .fstat(slot: 2),
         ]),
+        // Core seed 17777277042488131502: a folder given a mode, open, then deleted by another
+        // client: fstat of the open descriptor showed the default mode (the removal dropped
+        // the kept mode, and nothing kept it for the inode, as an rmdir here does).
+        ("fstat of an open folder with a mode, deleted elsewhere", [
+            .mkdir(path: 2),  // c
+            .chmod(path: 2, mode: 0o640),
+            .open(path: 2, mode: Step.OpenMode.all[0]),  // c, RDONLY
+            .remoteDelete(path: 2),
+            .fstat(slot: 1),
+        ]),
     ]
 }
