@@ -1,3 +1,4 @@
+import DropboxAPI
 import Foundation
 
 /// Sends the pending namespace changes (new folders, removals, renames) that something is
@@ -16,7 +17,33 @@ final class NamespaceSender: Sendable {
     /// Sends every pending change at, above or below `paths`, and whatever is older than
     /// those: new folders and removals that may go now first (they are older than every
     /// rename), then the oldest rename, until none touches `paths`.
+    ///
+    /// Someone waits for this (a mkdir at a name a new folder was renamed away from, an
+    /// fsync): a call whose answer was lost, Dropbox in reach otherwise, is tried again a few
+    /// times, as the background rounds try theirs; the next round finds what the lost one did.
+    /// One dropped answer of a `move_batch_v2` failed such a mkdir with EIO.
     func send(touching paths: [String]) async throws {
+        var lost = 0
+        while true {
+            do {
+                return try await sendOnce(touching: paths)
+            } catch where Self.answerWasLost(error) && lost + 1 < Self.lostAnswerAttempts {
+                lost += 1
+                try await Task.sleep(for: QueuedRounds.retry.wait(attempt: lost - 1))
+            }
+        }
+    }
+
+    /// Tries of `send(touching:)` when answers are lost.
+    static let lostAnswerAttempts = 4
+
+    /// A call that may have been carried out (its answer lost, or a server error), with
+    /// Dropbox not out of reach: trying again finds out. Out of reach, the caller hears so at once.
+    private static func answerWasLost(_ error: any Error) -> Bool {
+        (error as? any OutcomeUnknownError)?.outcomeUnknown == true && ErrnoMapping.fsError(error) != .networkUnreachable
+    }
+
+    private func sendOnce(touching paths: [String]) async throws {
         while true {
             if folders.pending.touches(paths) {
                 try await folders.sendAll()
