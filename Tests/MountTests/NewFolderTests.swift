@@ -103,7 +103,7 @@ struct NewFolderTests {
             // change feed failing: neither this mount nor the next (offline) learns it is there.
             try await m.emulator.setFaults(["403:routes=files/create_folder_batch"])
             #expect(try await m.sh("mkdir \"$M/Made\"").status == 0)
-            try await m.emulator.setFaults(["drop:times=1,routes=files/move_v2+files/move_batch_v2+files/move_batch/check_v2",
+            try await m.emulator.setFaults(["drop:times=1,routes=files/create_folder_batch",
                                             "403:skip=1,routes=files/create_folder_batch",
                                             "503:routes=files/list_folder/continue"])
             try await m.emulator.resetStats()
