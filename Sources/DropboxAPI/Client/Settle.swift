@@ -4,6 +4,8 @@
 /// Errors that can say whether the request may have been carried out.
 public protocol OutcomeUnknownError {
     var outcomeUnknown: Bool { get }
+    /// The request went out and its connection died before the answer (no server error).
+    var answerLost: Bool { get }
 }
 
 extension CallError: OutcomeUnknownError {
@@ -14,6 +16,11 @@ extension CallError: OutcomeUnknownError {
         case .client(.transport(let transport)): return transport.kind == .connectionLost || transport.kind == .timedOut
         default: return false
         }
+    }
+
+    public var answerLost: Bool {
+        if case .client(.transport(let transport)) = self { return transport.kind == .connectionLost }
+        return false
     }
 }
 

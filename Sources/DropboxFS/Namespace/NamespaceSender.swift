@@ -19,9 +19,11 @@ final class NamespaceSender: Sendable {
     /// rename), then the oldest rename, until none touches `paths`.
     ///
     /// Someone waits for this (a mkdir at a name a new folder was renamed away from, an
-    /// fsync): a call whose answer was lost, Dropbox in reach otherwise, is tried again a few
-    /// times, as the background rounds try theirs; the next round finds what the lost one did.
-    /// One dropped answer of a `move_batch_v2` failed such a mkdir with EIO.
+    /// fsync): a call whose answer was lost on a dying connection is tried again a few times,
+    /// as the background rounds try theirs; the next round finds what the lost one did. One
+    /// dropped answer of a `move_batch_v2` failed such a mkdir with EIO. Server errors are
+    /// not tried again here: the client has tried those already where it may, and a run of
+    /// them takes the mount offline (the uploads that wait here retry on their own).
     func send(touching paths: [String]) async throws {
         var lost = 0
         while true {
@@ -37,10 +39,10 @@ final class NamespaceSender: Sendable {
     /// Tries of `send(touching:)` when answers are lost.
     static let lostAnswerAttempts = 4
 
-    /// A call that may have been carried out (its answer lost, or a server error), with
-    /// Dropbox not out of reach: trying again finds out. Out of reach, the caller hears so at once.
+    /// A call that may have been carried out, its answer lost with its connection: trying
+    /// again finds out. Out of reach, the caller hears so at once.
     private static func answerWasLost(_ error: any Error) -> Bool {
-        (error as? any OutcomeUnknownError)?.outcomeUnknown == true && ErrnoMapping.fsError(error) != .networkUnreachable
+        (error as? any OutcomeUnknownError)?.answerLost == true && ErrnoMapping.fsError(error) != .networkUnreachable
     }
 
     private func sendOnce(touching paths: [String]) async throws {
