@@ -9,7 +9,6 @@ struct CurrentVersions {
     /// The keys of `byPath`, for "is one below this folder?" without a scan.
     private var paths = PathTouches()
 
-    var count: Int { byPath.count }
     var values: Dictionary<String, LocalVersion>.Values { byPath.values }
 
     subscript(pathLower: String) -> LocalVersion? {
