@@ -51,6 +51,8 @@ struct NewFolderTests {
             #expect(try await m.client.listAll("").map(\.name).sorted() == ["moved", "new", "x2", "y2"])
             let stats = try await m.routeStats()
             #expect(MountFixture.requests(stats, ["files/move_batch_v2"]) >= 1, "\(stats)")
+            // The renames the lost batch made are found made, not reported as failed.
+            #expect(!m.log.contains("not made"), "\(m.log)")
         }
     }
 

@@ -67,10 +67,17 @@ final class MoveSender: Sendable {
     /// where its refusal is handled.
     private func sendBatch(_ batch: [QueuedMove]) async throws {
         try await sendOlderChanges(touching: batch.flatMap { [$0.fromLower, $0.toLower] })
+        let stored = try batch.map { move in try store.node(move.fromLower) }
+        // A folder made here and renamed before it had an id keeps the id from this first try
+        // on, as `send` does: should this batch be made with its answer lost, the change feed
+        // takes the source from the store, and `send` then finds the rename made by that id.
+        let batch = try zip(batch, stored).map { move, node in
+            guard move.sourceID.isEmpty, let id = node?.id, !id.isEmpty else { return move }
+            return try pending.knowSourceID(of: move, id)
+        }
         // One whose source another client replaced, or the store no longer has at its name,
         // goes on its own: `send` drops it or asks Dropbox where its source is (by its path,
         // a batch would move whatever holds the name now).
-        let stored = try batch.map { move in try store.node(move.fromLower) }
         let alone = zip(batch, stored).filter { Self.isReplaced($0, $1) || ($1 == nil && !$0.sourceID.isEmpty) }.map(\.0)
         if !alone.isEmpty {
             for move in alone { try await send(move) }
