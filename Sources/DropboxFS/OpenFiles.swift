@@ -51,10 +51,6 @@ final class OpenFiles: Sendable {
         table.withLock { table in table.entries.filter { $0.value.inode == inode }.map { ($0.key, $0.value) } }
     }
 
-    func any(of inode: UInt64) -> (handle: UInt64, entry: Entry)? {
-        table.withLock { table in table.entries.first { $0.value.inode == inode }.map { ($0.key, $0.value) } }
-    }
-
     /// The Dropbox file the handles on `inode` read gets a new time (utimens through its
     /// path): fstat of them shows it, also once the name is gone.
     func setModified(of inode: UInt64, to time: timespec) {
