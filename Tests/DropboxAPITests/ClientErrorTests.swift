@@ -127,4 +127,25 @@ struct ClientErrorTests {
             }
         }
     }
+
+    /// A small request waits on the transport's shared loop (`CurlMultiLoop`), not a thread of
+    /// its own: cancelling it ends it while the server still holds it, and the loop goes on
+    /// serving the requests after it.
+    @Test func cancellationEndsASmallRequestTheServerHolds() async throws {
+        try await withClient { client, emulator in
+            try await emulator.setFaults(["latency:ms=600000,routes=files/get_metadata"])
+            let task = Task { try await client.metadataIfExists("/held") }
+            // Awaited, not slept for (the suite's time limit bounds it).
+            while try await emulator.routeStats()["files/get_metadata"]?["delayed"] ?? 0 == 0 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            task.cancel()
+            await #expect { try await task.value } throws: { error in
+                if case .client(.cancelled)? = error as? CallError<PathLookupError> { return true }
+                return false
+            }
+            try await emulator.setFaults([])
+            #expect(try await client.metadataIfExists("/held") == nil)
+        }
+    }
 }

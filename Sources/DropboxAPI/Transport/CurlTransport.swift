@@ -31,6 +31,16 @@ public final class CurlTransport: Sendable {
     public func perform(_ request: HTTPRequest) async throws -> HTTPResponse {
         let transfer = Transfer(request: request)
         performed.add(1, ordering: .relaxed)
+        if Self.runsOnLoop(request) {
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
+                    CurlMultiLoop.shared.start(transfer, userAgent: userAgent) { continuation.resume(with: $0) }
+                }
+            } onCancel: {
+                transfer.cancel()
+                CurlMultiLoop.shared.wake()
+            }
+        }
         let box = checkout()
         defer { checkin(box) }
         return try await withTaskCancellationHandler {
@@ -47,6 +57,17 @@ public final class CurlTransport: Sendable {
         }
     }
 
+    /// Whether `request` goes on the shared loop (`CurlMultiLoop`) rather than a thread of its
+    /// own: a small body and an answer kept in memory, so that no callback of it waits for a
+    /// disk; and not background work, whose thread runs at the lowest priority.
+    static func runsOnLoop(_ request: HTTPRequest) -> Bool {
+        guard !request.background, case .memory = request.sink else { return false }
+        return request.body.length <= smallBody
+    }
+
+    /// The largest body sent from the loop: a few pages read from the page cache.
+    static let smallBody: Int64 = 64 * 1024
+
     private func checkout() -> HandleBox {
         if let box = pool.withLock({ $0.popLast() }) { return box }
         return HandleBox(handle: curl_easy_init())
@@ -59,13 +80,13 @@ public final class CurlTransport: Sendable {
 }
 
 /// A curl easy handle, owned by the pool or by the one request using it.
-private struct HandleBox: @unchecked Sendable {
+struct HandleBox: @unchecked Sendable {
     let handle: UnsafeMutableRawPointer
 }
 
 /// The state of one transfer, reached from curl's C callbacks through an unmanaged pointer.
-/// Only the worker thread running the transfer touches it, except `cancelled`.
-private final class Transfer: @unchecked Sendable {
+/// Only the thread running the transfer touches it, except `cancelled`.
+final class Transfer: @unchecked Sendable {
     let request: HTTPRequest
     private let cancelled = Atomic<Bool>(false)
     private var status = 0
@@ -81,7 +102,17 @@ private final class Transfer: @unchecked Sendable {
 
     func cancel() { cancelled.store(true, ordering: .relaxed) }
 
+    /// The whole transfer on this thread, with curl's easy interface.
     func run(on handle: UnsafeMutableRawPointer, userAgent: String) throws -> HTTPResponse {
+        let headerList = prepare(handle, userAgent: userAgent)
+        defer { curl_slist_free_all(headerList) }
+        return try outcome(curl_easy_perform(handle), handle: handle)
+    }
+
+    var isCancelled: Bool { cancelled.load(ordering: .relaxed) }
+
+    /// Sets `handle`'s options for this transfer; the header list returned must outlive it.
+    func prepare(_ handle: UnsafeMutableRawPointer, userAgent: String) -> UnsafeMutablePointer<curl_slist>? {
         var headerList: UnsafeMutablePointer<curl_slist>?
         // Never wait for "100 Continue" (Dropbox does not send it), and never let curl add its
         // form Content-Type to a bodiless POST (Dropbox refuses it): "Name:" with nothing
@@ -91,7 +122,6 @@ private final class Transfer: @unchecked Sendable {
         for (name, value) in outgoing {
             headerList = curl_slist_append(headerList, value.isEmpty ? "\(name):" : "\(name): \(value)")
         }
-        defer { curl_slist_free_all(headerList) }
 
         let context = Unmanaged.passUnretained(self).toOpaque()
         ccurl_setopt_string(handle, CURLOPT_URL, request.url)
@@ -140,8 +170,11 @@ private final class Transfer: @unchecked Sendable {
                 Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue().seek(to: Int64(offset), origin: origin)
             })
         }
+        return headerList
+    }
 
-        let code = curl_easy_perform(handle)
+    /// What the transfer came to, once curl has finished it with `code`.
+    func outcome(_ code: CURLcode, handle: UnsafeMutableRawPointer) throws -> HTTPResponse {
         if code != CURLE_OK { throw failure(code, handle: handle) }
         return HTTPResponse(status: status, headers: headers, body: body)
     }
