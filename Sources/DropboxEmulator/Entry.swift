@@ -1,5 +1,6 @@
 import SQLiteStore
 import Foundation
+import Synchronization
 
 /// One row of the namespace: a live file or folder, or the tombstone of a deleted one
 /// (tombstones feed `include_deleted` listings and cursors).
@@ -119,14 +120,27 @@ enum Timestamp {
 
 /// Random identifiers in the shapes Dropbox uses.
 enum Identifiers {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
+    /// Random bits for ids, seeded once from the system: the system generator asks the
+    /// kernel for every 64 bits, 14 `getrandom` calls for each small file uploaded and
+    /// committed (a session id, a file id, a blob name). Ids need to be unique, not secret.
+    private static let generator = Mutex(SplitMix64(seed: UInt64.random(in: .min ... .max)))
 
-    /// Six random bits a character, ten characters from each 64-bit draw (`randomElement`
-    /// asked the kernel for randomness once per character: a tenth of the emulator's CPU in
-    /// a batch of small uploads). 62 of the 64 values are used, so each is equally likely.
+    /// An id of `length` characters.
     static func random(_ length: Int) -> String {
+        generator.withLock { characters(length, from: &$0) }
+    }
+
+    /// A code or token of `length` characters, which must not be guessable from ids seen.
+    static func secret(_ length: Int) -> String {
         var generator = SystemRandomNumberGenerator()
-        var characters: [Character] = []
+        return characters(length, from: &generator)
+    }
+
+    /// Six random bits a character, ten characters from each 64-bit draw; 62 of the 64
+    /// values are used, so each character is equally likely.
+    private static func characters(_ length: Int, from generator: inout some RandomNumberGenerator) -> String {
+        var characters: [UInt8] = []
         characters.reserveCapacity(length)
         var bits: UInt64 = 0
         var left = 0
@@ -137,7 +151,7 @@ enum Identifiers {
             left -= 1
             if index < alphabet.count { characters.append(alphabet[index]) }
         }
-        return String(characters)
+        return String(decoding: characters, as: UTF8.self)
     }
 
     /// `id:` followed by 22 characters.
@@ -148,5 +162,21 @@ enum Identifiers {
     /// version of one file) and grow over time.
     static func rev(seq: Int64, index: Int) -> String {
         String(format: "%010llx%06x", seq, index)
+    }
+}
+
+/// Steele, Lea and Flood's SplitMix64: a full-period 64-bit generator, one add and a few
+/// multiplies a draw.
+struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var mixed = state
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        return mixed ^ (mixed >> 31)
     }
 }

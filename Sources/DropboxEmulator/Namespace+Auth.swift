@@ -27,7 +27,7 @@ extension Namespace {
     /// (short-lived access token only) or `legacy` (long-lived access token).
     func issueAuthorizationCode(clientID: String, challenge: String?, accessType: String, redirectURI: String?,
                                 scope: String) throws -> String {
-        let code = Identifiers.random(43)
+        let code = Identifiers.secret(43)
         try locked {
             try database.run("INSERT INTO auth_codes (code, client_id, challenge, access_type, redirect_uri, scope, expires) VALUES (?,?,?,?,?,?,?)",
                              [.text(code), .text(clientID), .optional(challenge), .int(accessType == "offline" ? 1 : accessType == "online" ? 0 : 2),
@@ -61,10 +61,10 @@ extension Namespace {
             let shortLived = accessType != 2
             var refresh: String?
             if offline {
-                refresh = "emu-refresh." + Identifiers.random(48)
+                refresh = "emu-refresh." + Identifiers.secret(48)
                 try storeTokenLocked(refresh!, kind: "refresh", expires: nil, family: refresh, scope: scope)
             }
-            let access = "emu-access." + Identifiers.random(48)
+            let access = "emu-access." + Identifiers.secret(48)
             try storeTokenLocked(access, kind: "access", expires: shortLived ? Self.nowMillis() + lifetime * 1000 : nil, family: refresh, scope: scope)
             return TokenGrant(accessToken: access, expiresIn: shortLived ? lifetime : 0, refreshToken: refresh, scope: scope)
         }
@@ -75,7 +75,7 @@ extension Namespace {
         try locked {
             let scope = try database.first("SELECT scope FROM tokens WHERE token = ? AND kind = 'refresh'", [.text(refresh)]) { $0.text(0) }
             guard let scope else { throw OAuthFailure(code: "invalid_grant", description: "refresh token is malformed or revoked") }
-            let access = "emu-access." + Identifiers.random(48)
+            let access = "emu-access." + Identifiers.secret(48)
             try storeTokenLocked(access, kind: "access", expires: Self.nowMillis() + lifetime * 1000, family: refresh, scope: scope)
             return TokenGrant(accessToken: access, expiresIn: lifetime, refreshToken: nil, scope: scope)
         }

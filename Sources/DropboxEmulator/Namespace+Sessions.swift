@@ -15,6 +15,8 @@ struct UploadSession {
     var concurrent: Bool
     var closed: Bool
     var length: Int64
+
+    static func newID() -> String { "pid_upload_session:" + Identifiers.random(40) }
 }
 
 /// `UploadSessionLookupError` members.
@@ -68,8 +70,7 @@ extension Namespace {
     func sessionFile(_ id: String) -> String { stagingPath + "/session-" + id }
 
     func startSession(concurrent: Bool) throws -> UploadSession {
-        let session = UploadSession(id: "pid_upload_session:" + Identifiers.random(40), concurrent: concurrent,
-                                    closed: false, length: 0)
+        let session = UploadSession(id: UploadSession.newID(), concurrent: concurrent, closed: false, length: 0)
         try locked {
             try database.run("INSERT INTO upload_sessions (id, concurrent, closed, length, created) VALUES (?, ?, 0, 0, ?)",
                              [.text(session.id), .int(concurrent ? 1 : 0), .int(Timestamp.now())])
@@ -79,6 +80,17 @@ extension Namespace {
             if !concurrent { sessionHashers[session.id] = ContentHasher() }
         }
         return session
+    }
+
+    /// Records a sequential session whose first `length` bytes are in its data file already
+    /// (`upload_session/start` with a body), `runningHash` having seen them.
+    func recordStartedSession(_ id: String, length: Int64, closed: Bool, runningHash: ContentHasher) throws {
+        if length > UploadSession.maximumSize { throw SessionFailure.tooLarge }
+        try locked {
+            try database.run("INSERT INTO upload_sessions (id, concurrent, closed, length, created) VALUES (?, 0, ?, ?, ?)",
+                             [.text(id), .int(closed ? 1 : 0), .int(length), .int(Timestamp.now())])
+            sessionHashers[id] = runningHash
+        }
     }
 
     /// Checks an append before its body is read and reserves the session: a second append to
@@ -159,9 +171,10 @@ extension Namespace {
             hash = hasher.finishHex()
         } else {
             hash = try ContentHasher.hashFile(sessionFile(id), length: session.length)
+            // A failed last append (which drops the running hasher) may have left bytes past
+            // the session's length.
+            truncate(sessionFile(id), off_t(session.length))
         }
-        // A failed last append may have left bytes past the session's length.
-        truncate(sessionFile(id), off_t(session.length))
         return StagedContent(file: sessionFile(id), size: session.length, contentHash: hash)
     }
 

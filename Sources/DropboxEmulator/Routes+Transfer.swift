@@ -51,7 +51,7 @@ extension Emulator {
         let commit = try commitArguments(args)
         let expectedHash = try args.optionalString("content_hash")
         try args.finish()
-        let sessionID = "pid_upload_session:" + Identifiers.random(40)
+        let sessionID = UploadSession.newID()
         func failed(_ member: JSON) -> APIFailure { .route(member) }
         try Self.refuseOversizedBody(call.exchange, error: .tagged("payload_too_large"))
 
