@@ -311,30 +311,34 @@ public final class InodeTable: Sendable {
 
     /// A path's file went away (unlink, rename-over, a remote delete) while the kernel may
     /// still hold its inode through open descriptors: the inode keeps its number but no
-    /// longer has a path, and a new file at that name gets a new inode. Returns the inode.
-    /// Everything below a detached folder is detached with it (a scan: files need none).
+    /// longer has a path, and a new file at that name gets a new inode. Returns the inode, and
+    /// those held below a folder: everything below a detached folder is detached with it (a
+    /// scan: files need none).
     @discardableResult
-    public func detach(_ pathLower: String, folder: Bool = false) -> UInt64? {
-        guard !pathLower.isEmpty else { return nil }
+    public func detach(_ pathLower: String, folder: Bool = false) -> (inode: UInt64?, below: [UInt64]) {
+        guard !pathLower.isEmpty else { return (nil, []) }
         nameWent()
         return state.withLock { state in Self.detachLocked(&state, pathLower, folder: folder) }
     }
 
     @discardableResult
-    private static func detachLocked(_ state: inout State, _ pathLower: String, folder: Bool) -> UInt64? {
+    private static func detachLocked(_ state: inout State, _ pathLower: String, folder: Bool) -> (inode: UInt64?, below: [UInt64]) {
         let key = PathKey(pathLower)
         var below: [PathKey] = []
         if folder && !state.nothingElseWithin(key) {  // compared as bytes, the prefix made once
             let prefix = Array((pathLower + "/").utf8)
             below = state.byPath.keys.filter { $0.path.utf8.starts(with: prefix) }
         }
-        for key in below {
-            if let ino = state.removePath(key) { state.setEntryPath(ino, Self.detachedPath) }
+        let detachedBelow = below.compactMap { key in
+            state.removePath(key).map { ino in
+                state.setEntryPath(ino, Self.detachedPath)
+                return ino
+            }
         }
-        guard let ino = state.removePath(key) else { return nil }
+        guard let ino = state.removePath(key) else { return (nil, detachedBelow) }
         FuseLog.trace("detached \(ino) \(pathLower) and \(below.count) below")
         state.setEntryPath(ino, Self.detachedPath)
-        return ino
+        return (ino, detachedBelow)
     }
 
     /// The path of an inode whose file was detached: never a real path (Dropbox paths start

@@ -126,7 +126,7 @@ struct InodeTableTests {
                         table.forget(inode, count: 1)
                         return inode
                     case 3:
-                        return table.detach(path, folder: isFolder(path))
+                        return table.detach(path, folder: isFolder(path)).inode
                     case 4:
                         // Into the other tree, at the same place of its shape; the target's
                         // inode detached first, or not (a path the view no longer showed).

@@ -233,6 +233,25 @@ struct FileLifeTests {
         }
     }
 
+    /// A file open here in a folder another client deletes: as soon as the removal shows,
+    /// fstat says the file has no name left (st_nlink 0), as for a file deleted elsewhere
+    /// itself. The kernel kept the file's attributes from before for up to a second: only the
+    /// folder's were invalidated.
+    @Test func aFileOpenInAFolderDeletedElsewhereHasNoLinkLeft() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/d\" && echo inside > \"$M/d/f.txt\" && sync \"$M/d/f.txt\"").status == 0)
+            let path = m.mountpoint + "/d/f.txt"
+            let fd = try await offPool { try Sys.open(path, O_RDONLY).value("open") }
+            defer { _ = Sys.close(fd) }
+            let before = try await offPool { try Sys.fstat(fd).value("fstat").links }
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/d"))
+            try await eventually("the delete to show") { try await offPool { Sys.stat(m.mountpoint + "/d") } == .failure(Sys.Errno(code: ENOENT)) }
+            let after = try await offPool { try Sys.fstat(fd).value("fstat after the delete") }
+            #expect([before, after.links] == [1, 0])
+            #expect(after.size == 7)
+        }
+    }
+
     /// An unlink here never deletes an edit made elsewhere that this mount had not seen yet:
     /// Dropbox keeps that version, and it shows again once the change arrives.
     @Test func anUnlinkKeepsAnEditMadeElsewhereMeanwhile() async throws {
