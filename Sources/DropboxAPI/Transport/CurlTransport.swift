@@ -3,12 +3,15 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// HTTP over libcurl's easy interface. Handles are pooled and reused, so connections stay
-/// alive between requests (keep-alive; HTTP/2 over TLS where the server offers it). A request
-/// runs `curl_easy_perform` on a thread of `BlockingThreads` and its caller awaits the result;
-/// bodies stream through curl's read and write callbacks in both directions.
+/// HTTP over libcurl. Handles are pooled and reused, so connections stay alive between
+/// requests (keep-alive; HTTP/2 over TLS where the server offers it). A small request (most
+/// RPCs, a small file's upload) goes on the shared loop of curl's multi interface
+/// (`CurlMultiLoop`); any other runs `curl_easy_perform` on a thread of `BlockingThreads`.
+/// Either way its caller awaits the result, and bodies stream through curl's read and write
+/// callbacks in both directions.
 ///
-/// Cancelling the awaiting task aborts the transfer at curl's next progress callback.
+/// Cancelling the awaiting task aborts the transfer: on the loop at once, on a thread at
+/// curl's next progress callback.
 public final class CurlTransport: Sendable {
     public let userAgent: String
     private let pool = Mutex<[HandleBox]>([])
