@@ -403,7 +403,12 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         guard isClosedEntry(path) else { return ("skipped", "skipped") }
         let (t, l) = paths(path)
         let client = self.client, remote = remoteRoot + "/" + Step.paths[path]
-        try blocking { _ = try await client.rpc(Routes.delete, DeleteArgument(path: remote)) }
+        // Settled, as under a fault that loses answers (`drop`) the delete may be made unanswered.
+        try blocking {
+            try await client.settle(check: { try await client.metadataIfExists(remote) == nil ? () : nil }) {
+                _ = try await client.rpc(Routes.delete, DeleteArgument(path: remote))
+            }
+        }
         try FileManager.default.removeItem(atPath: l)
         let stale = awaitShown({ tested.isGone(t) }, { describe(tested.stat(t)) })
         return (stale.map { "still shows the deleted file: \($0)" } ?? "gone", "gone")
@@ -424,7 +429,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         // pending upload does: the name is free here, but not on Dropbox until then.
         syncTested(PathText.parent(tt))
         let client = self.client, remote = (remoteRoot + "/" + Step.paths[from], remoteRoot + "/" + Step.paths[to])
-        try blocking { _ = try await client.rpc(Routes.move, RelocationArgument(from: remote.0, to: remote.1)) }
+        try blocking { try await Self.move(remote.0, to: remote.1, by: client) }
         _ = local.rename(lf, lt)
         // The mode kept here goes along (`stat` compares it).
         let stale = awaitShown({ tested.contents(tt) == .success(bytes) && tested.stat(tt) == local.stat(lt)
@@ -437,12 +442,23 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     private func remoteRenameFolder(_ tf: String, _ lf: String, to tt: String, _ lt: String, remote from: String, _ to: String) throws -> (String, String) {
         syncTested(PathText.parent(tt))
         let client = self.client, remote = (remoteRoot + "/" + from, remoteRoot + "/" + to)
-        try blocking { _ = try await client.rpc(Routes.move, RelocationArgument(from: remote.0, to: remote.1)) }
+        try blocking { try await Self.move(remote.0, to: remote.1, by: client) }
         _ = local.rename(lf, lt)
         let expected = tree(lt, on: local)
         let stale = awaitShown({ tree(tt, on: tested) == expected && tested.isGone(tf) },
                                { "\(tree(tt, on: tested)) at the new name, \(describe(tested.stat(tf))) at the old" })
         return (stale.map { "never showed the move: \($0)" } ?? "moved", "moved")
+    }
+
+    /// The other client's move, settled: under a fault that loses answers it may be made
+    /// unanswered (the source gone and the destination there).
+    private static func move(_ from: String, to: String, by client: DropboxClient) async throws {
+        try await client.settle(check: {
+            guard try await client.metadataIfExists(from) == nil else { return nil }
+            return try await client.metadataIfExists(to) != nil ? () : nil
+        }) {
+            _ = try await client.rpc(Routes.move, RelocationArgument(from: from, to: to))
+        }
     }
 
     /// Another client replaces a closed file on Dropbox; dropboxfs must show the new bytes,
