@@ -160,7 +160,8 @@ extension Namespace {
                 }
             }
             guard expected == offset, expected == session.length else { throw SessionFailure.concurrentMissingData }
-            return StagedContent(file: sessionFile(id), size: offset, contentHash: ContentHasher.hex(fromBlockDigests: digests))
+            return StagedContent(file: sessionFile(id), size: offset, contentHash: ContentHasher.hex(fromBlockDigests: digests),
+                                 concurrentSession: true)
         }
         if requireClosed && !session.closed { throw SessionFailure.notClosed }
         if offset != session.length || busySessions.contains(id) { throw SessionFailure.incorrectOffset(correct: session.length) }
@@ -183,9 +184,9 @@ extension Namespace {
         locked { removeSessionLocked(id) }
     }
 
-    func removeSessionLocked(_ id: String) {
+    func removeSessionLocked(_ id: String, concurrent: Bool = true) {
         try? database.run("DELETE FROM upload_sessions WHERE id = ?", [.text(id)])
-        try? database.run("DELETE FROM session_pieces WHERE session_id = ?", [.text(id)])
+        if concurrent { try? database.run("DELETE FROM session_pieces WHERE session_id = ?", [.text(id)]) }
         sessionHashers.removeValue(forKey: id)
         unlink(sessionFile(id))
     }
@@ -199,7 +200,7 @@ extension Namespace {
                     Result {
                         let content = try sessionContentLocked(session: commit.session, offset: commit.offset, requireClosed: true)
                         let entry = try commitFileLocked(try commit.request(), content: content)
-                        removeSessionLocked(commit.session)
+                        removeSessionLocked(commit.session, concurrent: content.concurrentSession)
                         return entry
                     }
                 }

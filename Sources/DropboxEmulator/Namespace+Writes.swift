@@ -6,6 +6,8 @@ struct StagedContent {
     var file: String?
     var size: Int64
     var contentHash: String
+    /// The content of a concurrent upload session (whose pieces are recorded apart).
+    var concurrentSession = false
 }
 
 /// `WriteMode`: how a commit treats a file already at the path.

@@ -206,7 +206,8 @@ final class Namespace: @unchecked Sendable {
             return value
         }
         do {
-            if batchOpen { return try db.savepoint(write) }
+            // The batch writes the counter once, as it commits.
+            if batchOpen { return try db.savepoint(body) }
             let result = try db.transaction(write)
             changes.notify()
             return result
@@ -226,6 +227,7 @@ final class Namespace: @unchecked Sendable {
         do {
             let result = try body()
             batchOpen = false
+            try setMeta("seq", String(seq))
             try db.execute("COMMIT")
             changes.notify()
             return result
