@@ -28,8 +28,8 @@ extension Emulator {
     }
 
     /// A sequential session's first bytes go into its data file before the session is
-    /// recorded, then one statement records it with its length (a batch of small files
-    /// starts one session each: two transactions a file were a fifth of the emulator's work).
+    /// recorded, then one statement records it with its length, not an insert before the
+    /// bytes and an update after them (a batch of small files starts a session for each).
     /// A start whose body failed records nothing.
     private func startSequentialSession(_ call: RouteCall, close: Bool, expectedHash: String?) async throws -> String {
         let id = UploadSession.newID()

@@ -212,9 +212,10 @@ public final class DropboxFileSystem: Sendable {
     /// The file (or folder) an open descriptor of `inode` has, if one is open.
     func openNode(_ inode: UInt64) -> Node? {
         if let folder = openFolders.withLock({ $0[inode]?.node }) { return folder }
-        // What was written here first: a descriptor still reading an older revision from
-        // Dropbox may be open beside the writer's, and one being released as this runs has
-        // no version any more (its node is the file as it was opened, new and empty).
+        // A descriptor served by a local version answers first, the newest one: a reader of
+        // an older Dropbox revision may be open beside the writer, and a descriptor being
+        // released as this runs has no version any more (its node is the file as it was
+        // opened: new and empty, for one that created it).
         let handles = openFiles.handles(of: inode).sorted { $0.handle > $1.handle }
         for (handle, file) in handles where file.local {
             if let node = writeBack.node(handle: handle) { return node }

@@ -3,10 +3,10 @@ import Foundation
 import Synchronization
 
 /// Small transfers on one thread: curl's multi interface waits on all their connections at
-/// once. A request then costs no thread hand-off of its own, and answers that arrive together
-/// are taken in one wake-up: 1,000 small uploads, 32 at once, each held a blocking thread in
-/// `curl_easy_perform`, and waking those threads and back was about a third of the daemon's
-/// CPU while they went.
+/// once. A request then costs no blocking thread of its own to wake and come back from, and
+/// answers that arrive together are taken in one wake-up. The fsync of 1,000 small files (32
+/// uploads at once, each of which held a thread in `curl_easy_perform`) took 11-15 ticks of the
+/// daemon's CPU on the loop against 13-17 before.
 ///
 /// Only transfers whose callbacks never wait for a disk come here (`CurlTransport.runsOnLoop`):
 /// a callback holds up every other transfer on the loop.
