@@ -34,11 +34,10 @@ extension Emulator {
     private func startSequentialSession(_ call: RouteCall, close: Bool, expectedHash: String?) async throws -> String {
         let id = UploadSession.newID()
         let file = namespace.sessionFile(id)
-        let running = ContentHasher(), piece = ContentHasher()
+        let running = ContentHasher()
         do {
-            let count = try await call.body.write(toFile: file, at: 0, hashers: expectedHash == nil ? [running] : [running, piece])
-            if count > Self.maximumRequestPayload { throw APIFailure.route(.tagged("payload_too_large")) }
-            if let expectedHash, expectedHash != piece.finishHex() { throw APIFailure.route(.tagged("content_hash_mismatch")) }
+            let (count, _) = try await receivePiece(call, into: file, at: 0, first: nil, running: running, pieceDigestsNeeded: false,
+                                                    expectedHash: expectedHash)
             do {
                 try namespace.recordStartedSession(id, length: count, closed: close, runningHash: running)
             } catch let failure as SessionFailure {
@@ -166,27 +165,14 @@ extension Emulator {
     /// the session's length stays where it was, so the client can retry from the same offset.
     private func streamAppend(_ call: RouteCall, grant: AppendGrant, firstChunk: ByteBuffer?, close: Bool,
                               expectedHash: String?, _ errorJSON: (SessionFailure) -> JSON) async throws -> Int64 {
-        // A piece's own hash is needed for concurrent sessions (their block digests) and to
-        // check a `content_hash` argument; otherwise the running hash is enough.
-        let piece = ContentHasher()
-        var hashers: [ContentHasher] = []
-        if grant.session.concurrent || expectedHash != nil { hashers.append(piece) }
-        if let running = grant.runningHash { hashers.append(running) }
-        var count: Int64 = 0
+        let count: Int64, pieceDigests: [UInt8]
         do {
-            count = try await call.body.write(toFile: grant.file, at: grant.offset, hashers: hashers, first: firstChunk)
+            (count, pieceDigests) = try await receivePiece(call, into: grant.file, at: grant.offset, first: firstChunk,
+                                                           running: grant.runningHash, pieceDigestsNeeded: grant.session.concurrent,
+                                                           expectedHash: expectedHash)
         } catch {
             namespace.endAppendFailed(grant)
             throw error
-        }
-        let pieceDigests = piece.finishBlocks()
-        if count > Self.maximumRequestPayload {
-            namespace.endAppendFailed(grant)
-            throw APIFailure.route(.tagged("payload_too_large"))
-        }
-        if let expectedHash, expectedHash != ContentHasher.hex(fromBlockDigests: pieceDigests) {
-            namespace.endAppendFailed(grant)
-            throw APIFailure.route(.tagged("content_hash_mismatch"))
         }
         do {
             try namespace.endAppend(grant, count: count, close: close, pieceDigests: pieceDigests)
@@ -194,6 +180,29 @@ extension Emulator {
             throw APIFailure.route(errorJSON(failure))
         }
         return count
+    }
+}
+
+extension Emulator {
+    /// Streams a request's body into a session's data file at `offset`, fed to the session's
+    /// `running` hasher, and checks its size and `content_hash`; returns its length and, for
+    /// a concurrent session or a hash to check, its block digests. The caller undoes its
+    /// reservation on a throw.
+    fileprivate func receivePiece(_ call: RouteCall, into file: String, at offset: Int64, first: ByteBuffer?, running: ContentHasher?,
+                                  pieceDigestsNeeded: Bool, expectedHash: String?) async throws -> (Int64, [UInt8]) {
+        // A piece's own hash is needed for concurrent sessions (their block digests) and to
+        // check a `content_hash` argument; otherwise the running hash is enough.
+        let piece = ContentHasher()
+        var hashers: [ContentHasher] = []
+        if pieceDigestsNeeded || expectedHash != nil { hashers.append(piece) }
+        if let running { hashers.append(running) }
+        let count = try await call.body.write(toFile: file, at: offset, hashers: hashers, first: first)
+        let pieceDigests = piece.finishBlocks()
+        if count > Self.maximumRequestPayload { throw APIFailure.route(.tagged("payload_too_large")) }
+        if let expectedHash, expectedHash != ContentHasher.hex(fromBlockDigests: pieceDigests) {
+            throw APIFailure.route(.tagged("content_hash_mismatch"))
+        }
+        return (count, pieceDigests)
     }
 }
 
