@@ -110,7 +110,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DropboxEmulatorTests",
-            dependencies: ["DropboxEmulator", .product(name: "PropertyBased", package: "swift-property-based")],
+            dependencies: ["DropboxEmulator", "TestSupport", .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: strictSettings
         ),
     ]
