@@ -1,3 +1,5 @@
+import Foundation
+import NIOCore
 import NIOPosix
 import Synchronization
 
@@ -22,10 +24,31 @@ final class Listener: Sendable {
         current = Mutex((server, Self.acceptLoop(server, group: group, respond)))
     }
 
+    /// Port 0 asks for any free port, but not one the kernel hands out as the local port of an
+    /// outgoing connection: while the emulator was unreachable, a client's connect took such a
+    /// port and the emulator could not come back on it (EADDRINUSE, seen in a test beside
+    /// others). So it is chosen below the kernel's ephemeral range, where connects never go.
     static func open(host: String, port: Int, group: MultiThreadedEventLoopGroup,
                      respond: @escaping @Sendable (Exchange) async throws -> Void) async throws -> Listener {
-        let server = try await HTTPServer.bind(host: host, port: port, group: group)
+        for candidate in port == 0 ? portsBelowEphemeralRange() : [port] {
+            do {
+                let server = try await HTTPServer.bind(host: host, port: candidate, group: group)
+                return Listener(host: host, server: server, group: group, respond: respond)
+            } catch let error as IOError where error.errnoCode == EADDRINUSE && port == 0 {
+                continue
+            }
+        }
+        let server = try await HTTPServer.bind(host: host, port: 0, group: group)
         return Listener(host: host, server: server, group: group, respond: respond)
+    }
+
+    /// Random ports from 10,000 up to the first ephemeral port (32,768 unless the machine says
+    /// otherwise): a few tries, as other emulators of a test run pick theirs at once.
+    static func portsBelowEphemeralRange() -> [Int] {
+        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        let firstEphemeral = range.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
+        guard firstEphemeral > 10_001 else { return [] }
+        return (0..<64).map { _ in Int.random(in: 10_000..<firstEphemeral) }
     }
 
     /// Accepts on one of the emulator's event loops, not on the shared pool (`EventLoopExecutor`).

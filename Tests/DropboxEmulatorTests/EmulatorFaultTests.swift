@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import Testing
 @testable import DropboxEmulator
+import TestSupport
 
 @Suite("fault injection and stats", .timeLimit(.minutes(1)))
 struct EmulatorFaultTests {
@@ -166,6 +167,22 @@ struct EmulatorFaultTests {
 /// loosely than the fault suite: beside the whole suite each round took seconds.
 @Suite("emulator: listener", .timeLimit(.minutes(3)))
 struct EmulatorListenerTests {
+    /// An emulator given any port takes one below the kernel's ephemeral range: while it was
+    /// unreachable, a client's connect could take its port as a local one, and it could not
+    /// come back (EADDRINUSE, beside the CLI tests).
+    @Test func anyPortIsOneThatNoConnectTakes() async throws {
+        let range = try String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)
+        let firstEphemeral = try #require(range.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) })
+        try await withEmulator { client in
+            let port = try #require(URL(string: client.baseURL)?.port)
+            #expect(port < firstEphemeral)
+            try await client.emulator.setReachable(false)
+            try await client.emulator.setReachable(true)
+            #expect(URL(string: client.baseURL)?.port == port)
+            _ = try await client.put("/back.txt", "back")
+        }
+    }
+
     /// Connections the listener accepted but had not begun to serve when it closed are
     /// closed with it. Dropped unserved, each one stopped the whole process ("Deinited
     /// NIOAsyncWriter without calling finish()"): an outage that began while a client
@@ -205,16 +222,14 @@ struct EmulatorListenerTests {
             let answer: String = await withCheckedContinuation { done in
                 Thread {
                     for _ in 0..<width { started.wait() }
-                    let curl = Process()
-                    let output = Pipe()
-                    curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-                    curl.arguments = ["-s", "--max-time", "30", "-X", "POST", url,
-                                      "-H", "Authorization: Bearer \(TestClient.token)",
-                                      "-H", "Content-Type: application/json", "-d", #"{"path": "/a.txt"}"#]
-                    curl.standardOutput = output
-                    let answer = (try? curl.run()).map {
-                        let bytes = output.fileHandleForReading.readDataToEndOfFile()
-                        curl.waitUntilExit()
+                    let curl = try? ChildProcess("/usr/bin/curl", [
+                        "-s", "--max-time", "30", "-X", "POST", url,
+                        "-H", "Authorization: Bearer \(TestClient.token)",
+                        "-H", "Content-Type: application/json", "-d", #"{"path": "/a.txt"}"#,
+                    ], environment: ProcessRunner.defaultEnvironment)
+                    let answer = curl.map {
+                        let bytes = $0.readOutput().stdout
+                        _ = $0.waitForExit()
                         return String(decoding: bytes, as: UTF8.self)
                     } ?? "curl did not start"
                     for _ in 0..<width { release.signal() }
