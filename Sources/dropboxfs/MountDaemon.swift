@@ -25,6 +25,12 @@ struct MountDaemon {
             if daemon { print(line) } else { FuseLog.write("dropboxfs: \(line)\n") }
             throw ExitCode(1)
         }
+        // The status file is this daemon's before `mount` returns: a daemon killed at this
+        // mountpoint left its own, and `status` (a test waiting for Dropbox to be back, say)
+        // read that report of a mount online while this one was still offline.
+        let status = StatusReporter(mountpoint: mountpoint, prepared: prepared)
+        Self.reportReachability(prepared.client.reachability, prepared.fs, status)
+        status.write()
         if daemon {
             print(prepared.offlineAtStart.map { "ready: " + $0 } ?? "ready")
             fflush(nil)
@@ -40,8 +46,6 @@ struct MountDaemon {
         let watching = Task { await prepared.watcher.run() }
         let uploading = Task { await prepared.fs.uploader.run() }
         let pinning = Task { await prepared.fs.keepPinnedFilesDownloaded() }
-        let status = StatusReporter(mountpoint: mountpoint, prepared: prepared)
-        Self.reportReachability(prepared.client.reachability, prepared.fs, status)
         let reporting = Task { await status.run() }
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
             let thread = Thread { continuation.resume(returning: prepared.mount.serve()) }

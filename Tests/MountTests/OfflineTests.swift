@@ -112,6 +112,25 @@ struct OfflineTests {
         }
     }
 
+    /// The status of a mount started offline where a daemon was killed says offline from
+    /// the moment `mount` returns: the new daemon wrote its report only after it said
+    /// "ready", so for a moment `status` showed the killed daemon's report, online, and tests
+    /// that waited for "online again" went on while the mount was still offline.
+    @Test func theStatusAfterMountIsTheNewDaemonsNotTheKilledOnes() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            for _ in 0..<3 {
+                let killed = m.daemonPIDs()
+                try await m.killDaemon()
+                try await m.emulator.setReachable(false)
+                try await m.mount()
+                let report = try m.statusReport()
+                #expect(report["offline_since"] != nil, "\(report)")
+                #expect(!killed.contains(Int32(report["pid"] as? Int ?? 0)), "\(report)")
+                try await m.emulator.setReachable(true)
+            }
+        }
+    }
+
     /// A server that answers, but only 503, is out of reach too: after a run of them the
     /// mount stops waiting on retries.
     @Test func aRunOfServerErrorsIsAnOutageAndTheQueueDrainsAfter() async throws {
