@@ -9,7 +9,7 @@ import Glibc
 /// Not Foundation's `Process`, which the runner used before: it never closed the read ends of
 /// its pipes (2,400 descriptors open by the middle of a full run), listed /proc/self/fd at
 /// every start to close them in the child, and its `readDataToEndOfFile` traps (`try!`) on a
-/// read that a signal interrupts, which took a CI run down.
+/// read that a signal interrupts. A CI run died inside `Process.run`, with that trap's message.
 public final class ChildProcess: @unchecked Sendable {
     public let pid: pid_t
     private var output: Int32
