@@ -30,23 +30,30 @@ final class Listener: Sendable {
     /// others). So it is chosen below the kernel's ephemeral range, where connects never go.
     static func open(host: String, port: Int, group: MultiThreadedEventLoopGroup,
                      respond: @escaping @Sendable (Exchange) async throws -> Void) async throws -> Listener {
-        for candidate in port == 0 ? portsBelowEphemeralRange() : [port] {
+        // Any port at all only once those tried are all taken.
+        let candidates = port == 0 ? portsBelowEphemeralRange() + [0] : [port]
+        for candidate in candidates {
             do {
                 let server = try await HTTPServer.bind(host: host, port: candidate, group: group)
                 return Listener(host: host, server: server, group: group, respond: respond)
-            } catch let error as IOError where error.errnoCode == EADDRINUSE && port == 0 {
+            } catch let error as IOError where error.errnoCode == EADDRINUSE && candidate != candidates.last {
                 continue
             }
         }
-        let server = try await HTTPServer.bind(host: host, port: 0, group: group)
-        return Listener(host: host, server: server, group: group, respond: respond)
+        preconditionFailure("the last candidate returns or throws")
     }
 
-    /// Random ports from 10,000 up to the first ephemeral port (32,768 unless the machine says
-    /// otherwise): a few tries, as other emulators of a test run pick theirs at once.
-    static func portsBelowEphemeralRange() -> [Int] {
+    /// The first port the kernel hands out to outgoing connections (32,768 unless the machine
+    /// says otherwise).
+    static var firstEphemeralPort: Int {
         let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
-        let firstEphemeral = range.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
+        return range.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
+    }
+
+    /// Random ports from 10,000 up to the first ephemeral port: a few tries, as other
+    /// emulators of a test run pick theirs at once.
+    static func portsBelowEphemeralRange() -> [Int] {
+        let firstEphemeral = firstEphemeralPort
         guard firstEphemeral > 10_001 else { return [] }
         return (0..<64).map { _ in Int.random(in: 10_000..<firstEphemeral) }
     }
