@@ -114,8 +114,14 @@ struct PageWriter {
         return "{\"entries\": [\(entries)], \"cursor\": \(string("cursor-\(pick(100))")), \"has_more\": \(pick(2) == 0 ? "true" : "false")}"
     }
 
-    private mutating func entry() -> String {
-        let tag = ["file", "folder", "deleted", "other"][pick(4)]
+    /// `finish_batch_v2`'s answer: entries tagged `success` (a file's fields) or `failure`.
+    mutating func batchResult() -> String {
+        let count = pick(6)
+        return "{\"entries\": [" + (0..<count).map { _ in entry(tags: ["success", "success", "success", "failure"]) }.joined(separator: ", ") + "]}"
+    }
+
+    private mutating func entry(tags: [String] = ["file", "folder", "deleted", "other"]) -> String {
+        let tag = tags[pick(tags.count)]
         var fields = ["\".tag\": \(string(tag))"]
         func add(_ key: String, _ value: String?) { if let value { fields.append("\"\(key)\": \(value)") } }
         add("name", value(good: string(one(of: Self.names, good: Self.goodNames))))
@@ -129,6 +135,7 @@ struct PageWriter {
         add("content_hash", value(good: string(one(of: Self.hashes, good: Self.goodHashes))))
         add("is_downloadable", value(good: pick(2) == 0 ? "true" : "false"))
         if pick(3) == 0 { fields.append("\"sharing_info\": {\"read_only\": true, \"modified_by\": [1, 2.5, -3e2, null, {}, []]}") }
+        if tag == "failure" { fields.append(#""failure": {".tag": "lookup_failed", "lookup_failed": {".tag": "not_found"}}"#) }
         // The order of fields is the server's.
         for index in fields.indices.dropFirst() { fields.swapAt(index, fields.index(fields.startIndex, offsetBy: pick(index + 1))) }
         return "{" + fields.joined(separator: ", ") + "}"

@@ -31,7 +31,8 @@ extension ListFolderResult {
 extension Metadata {
     /// One entry of a page. As in the `Decodable` path, only the fields its tag uses are
     /// checked (a deleted entry's `size` may be anything); the others are skipped.
-    init(scanning scanner: inout JSONScanner) throws {
+    /// `fileTag`: the tag that marks a file (a batch commit's entries say `success`).
+    init(scanning scanner: inout JSONScanner, fileTag: String = "file") throws {
         // Locals, not a dictionary of fields: a dictionary per entry cost a quarter of a page's decoding.
         typealias Scalar = JSONScanner.Scalar
         var tag: Scalar?, nameField: Scalar?, id: Scalar?, lower: Scalar?, display: Scalar?, clientModified: Scalar?
@@ -70,7 +71,7 @@ extension Metadata {
         let pathLower = try checked(try optional(lower, "path_lower"), ServerChecks.isPath, "path_lower")
         let pathDisplay = try checked(try optional(display, "path_display"), ServerChecks.isPath, "path_display")
         switch kind {
-        case "file":
+        case fileTag:
             guard case .integer(let bytes)? = size else { throw JSONScanner.failure("metadata: size is not a whole number") }
             var file = FileMetadata(name: name, id: try string(id, "id"), pathLower: pathLower, pathDisplay: pathDisplay,
                                     clientModified: try string(clientModified, "client_modified"),

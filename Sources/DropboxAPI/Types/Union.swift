@@ -54,6 +54,16 @@ struct UnionReader {
 /// escapes every non-ASCII character as `\uXXXX`.
 enum APIJSON {
     static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        if let hand = value as? any HandEncodedJSON {  // UploadJSON
+            var json = JSONWriter()
+            hand.write(to: &json)
+            return json.bytes
+        }
+        return try encodeWithFoundation(value)
+    }
+
+    /// What `encode` writes without the hand encoders (their reference in tests).
+    static func encodeWithFoundation<T: Encodable>(_ value: T) throws -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.keyEncodingStrategy = .convertToSnakeCase
         encoder.outputFormatting = [.withoutEscapingSlashes]
@@ -61,6 +71,14 @@ enum APIJSON {
     }
 
     static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        if let hand = T.self as? any HandDecodedJSON.Type, let value = hand.init(handDecoding: bytes) {  // UploadJSON
+            return value as! T
+        }
+        return try decodeWithFoundation(type, from: bytes)
+    }
+
+    /// What `decode` reads without the hand decoders (their reference in tests).
+    static func decodeWithFoundation<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
         let decoder = JSONDecoder()
         decoder.keyDecodingStrategy = .custom { path in SnakeCaseKeys.camelCase(path[path.count - 1]) }
         return try decoder.decode(T.self, from: Data(bytes))
