@@ -71,13 +71,17 @@ final class ContentHasher {
     }
 }
 
+/// Lower-case hex of `bytes`, written as bytes: appending `Character`s was a tenth of the
+/// time a `finish_batch` took to commit its 1,000 files (each needs its content hash).
 func hexString(_ bytes: [UInt8]) -> String {
-    let digits: [Character] = Array("0123456789abcdef")
-    var out = ""
-    out.reserveCapacity(bytes.count * 2)
-    for b in bytes {
-        out.append(digits[Int(b >> 4)])
-        out.append(digits[Int(b & 0xF)])
+    String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+        for (index, byte) in bytes.enumerated() {
+            out[2 * index] = hexDigit(byte >> 4)
+            out[2 * index + 1] = hexDigit(byte & 0xF)
+        }
+        return bytes.count * 2
     }
-    return out
 }
+
+/// The ASCII hex digit of a value below 16.
+func hexDigit(_ value: UInt8) -> UInt8 { value < 10 ? 0x30 + value : 0x61 + value - 10 }

@@ -67,7 +67,11 @@ struct AppendGrant {
 }
 
 extension Namespace {
-    func sessionFile(_ id: String) -> String { stagingPath + "/session-" + id }
+    /// A session's data file is made in `blobs/`, under the blob name its commit gives it
+    /// (`sessionBlobName`): committing a small file then moves nothing. A rename into `blobs/`
+    /// per file was a third of the time a `finish_batch` of 1,000 small files took.
+    func sessionFile(_ id: String) -> String { blobFile(Self.sessionBlobName(id)) }
+    static func sessionBlobName(_ id: String) -> String { "session-" + id }
 
     func startSession(concurrent: Bool) throws -> UploadSession {
         let session = UploadSession(id: UploadSession.newID(), concurrent: concurrent, closed: false, length: 0)
@@ -179,16 +183,17 @@ extension Namespace {
         return StagedContent(file: sessionFile(id), size: session.length, contentHash: hash)
     }
 
-    /// Forgets a finished session (its data file has become a blob, or is deleted here).
-    func removeSession(_ id: String) {
-        locked { removeSessionLocked(id) }
+    /// Forgets a finished session; its data file is deleted unless `keepingFile` (it has
+    /// become a revision's blob).
+    func removeSession(_ id: String, keepingFile: Bool = false) {
+        locked { removeSessionLocked(id, keepingFile: keepingFile) }
     }
 
-    func removeSessionLocked(_ id: String, concurrent: Bool = true) {
+    func removeSessionLocked(_ id: String, concurrent: Bool = true, keepingFile: Bool = false) {
         try? database.run("DELETE FROM upload_sessions WHERE id = ?", [.text(id)])
         if concurrent { try? database.run("DELETE FROM session_pieces WHERE session_id = ?", [.text(id)]) }
         sessionHashers.removeValue(forKey: id)
-        unlink(sessionFile(id))
+        if !keepingFile { unlink(sessionFile(id)) }
     }
 
     /// Commits closed sessions' content, one result each, in one transaction (a failure
@@ -200,7 +205,10 @@ extension Namespace {
                     Result {
                         let content = try sessionContentLocked(session: commit.session, offset: commit.offset, requireClosed: true)
                         let entry = try commitFileLocked(try commit.request(), content: content)
-                        removeSessionLocked(commit.session, concurrent: content.concurrentSession)
+                        // The data file is the new revision's blob, unless no revision was made
+                        // (the path held these bytes already) or the file is empty.
+                        removeSessionLocked(commit.session, concurrent: content.concurrentSession,
+                                            keepingFile: entry.blob == Self.sessionBlobName(commit.session))
                         return entry
                     }
                 }

@@ -1,7 +1,7 @@
 import Foundation
 
-/// Bytes ready to become a file's content: a staged file (moved into `blobs/` on commit) and
-/// what was measured while it streamed in.
+/// Bytes ready to become a file's content: a staged file (moved into `blobs/` on commit, or
+/// there already: a session's) and what was measured while it streamed in.
 struct StagedContent {
     var file: String?
     var size: Int64
@@ -98,6 +98,7 @@ extension Namespace {
         entry.contentHash = content.contentHash
         return try commitRevisionLocked(entry, clientModified: request.clientModified, replacing: replacing) {
             guard let file = content.file, content.size > 0 else { return nil }
+            if file.hasPrefix(blobsPath + "/") { return String(file.dropFirst(blobsPath.count + 1)) }  // a session's data file
             let name = "b" + Identifiers.random(20)
             guard rename(file, blobFile(name)) == 0 else {
                 throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)

@@ -281,12 +281,16 @@ final class Namespace: @unchecked Sendable {
         try db.run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [.text(key), .text(value)])
     }
 
-    /// Single-request uploads interrupted by a restart leave files in staging; session data
-    /// files are kept, since their sessions outlive a restart as they do on Dropbox.
+    /// Single-request uploads interrupted by a restart leave files in staging. Session data
+    /// files are kept, since their sessions outlive a restart as they do on Dropbox (an
+    /// emulator before 2026-11 kept them in staging: they move to `blobs/`, where they are now).
     private func removeStaleStaging() throws {
         let names = try FileManager.default.contentsOfDirectory(atPath: stagingPath)
         for name in names where name.hasPrefix("upload-") {
             unlink(stagingPath + "/" + name)
+        }
+        for name in names where name.hasPrefix("session-") {
+            rename(stagingPath + "/" + name, blobFile(name))
         }
     }
 

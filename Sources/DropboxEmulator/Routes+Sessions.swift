@@ -95,7 +95,7 @@ extension Emulator {
             throw APIFailure.route(failure.finishJSON)
         }
         let entry = try RouteErrors.write("path") { try namespace.commitFile(try commit(), content: content) }
-        namespace.removeSession(id)
+        namespace.removeSession(id, keepingFile: entry.blob == Namespace.sessionBlobName(id))
         return entry.metadata(tagged: false)
     }
 

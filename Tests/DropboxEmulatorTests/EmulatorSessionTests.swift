@@ -37,6 +37,52 @@ struct EmulatorSessionTests {
         }
     }
 
+    /// A session's data file becomes its file's content at commit, where it is (nothing is
+    /// moved): the content reads back after the commit and after a restart, and a finish that
+    /// makes no revision (the path holds those bytes already) leaves no file behind.
+    @Test func aCommittedSessionsFileIsItsContentAndNothingIsLeftBehind() async throws {
+        func contentFiles(_ directory: URL) throws -> [String] {
+            try FileManager.default.subpathsOfDirectory(atPath: directory.path).filter { path in
+                var isFolder: ObjCBool = false
+                return FileManager.default.fileExists(atPath: directory.appendingPathComponent(path).path, isDirectory: &isFolder)
+                    && !isFolder.boolValue && !path.contains("meta.sqlite")
+            }
+        }
+        try await withDataDirectory { directory in
+            try await withEmulator(dataDirectory: directory) { client in
+                let commits = [("files/upload_session/finish_batch_v2", "/kept.txt"), ("files/upload_session/finish_batch_v2", "/kept.txt"),
+                               ("files/upload_session/finish", "/single.txt")]
+                for (route, path) in commits {
+                    let start = try await client.upload("files/upload_session/start", #"{"close":true}"#, Data("bytes for \(path)".utf8))
+                    let id = try #require(start.json["session_id"]?.stringValue)
+                    let length = "bytes for \(path)".utf8.count
+                    let finish = #"{"cursor":{"session_id":"\#(id)","offset":\#(length)},"commit":{"path":"\#(path)","mode":"overwrite"}}"#
+                    if route.hasSuffix("finish") {
+                        let reply = try await client.upload(route, finish, Data())
+                        #expect(reply.status == 200, "\(reply.text)")
+                    } else {
+                        let reply = try await client.rpc(route, #"{"entries":[\#(finish)]}"#)
+                        #expect(reply.json["entries"]?.arrayValue?.first?[".tag"]?.stringValue == "success", "\(reply.text)")
+                    }
+                }
+                #expect(try await client.download("/kept.txt").text == "bytes for /kept.txt")
+                #expect(try await client.download("/single.txt").text == "bytes for /single.txt")
+            }
+            let files = try contentFiles(directory)
+            #expect(files.count == 2, "\(files)")
+            try await withEmulator(dataDirectory: directory) { client in
+                let afterRestart = [try await client.download("/kept.txt").text, try await client.download("/single.txt").text]
+                #expect(afterRestart == ["bytes for /kept.txt", "bytes for /single.txt"])
+            }
+        }
+    }
+
+    @Test func revisionsAreTheChangeCounterThenThePlaceInTheWriteInHex() {
+        for (seq, index) in [(0, 0), (1, 2), (0xabcdef, 0x1234), (1 << 40 - 1, 1 << 24 - 1), (1 << 40, 0), (5, 1 << 24), (Int64.max, 7)] as [(Int64, Int)] {
+            #expect(Identifiers.rev(seq: seq, index: index) == String(format: "%010llx%06x", seq, index))
+        }
+    }
+
     @Test func closedSessionRefusesAppends() async throws {
         try await withEmulator { client in
             let start = try await client.upload("files/upload_session/start", #"{"close":true}"#, Data("abc".utf8))
