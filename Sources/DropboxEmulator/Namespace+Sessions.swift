@@ -200,20 +200,30 @@ extension Namespace {
     /// undoes its own commit only): `finish_batch`.
     func commitSessions(_ commits: [(session: String, offset: Int64, request: () throws -> CommitRequest)]) throws -> [Result<Entry, any Error>] {
         try locked {
-            try inOneTransactionLocked {
+            foldersLiveInBatch = [:]
+            defer { foldersLiveInBatch = nil }
+            return try inOneTransactionLocked {
                 commits.map { commit in
                     Result {
-                        let content = try sessionContentLocked(session: commit.session, offset: commit.offset, requireClosed: true)
-                        let entry = try commitFileLocked(try commit.request(), content: content)
-                        // The data file is the new revision's blob, unless no revision was made
-                        // (the path held these bytes already) or the file is empty.
-                        removeSessionLocked(commit.session, concurrent: content.concurrentSession,
-                                            keepingFile: entry.blob == Self.sessionBlobName(commit.session))
-                        return entry
+                        // A failed commit's savepoint may have undone folders it made.
+                        do { return try commitOneLocked(commit) } catch {
+                            foldersLiveInBatch = [:]
+                            throw error
+                        }
                     }
                 }
             }
         }
+    }
+
+    private func commitOneLocked(_ commit: (session: String, offset: Int64, request: () throws -> CommitRequest)) throws -> Entry {
+        let content = try sessionContentLocked(session: commit.session, offset: commit.offset, requireClosed: true)
+        let entry = try commitFileLocked(try commit.request(), content: content)
+        // The data file is the new revision's blob, unless no revision was made (the path
+        // held these bytes already) or the file is empty.
+        removeSessionLocked(commit.session, concurrent: content.concurrentSession,
+                            keepingFile: entry.blob == Self.sessionBlobName(commit.session))
+        return entry
     }
 
     /// Forgets every session not finished yet, as Dropbox does once a session is a week old

@@ -170,6 +170,35 @@ struct EmulatorSessionTests {
     }
 }
 
+/// A batch whose files are in new folders, in folders made by its earlier entries, and below
+/// files its earlier entries made: each entry answered as if committed alone, in order.
+extension EmulatorSessionTests {
+    @Test func aBatchSeesTheFoldersAndFilesItsEarlierEntriesMade() async throws {
+        try await withEmulator { client in
+            _ = try await client.put("/old/kept.txt", "kept")
+            let paths = ["/old/a.txt", "/new/deep/b.txt", "/new/deep/c.txt", "/new/deep/b.txt/d.txt", "/old/kept.txt/e.txt",
+                         "/new/f.txt", "/new/deep", "/new/deep/g.txt"]
+            var entries: [String] = []
+            for path in paths {
+                let start = try await client.upload("files/upload_session/start", #"{"close":true}"#, Data(path.utf8))
+                let id = try #require(start.json["session_id"]?.stringValue)
+                entries.append(#"{"cursor":{"session_id":"\#(id)","offset":\#(path.utf8.count)},"commit":{"path":"\#(path)"}}"#)
+            }
+            let batch = try await client.rpc("files/upload_session/finish_batch_v2", #"{"entries":[\#(entries.joined(separator: ","))]}"#)
+            let results = try #require(batch.json["entries"]?.arrayValue)
+            let tags = results.map { $0[".tag"]?.stringValue ?? "?" }
+            // A file below a file is refused; a file where a folder is, too (mode add, no autorename).
+            #expect(tags == ["success", "success", "success", "failure", "failure", "success", "failure", "success"], "\(batch.text)")
+            for (path, tag) in zip(paths, tags) where tag == "success" {
+                #expect(try await client.download(path).text == path)
+            }
+            let listed = try await client.rpc("files/list_folder", #"{"path":"/new","recursive":true}"#)
+            let names = Set(listed.json["entries"]?.arrayValue?.compactMap { $0["path_lower"]?.stringValue } ?? [])
+            #expect(names == ["/new", "/new/deep", "/new/deep/b.txt", "/new/deep/c.txt", "/new/f.txt", "/new/deep/g.txt"])
+        }
+    }
+}
+
 extension TestClient {
     func emulatorStatsReset() async throws {
         _ = try await request("/_emulator/stats/reset")
