@@ -213,7 +213,8 @@ public final class DropboxClient: Sendable {
     /// Classifies a response by status and decodes its result or error.
     private func decode<A, R, E>(_ route: Route<A, R, E>, _ response: HTTPResponse) throws -> Outcome<R, E> {
         let requestID = response.header("x-dropbox-request-id")
-        let text = String(decoding: response.body.prefix(2000), as: UTF8.self)
+        // Only failures quote the body (a batch commit's answer is hundreds of KiB).
+        var text: String { String(decoding: response.body.prefix(2000), as: UTF8.self) }
         switch response.status {
         case 200, 206:
             do {

@@ -120,9 +120,20 @@ extension DropboxClient {
             let (session, hash) = try await sendConcurrentSession(fd: fd, size: size, tuning: tuning, progress: nil)
             return (session, size, hash)
         }
-        let hash = ContentHasher.combine(try await FileIO.blockDigestsOffPool(fd, offset: 0, length: size))
-        let start = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(close: true, contentHash: hash),
-                                     body: .file(descriptor: fd, offset: 0, length: size))
+        // A small file is read once, hashed and sent from memory: read again by curl's
+        // callback, on the transfer loop's one thread, it cost each of a batch's files a
+        // second read there.
+        let body: RequestBody
+        let hash: String
+        if size <= CurlTransport.smallBody {
+            let bytes = try FileIO.read(fd, length: Int(size))
+            hash = ContentHasher.hash(bytes)
+            body = .bytes(bytes)
+        } else {
+            hash = ContentHasher.combine(try await FileIO.blockDigestsOffPool(fd, offset: 0, length: size))
+            body = .file(descriptor: fd, offset: 0, length: size)
+        }
+        let start = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(close: true, contentHash: hash), body: body)
         return (start.sessionId, size, hash)
     }
 }

@@ -13,6 +13,19 @@ enum FileIO {
         return (fd, Int64(info.st_size))
     }
 
+    /// The first `length` bytes of `fd` (a small file's), in memory; fails if it has fewer.
+    static func read(_ fd: Int32, length: Int) throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: length)
+        var done = 0
+        while done < length {
+            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, length - done, off_t(done)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw ClientError.local("read failed: \(n == 0 ? "the file is shorter" : String(cString: strerror(errno)))") }
+            done += n
+        }
+        return bytes
+    }
+
     /// Hashes `length` bytes of `fd` from `offset` (block digests; 1 MiB reads).
     static func blockDigests(_ fd: Int32, offset: Int64, length: Int64) throws -> [UInt8] {
         let hasher = ContentHasher()
