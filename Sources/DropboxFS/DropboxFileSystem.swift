@@ -385,13 +385,13 @@ public final class DropboxFileSystem: Sendable {
         let task: Task<Void, any Error> = listings.withLock { running in
             if let existing = running[folderLower] { return existing }
             let task = Task { [client, store] in
-                var listed = Set<String>()
+                var listed: [String] = []
                 FuseLog.trace("listing \(folderLower.isEmpty ? "/" : folderLower)")
                 let folder = try store.listingStarts(folderLower)
                 let cursor = try await client.listPages(folderLower) { entries in
                     let nodes = try Self.children(of: folderLower, in: entries)
                     try store.storeListingPage(nodes, of: folder)
-                    for node in nodes { listed.insert(node.pathLower) }
+                    listed += nodes.lazy.map(\.pathLower)
                 }
                 try store.finishListing(folder, children: listed)
                 FuseLog.trace("listed \(folderLower.isEmpty ? "/" : folderLower): \(listed.count) entries")

@@ -128,10 +128,19 @@ public final class MetadataStore: @unchecked Sendable {
         public var pathLower: String
         /// The folder's Dropbox id then (nil: the root, or a folder the store did not have).
         var id: String?
+        /// Whether the store had children of it then. If not, nothing there can be stale at
+        /// the end: until the folder is listed the change feed stores nothing new in it (only
+        /// changes to what the pages stored), and the mount's own moves into it are on
+        /// Dropbox after the listing's start.
+        var hadChildren: Bool
     }
 
     public func listingStarts(_ folderLower: String) throws -> ListedFolder {
-        ListedFolder(pathLower: folderLower, id: folderLower.isEmpty ? nil : try node(folderLower, remember: false)?.id)
+        try lock.withLock {
+            let id = folderLower.isEmpty ? nil : try db.first("SELECT id FROM nodes WHERE path_lower = ?", [.text(folderLower)]) { $0.text(0) }
+            let hadChildren = try db.first("SELECT 1 FROM nodes WHERE parent_lower = ? LIMIT 1", [.text(folderLower)]) { _ in true } ?? false
+            return ListedFolder(pathLower: folderLower, id: id, hadChildren: hadChildren)
+        }
     }
 
     /// Stores a page of a folder's listing as it arrives. Children the store had already
@@ -157,10 +166,11 @@ public final class MetadataStore: @unchecked Sendable {
               now.id == id || now.id.isEmpty || id.isEmpty else { throw FSError.notFound }
     }
 
-    /// The listing of a folder is complete: its children are exactly `children` (keys).
+    /// The listing of a folder is complete: its children are exactly `children` (keys; a
+    /// folder that had none stored has no others to lose: `ListedFolder.hadChildren`).
     /// ENOENT if the folder left its place meanwhile (`storeListingPage`); what its pages
     /// stored there goes.
-    public func finishListing(_ folder: ListedFolder, children: Set<String>) throws {
+    public func finishListing(_ folder: ListedFolder, children: [String]) throws {
         let folderLower = folder.pathLower
         try lock.withLock {
             forgetCachedLocked()
@@ -176,12 +186,17 @@ public final class MetadataStore: @unchecked Sendable {
                 throw error
             }
             try db.transaction {
-                var gone: [String] = []
-                try db.query("SELECT path_lower FROM nodes WHERE parent_lower = ?", [.text(folderLower)]) { row in
-                    let key = row.text(0)
-                    if !children.contains(key) { gone.append(key) }
+                if folder.hadChildren {
+                    // One set, made at its size (growing it page by page, and hashing 100,000
+                    // keys twice, was a tenth of the first listing of such a folder).
+                    let listed = Set(children)
+                    var gone: [String] = []
+                    try db.query("SELECT path_lower FROM nodes WHERE parent_lower = ?", [.text(folderLower)]) { row in
+                        let key = row.text(0)
+                        if !listed.contains(key) { gone.append(key) }
+                    }
+                    for key in gone { try removeSubtreeLocked(key) }
                 }
-                for key in gone { try removeSubtreeLocked(key) }
                 try markListedLocked(folderLower)
                 for (ticket, landing) in landings where Node.isAt(folderLower, orUnder: landing.source) {
                     landLocked(folderLower, ticket: ticket)

@@ -72,6 +72,37 @@ struct MetadataStoreTests {
         }
     }
 
+    /// Listed again, a folder loses what its new listing no longer has.
+    @Test func aFolderListedAgainLosesWhatItsListingNoLongerHas() throws {
+        try Self.withStore { store in
+            _ = try store.apply(Self.entries(.folder("/a")))
+            let first = try store.listingStarts("/a")
+            try store.storeListingPage([Node(pathLower: "/a/x", name: "x", isFolder: false), Node(pathLower: "/a/y", name: "y", isFolder: false)], of: first)
+            try store.finishListing(first, children: ["/a/x", "/a/y"])
+            try store.unlist("/a")
+            let again = try store.listingStarts("/a")
+            try store.storeListingPage([Node(pathLower: "/a/x", name: "x", isFolder: false)], of: again)
+            try store.finishListing(again, children: ["/a/x"])
+            #expect(try store.node("/a/x") != nil && store.node("/a/y") == nil && store.isListed("/a"))
+        }
+    }
+
+    /// A file this mount moves into a folder during the folder's first listing (which
+    /// Dropbox answered before the move) stays: it is there on Dropbox. It was taken out at
+    /// the listing's end, as stale, and shown again only once the folder's cursor brought
+    /// the move (failed before).
+    @Test func aFileMovedInDuringAFirstListingStays() throws {
+        try Self.withStore { store in
+            _ = try store.apply(Self.entries(.folder("/a"), .folder("/c"), .file("/c/m")))
+            try store.markListed("/c")
+            let listing = try store.listingStarts("/a")
+            try store.storeListingPage([Node(pathLower: "/a/x", name: "x", isFolder: false)], of: listing)
+            try store.applyMove(from: "/c/m", to: Node(pathLower: "/a/m", name: "m", isFolder: false))
+            try store.finishListing(listing, children: ["/a/x"])
+            #expect(try store.node("/a/m") != nil && store.node("/a/x") != nil)
+        }
+    }
+
     private static func withStore(_ body: (MetadataStore) throws -> Void) throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString).sqlite").path
         defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
