@@ -9,6 +9,12 @@ import SQLiteStore
 /// and renamed into place, and checked for their expected length when read, so a block torn
 /// by a crash is detected and fetched again. Kept across remounts.
 ///
+/// A block of a small file (up to `inlineLimit`) is kept in the index itself (`data`), not
+/// as a file: one file per uploaded small file took a new inode for each (the staging file
+/// it was), and on this machine's ext4 (no journal) each allocation read past every inode
+/// deleted in the last minutes; kept inline, the staging file goes back to the pool and the
+/// next new file reuses it.
+///
 /// Lock: `lock` guards the index connection and the in-memory totals; block files are read
 /// and written outside it.
 public final class BlockCache: @unchecked Sendable {
@@ -36,11 +42,15 @@ public final class BlockCache: @unchecked Sendable {
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("blocks"), withIntermediateDirectories: true)
         db = try SQLiteDatabase(path: directory.appendingPathComponent("blocks.sqlite").path, exclusive: true)
         try db.execute("""
-            CREATE TABLE IF NOT EXISTS blocks (key TEXT PRIMARY KEY, size INTEGER NOT NULL, last_used INTEGER NOT NULL) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS blocks (key TEXT PRIMARY KEY, size INTEGER NOT NULL, last_used INTEGER NOT NULL, data BLOB) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS blocks_lru ON blocks(last_used);
             CREATE TABLE IF NOT EXISTS pins (path_lower TEXT PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS pinned_hashes (hash TEXT PRIMARY KEY) WITHOUT ROWID;
             """)
+        // A cache made before blocks were kept inline gains the column.
+        var columns: [String] = []
+        try db.query("PRAGMA table_info(blocks)") { columns.append($0.text(1)) }
+        if !columns.contains("data") { try db.execute("ALTER TABLE blocks ADD COLUMN data BLOB") }
         try db.query("SELECT path_lower FROM pins") { pinnedPaths.insert($0.text(0)) }
         total = try db.first("SELECT COALESCE(SUM(size), 0) FROM blocks") { $0.int(0) } ?? 0
         removeLeftoverTemporaries()
@@ -74,7 +84,7 @@ public final class BlockCache: @unchecked Sendable {
     public func read(_ key: String, expected: Int, offset: Int, length: Int, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
         let path = file(key)
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return miss() }
+        guard fd >= 0 else { return expected <= Self.inlineLimit ? readInline(key, expected: expected, offset: offset, length: length, into: buffer) : miss() }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0, Int(info.st_size) == expected else {
@@ -89,6 +99,41 @@ public final class BlockCache: @unchecked Sendable {
         }
         touch(key)
         return true
+    }
+
+    /// Blocks up to this size may be kept in the index (`storeInline`).
+    public static let inlineLimit = 64 * 1024
+
+    private func readInline(_ key: String, expected: Int, offset: Int, length: Int, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        let found: Bool = lock.withLock {
+            (try? db.first("SELECT data FROM blocks WHERE key = ? AND data IS NOT NULL", [.text(key)]) { row -> Bool in
+                let data = row.blob(0)
+                guard data.count == expected, offset + length <= data.count else { return false }
+                data.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: length) }
+                return true
+            }) ?? false
+        }
+        guard found else { return miss() }
+        touch(key)
+        return true
+    }
+
+    /// Keeps `bytes` as the block `key`, in the index (a small file's one block), and evicts
+    /// past the limit.
+    public func storeInline(_ key: String, _ bytes: [UInt8]) {
+        guard Self.isKey(key), bytes.count <= Self.inlineLimit else { return }
+        lock.withLock {
+            let previous = (try? db.first("SELECT size FROM blocks WHERE key = ?", [.text(key)]) { $0.int(0) }) ?? nil
+            try? db.run("INSERT OR REPLACE INTO blocks (key, size, last_used, data) VALUES (?, ?, ?, ?)",
+                        [.text(key), .int(Int64(bytes.count)), .int(Self.now()), .blob(bytes)])
+            total += Int64(bytes.count) - (previous ?? 0)
+        }
+        evictIfNeeded()
+    }
+
+    /// Whether the block is kept in the index.
+    private func isInline(_ key: String) -> Bool {
+        lock.withLock { (try? db.first("SELECT 1 FROM blocks WHERE key = ? AND data IS NOT NULL", [.text(key)]) { _ in true }) ?? nil } ?? false
     }
 
     /// A new temporary file in the cache directory to download a block into.
@@ -239,6 +284,6 @@ extension BlockCache {
 
     /// True if the block is present (without counting a hit or checking it).
     public func contains(_ key: String) -> Bool {
-        access(file(key), F_OK) == 0
+        access(file(key), F_OK) == 0 || isInline(key)
     }
 }

@@ -283,6 +283,41 @@ struct WriteTests {
         return Int(counted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
     }
 
+    /// Small files uploaded leave their staging files to the next new files: their bytes are
+    /// kept in the block cache's index, not as a file each. Round after round of new small
+    /// files then makes no new file in the cache (each made one: an inode allocation, which on
+    /// ext4 without a journal reads past every inode deleted in the last minutes).
+    @Test func newSmallFilesReuseTheStagingFilesOfThoseUploadedBefore() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            /// Files in the cache, and those of them free in the staging files' pool.
+            func filesInCache() -> (all: Int, free: Int) {
+                let files = (FileManager.default.enumerator(atPath: m.cacheDirectory)?.allObjects as? [String] ?? []).filter { path in
+                    var isFolder: ObjCBool = false
+                    return FileManager.default.fileExists(atPath: m.cacheDirectory + "/" + path, isDirectory: &isFolder) && !isFolder.boolValue
+                }
+                return (files.count, files.filter { $0.split(separator: "/").last?.hasPrefix("free-") == true }.count)
+            }
+            var counts: [Int] = []
+            for round in 0..<3 {
+                let written = try await m.python("""
+                    import os
+                    M = os.environ["M"]
+                    os.mkdir(f"{M}/round-\(round)")
+                    for i in range(30):
+                        with open(f"{M}/round-\(round)/f{i}", "wb") as f:
+                            f.write(b"%d-%d " % (\(round), i) * 300)
+                    os.fsync(os.open(f"{M}/round-\(round)", os.O_RDONLY))
+                    """)
+                #expect(written.status == 0, "\(written.stderr)")
+                // Uploaded, the files' staging files are emptied into the pool (on a queue of
+                // their own); they went to the block cache instead, and the pool stayed empty.
+                try await eventually("the round's staging files in the pool") { filesInCache().free >= 30 }
+                counts.append(filesInCache().all)
+            }
+            #expect(counts[1] == counts[0] && counts[2] == counts[0], "files in the cache after each round: \(counts)")
+        }
+    }
+
     /// A small file's bytes stay in the block cache after its upload (the staging file
     /// itself becomes the block): read back after a remount, which empties the kernel's
     /// caches, they cost no download, also after more files were written through the
