@@ -11,9 +11,9 @@ import SQLiteStore
 ///
 /// A block of a small file (up to `inlineLimit`) is kept in the index itself (`data`), not
 /// as a file: one file per uploaded small file took a new inode for each (the staging file
-/// it was), and on this machine's ext4 (no journal) each allocation read past every inode
-/// deleted in the last minutes; kept inline, the staging file goes back to the pool and the
-/// next new file reuses it.
+/// it was), and on ext4 without a journal each allocation reads past every inode deleted in
+/// the last minutes; kept inline, the staging file goes back to the pool and the next new
+/// file reuses it.
 ///
 /// Lock: `lock` guards the index connection and the in-memory totals; block files are read
 /// and written outside it.

@@ -293,11 +293,6 @@ public final class StagedFile: Sendable {
     public func offerBlocks(to cache: BlockCache, contentHash: String) {
         let size = self.size
         guard isSealed, size > 0, size <= min(Self.offerLimit, cache.limit / 4) else { return }
-        // A done file of one block becomes that block itself, by a rename: a copy made ext4
-        // allocate an inode per file, and with files deleted nearby (staging files, an
-        // `rm -r`) each allocation read past them: 35 % of all CPU while 1,000 files of
-        // 4 KiB were uploaded. The pool never gets the file back (the cache owns it now);
-        // its readers go on through their descriptors.
         // A small file's bytes are kept in the cache's index, and the staging file goes back
         // to the pool: the next new file needs no inode (`BlockCache.inlineLimit`).
         if size <= BlockCache.inlineLimit {
@@ -305,6 +300,11 @@ public final class StagedFile: Sendable {
             if !cache.contains(key), let bytes = Self.bytes(of: fd, length: Int(size)) { cache.storeInline(key, bytes) }
             return
         }
+        // A done file of one block becomes that block itself, by a rename: a copy made ext4
+        // allocate an inode per file, and with files deleted nearby (staging files, an
+        // `rm -r`) each allocation read past them: 35 % of all CPU while 1,000 files of
+        // 4 KiB were uploaded. The pool never gets the file back (the cache owns it now);
+        // its readers go on through their descriptors.
         if size <= Self.blockSize, removed.load(ordering: .acquiring), pool != nil, Self.length(of: fd) == size {
             let key = BlockCache.key(contentHash: contentHash, index: 0)
             if cache.contains(key) { return }
