@@ -1,7 +1,7 @@
 import Foundation
 
 /// Small POSIX helpers for transfers: files are read and written by offset, never loaded whole.
-enum FileIO {
+public enum FileIO {
     static func openForReading(_ path: String) throws -> (fd: Int32, size: Int64) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw ClientError.local("cannot open \(path): \(String(cString: strerror(errno)))") }
@@ -14,7 +14,7 @@ enum FileIO {
     }
 
     /// The first `length` bytes of `fd` (a small file's), in memory; fails if it has fewer.
-    static func read(_ fd: Int32, length: Int) throws -> [UInt8] {
+    public static func read(_ fd: Int32, length: Int) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: length)
         var done = 0
         while done < length {

@@ -297,7 +297,7 @@ public final class StagedFile: Sendable {
         // to the pool: the next new file needs no inode (`BlockCache.inlineLimit`).
         if size <= BlockCache.inlineLimit {
             let key = BlockCache.key(contentHash: contentHash, index: 0)
-            if !cache.contains(key), let bytes = Self.bytes(of: fd, length: Int(size)) { cache.storeInline(key, bytes) }
+            if !cache.contains(key), fd >= 0, let bytes = try? FileIO.read(fd, length: Int(size)) { cache.storeInline(key, bytes) }
             return
         }
         // A done file of one block becomes that block itself, by a rename: a copy made ext4
@@ -318,20 +318,6 @@ public final class StagedFile: Sendable {
             close(target)
             if sent { cache.adopt(key, temporary: temporary, size: Int(length)) } else { unlink(temporary) }
         }
-    }
-
-    /// The first `length` bytes of the file open as `fd`; nil if it has fewer.
-    private static func bytes(of fd: Int32, length: Int) -> [UInt8]? {
-        guard fd >= 0 else { return nil }
-        var bytes = [UInt8](repeating: 0, count: length)
-        var done = 0
-        while done < length {
-            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, length - done, off_t(done)) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return nil }
-            done += n
-        }
-        return bytes
     }
 
     /// The length of the file open as `fd` (-1 if there is none).
