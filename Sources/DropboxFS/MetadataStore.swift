@@ -136,11 +136,11 @@ public final class MetadataStore: @unchecked Sendable {
     }
 
     public func listingStarts(_ folderLower: String) throws -> ListedFolder {
-        try lock.withLock {
-            let id = folderLower.isEmpty ? nil : try db.first("SELECT id FROM nodes WHERE path_lower = ?", [.text(folderLower)]) { $0.text(0) }
-            let hadChildren = try db.first("SELECT 1 FROM nodes WHERE parent_lower = ? LIMIT 1", [.text(folderLower)]) { _ in true } ?? false
-            return ListedFolder(pathLower: folderLower, id: id, hadChildren: hadChildren)
+        let id = folderLower.isEmpty ? nil : try node(folderLower, remember: false)?.id
+        let hadChildren = try lock.withLock {
+            try db.first("SELECT 1 FROM nodes WHERE parent_lower = ? LIMIT 1", [.text(folderLower)]) { _ in true } ?? false
         }
+        return ListedFolder(pathLower: folderLower, id: id, hadChildren: hadChildren)
     }
 
     /// Stores a page of a folder's listing as it arrives. Children the store had already

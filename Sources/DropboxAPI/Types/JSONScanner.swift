@@ -7,6 +7,15 @@ struct JSONScanner {
 
     init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
+    /// Reads the one value of `text` with `body`; throws if anything but white space follows.
+    static func scan(_ text: [UInt8], _ body: (inout JSONScanner) throws -> Void) throws {
+        try text.withUnsafeBufferPointer { buffer in
+            var scanner = JSONScanner(buffer)
+            try body(&scanner)
+            try scanner.end()
+        }
+    }
+
     static func failure(_ what: String) -> DecodingError {
         DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: what))
     }

@@ -8,8 +8,7 @@
 extension ListFolderResult {
     init(json bytes: [UInt8]) throws {
         var entries: [Metadata]?, cursor: String?, hasMore: Bool?
-        try bytes.withUnsafeBufferPointer { buffer in
-            var scanner = JSONScanner(buffer)
+        try JSONScanner.scan(bytes) { scanner in
             try scanner.object { key, scanner in
                 switch key {
                 case "entries":
@@ -21,7 +20,6 @@ extension ListFolderResult {
                 default: try scanner.skipValue()
                 }
             }
-            try scanner.end()
         }
         guard let entries, let cursor, let hasMore else { throw JSONScanner.failure("a list_folder result lacks entries, cursor or has_more") }
         self.init(entries: entries, cursor: cursor, hasMore: hasMore)

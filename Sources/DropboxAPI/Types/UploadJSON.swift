@@ -106,8 +106,7 @@ extension UploadSessionFinishBatchResult: HandDecodedJSON {
     init?(handDecoding bytes: [UInt8]) {
         var files: [UploadSessionFinishBatchResultEntry]?
         do {
-            try bytes.withUnsafeBufferPointer { buffer in
-                var scanner = JSONScanner(buffer)
+            try JSONScanner.scan(bytes) { scanner in
                 try scanner.object { key, scanner in
                     guard key == "entries" else { return try scanner.skipValue() }
                     var list: [UploadSessionFinishBatchResultEntry] = []
@@ -119,7 +118,6 @@ extension UploadSessionFinishBatchResult: HandDecodedJSON {
                     }
                     files = list
                 }
-                try scanner.end()
             }
         } catch {
             return nil
@@ -133,12 +131,10 @@ extension UploadSessionStartResult: HandDecodedJSON {
     init?(handDecoding bytes: [UInt8]) {
         var session: String?
         do {
-            try bytes.withUnsafeBufferPointer { buffer in
-                var scanner = JSONScanner(buffer)
+            try JSONScanner.scan(bytes) { scanner in
                 try scanner.object { key, scanner in
                     if key == "session_id" { session = try scanner.string() } else { try scanner.skipValue() }
                 }
-                try scanner.end()
             }
         } catch {
             return nil
