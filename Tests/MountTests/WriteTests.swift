@@ -318,6 +318,62 @@ struct WriteTests {
         }
     }
 
+    /// A new file takes a staging file of the pool under the pool's name (a rename into the
+    /// version's own name was a tenth of the daemon's CPU in a `cp -r` of small files), and
+    /// its queued record names that file: after a kill -9 the next mount uploads its bytes.
+    /// A record left behind (its removal failed) that names a file a newer record names is
+    /// dropped, not uploaded with the newer version's bytes.
+    @Test func filesWrittenThroughThePoolSurviveAKillAndLeftRecordsKeepNoneOfTheirBytes() async throws {
+        let uploads = "files/upload+files/upload_session/start+files/upload_session/finish_batch_v2"
+        try await MountFixture.with(seeds: []) { m in
+            func write(_ round: Int) async throws {
+                let written = try await m.python("""
+                    import os
+                    M = os.environ["M"]
+                    os.mkdir(f"{M}/r\(round)")
+                    for i in range(20):
+                        with open(f"{M}/r\(round)/f{i}", "wb") as f:
+                            f.write(b"round \(round) file %02d " % i * 40)
+                    """)
+                #expect(written.status == 0, "\(written.stderr)")
+            }
+            let inCache = { (suffix: String) throws -> String in
+                let found = FileManager.default.enumerator(atPath: m.cacheDirectory)?.compactMap { $0 as? String }.first { $0.hasSuffix(suffix) }
+                return m.cacheDirectory + "/" + (try #require(found))
+            }
+            let staging = try inCache("/staging"), queue = try inCache("/uploads.sqlite")
+            try await write(0)
+            #expect(try await m.syncFolder("\"$M/r0\"").status == 0)
+            try await eventually("round 0's staging files in the pool") {
+                ((try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []).filter { $0.hasPrefix("free-") }.count >= 20
+            }
+            try await m.emulator.setFaults(["403:p=1,routes=\(uploads)"])
+            try await write(1)
+            try await eventually("round 1 in the queue") { try await m.status().components(separatedBy: ", on disk").count == 21 }
+            try await m.killDaemon()
+            let sql = { (statement: String) in try await m.sh("sqlite3 '\(queue)' \"\(statement)\"") }
+            let named = try await sql("SELECT staging FROM uploads").stdout.split(separator: "\n")
+            #expect(named.count == 20 && named.allSatisfy { $0.hasPrefix(staging + "/free-") }, "\(named)")
+            // A record left behind: an older id, another path, the same staging file and size.
+            let left = try await sql("""
+                INSERT INTO uploads (id, path, staging, size, modified, modified_nsec, boot_id, flushed, content_hash)
+                SELECT 1, '/left-behind.txt', staging, size, modified, modified_nsec, boot_id, flushed, content_hash
+                FROM uploads WHERE path = '/r1/f3'
+                """)
+            #expect(left.status == 0, "\(left.stderr)")
+            try await m.emulator.setFaults([])
+            try await m.mount()
+            try await m.unmount()
+            for round in 0...1 {
+                for i in [0, 3, 19] {
+                    let expected = String(repeating: "round \(round) file \(String(format: "%02d", i)) ", count: 40)
+                    #expect(try await m.remoteText("/r\(round)/f\(i)") == expected)
+                }
+            }
+            #expect(try await m.client.metadataIfExists("/left-behind.txt") == nil)
+        }
+    }
+
     /// A small file's bytes stay in the block cache after its upload (the staging file
     /// itself becomes the block): read back after a remount, which empties the kernel's
     /// caches, they cost no download, also after more files were written through the

@@ -20,7 +20,10 @@ public final class StagedFile: Sendable {
         public var reader: Reader
     }
 
-    public let path: String
+    /// Where the file is: the name it was made with, or the pool's file it took when it got
+    /// its first byte (`materializeLocked`: set under `state`'s lock, before the descriptor).
+    private let location: Mutex<String>
+    public var path: String { location.withLock { $0 } }
     /// The staging file's descriptor, -1 until the file holds a byte or a size: an empty
     /// file (create, O_TRUNC) gets no local file unless it is written (`materializeLocked`).
     /// Measured with `perf`, the staging file's create was 14 % of the daemon's CPU in 5,000
@@ -36,6 +39,10 @@ public final class StagedFile: Sendable {
     /// The file itself became a cache block (`offerBlocks`): no longer at `path`, and never
     /// the pool's.
     private let givenToCache = Atomic<Bool>(false)
+    /// The queue may still hold a record naming the file after its version is done (its
+    /// removal failed): the pool renames it before another version uses it, or a recovery
+    /// would take that version's bytes for the record's.
+    private let namedByALeftRecord = Atomic<Bool>(false)
 
     private struct State {
         var size: Int64
@@ -60,7 +67,7 @@ public final class StagedFile: Sendable {
     /// `base` (nothing fetched yet).
     init(path: String, base: Base?, truncate: Bool, pool: StagingPool? = nil) throws {
         let size = truncate ? 0 : base?.node.size ?? 0
-        self.path = path
+        location = Mutex(path)
         self.base = base
         self.pool = pool
         state = Mutex(State(size: size, baseLength: size, localBlocks: [], changed: truncate, offersEarlyChunks: size == 0))
@@ -83,13 +90,13 @@ public final class StagedFile: Sendable {
         var info = stat()
         if fd >= 0 { fstat(fd, &info) }
         descriptor.store(fd, ordering: .releasing)
-        self.path = path
+        location = Mutex(path)
         base = nil
         self.pool = pool
         state = Mutex(State(size: Int64(info.st_size), baseLength: 0, localBlocks: [], sealed: true))
     }
 
-    /// Creates the staging file (from the pool when it has one), if it has none yet.
+    /// Creates the staging file (takes one from the pool when it has one), if it has none yet.
     ///
     /// Not by `O_TRUNC`: ext4 takes a file truncated to nothing for one being replaced and
     /// writes its bytes out at its last close; every staging file then cost a disk write at
@@ -97,9 +104,16 @@ public final class StagedFile: Sendable {
     /// are empty already, and a new path holds nothing; anything else found there is cut.
     private func materializeLocked() throws {
         guard fd < 0 else { return }
-        pool?.take(to: path)
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StagedFile.error("create", path) }
+        var fd: Int32 = -1
+        while fd < 0, let free = pool?.take() {
+            fd = open(free, O_RDWR | O_CLOEXEC)
+            if fd >= 0 { location.withLock { $0 = free } } else { unlink(free) }
+        }
+        if fd < 0 {
+            let path = self.path
+            fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw StagedFile.error("create", path) }
+        }
         if Self.length(of: fd) != 0 && ftruncate(fd, 0) != 0 {
             let error = StagedFile.error("empty", path)
             close(fd)
@@ -137,7 +151,9 @@ public final class StagedFile: Sendable {
         let fd = self.fd
         guard fd >= 0 else { return }
         // Removed, and now nobody reads it (a descriptor of an unlinked file did until now).
-        if removed.load(ordering: .acquiring), !givenToCache.load(ordering: .acquiring), let pool { return pool.keepLater(path, fd: fd) }
+        if removed.load(ordering: .acquiring), !givenToCache.load(ordering: .acquiring), let pool {
+            return pool.keepLater(path, fd: fd, renaming: namedByALeftRecord.load(ordering: .acquiring))
+        }
         close(fd)
     }
 
@@ -331,6 +347,9 @@ public final class StagedFile: Sendable {
     public func remove() {
         if pool == nil { unlink(path) } else { removed.store(true, ordering: .releasing) }
     }
+
+    /// The queue's record of the version could not be removed: see `namedByALeftRecord`.
+    public func outlivedByItsRecord() { namedByALeftRecord.store(true, ordering: .releasing) }
 
     // MARK: Upload before close
 

@@ -120,12 +120,8 @@ extension WriteBack {
         let doomed = Self.versionsLocked(state, at: pathLower)
         // Only sealed versions are in the queue. A queue that cannot be written (a full cache
         // disk) must not keep the file: its row, left behind, is dropped at the next mount
-        // when the staging file is found gone; the space is needed now.
-        do {
-            try queue.remove(doomed.filter { $0.phase == .queued || $0.phase == .uploading }.map(\.id))
-        } catch {
-            FuseLog.error("removing \(pathLower) from the upload queue failed (\(error)); the next mount drops it")
-        }
+        // when the staging file is found gone (`unqueueLocked`); the space is needed now.
+        unqueueLocked(doomed.filter { $0.phase == .queued || $0.phase == .uploading })
         for version in doomed + openFiles.servingVersions.filter({ $0.pathLower == pathLower }) {
             if version.phase == .uploading { version.abandonSending?() }
             version.detached = true

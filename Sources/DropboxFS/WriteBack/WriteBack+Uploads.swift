@@ -171,7 +171,7 @@ extension WriteBack {
                     if newer.phase == .queued { try? queue.save(newer.record) }
                 }
             }
-            try? queue.remove(done.map { $0.0.id })
+            unqueueLocked(done.map(\.0))
             for (version, _) in done {
                 finishLocked(&state, version)
                 if onPaths { catchUpHandlesLocked(&state, to: version) }
@@ -201,7 +201,7 @@ extension WriteBack {
             if let newer = Self.versionsLocked(state, at: version.pathLower).filter({ $0.phase == .queued && $0.id > version.id }).max(by: { $0.id < $1.id }) {
                 version.replacedBy = newer
                 newer.maybeCommitted += version.maybeCommitted.filter { !newer.maybeCommitted.contains($0) }
-                try? queue.remove([version.id])
+                unqueueLocked([version])
                 finishLocked(&state, version)
                 return true
             }

@@ -103,6 +103,9 @@ public final class WriteBack: Sendable {
     public func recover() throws {
         let records = try queue.all()
         let changed = Set(records.filter(Self.changedSinceFlushed).map(\.id))
+        // A staging file is one version's: a record naming it after a newer one did was left
+        // behind (`unqueueLocked`).
+        let newestNaming = Dictionary(records.map { ($0.staging, $0.id) }, uniquingKeysWith: max)
         var kept = Set<String>()
         state.withLock { state in
             for record in records {
@@ -114,9 +117,11 @@ public final class WriteBack: Sendable {
                     setAsideLocked(&state, record, because: "after a reboot: its bytes no longer match the content hash they had on disk")
                     continue
                 }
-                guard let file = try? StagedFile(sealedAt: record.staging, size: record.size, pool: pool), file.size == record.size else {
+                guard newestNaming[record.staging] == record.id,
+                      let file = try? StagedFile(sealedAt: record.staging, size: record.size, pool: pool), file.size == record.size else {
                     FuseLog.error("queued upload of \(record.path) lost its staging file; dropped")
-                    try? queue.remove([record.id])
+                    // Left behind, the record must not find its file's name used again.
+                    if (try? queue.remove([record.id])) == nil { kept.insert(record.staging) }
                     continue
                 }
                 kept.insert(record.staging)
@@ -136,7 +141,8 @@ public final class WriteBack: Sendable {
         }
         for name in (try? FileManager.default.contentsOfDirectory(atPath: stagingDirectory)) ?? [] {
             let path = stagingDirectory + "/" + name
-            if !kept.contains(path) && !pool.adopt(path) { unlink(path) }
+            let inUse = kept.contains(path)
+            if !pool.adopt(path, inUse: inUse) && !inUse { unlink(path) }
         }
     }
 
@@ -585,6 +591,20 @@ public final class WriteBack: Sendable {
             state.current[pathLower] = newest
         }
         version.file.remove()
+    }
+
+    /// Takes versions' records out of the queue. If the queue cannot be written (a full cache
+    /// disk), a record is left behind: its staging file gets a new name before it is used
+    /// again (`StagedFile.outlivedByItsRecord`), so the next mount finds the record's file
+    /// gone and drops it, rather than taking another version's bytes for its own.
+    func unqueueLocked(_ versions: [LocalVersion]) {
+        guard !versions.isEmpty else { return }
+        do {
+            try queue.remove(versions.map(\.id))
+        } catch {
+            for version in versions { version.file.outlivedByItsRecord() }
+            FuseLog.error("removing \(versions.count) file(s) from the upload queue failed (\(error)); the next mount drops them")
+        }
     }
 
     /// A new unfinished version, in `versions` and `atPath`.
