@@ -101,6 +101,9 @@ final class Transfer: @unchecked Sendable {
     /// The response's Content-Range was compared with `request.partialRange`.
     private var rangeChecked = false
 
+    /// The largest body curl sends in one piece with the headers (its `MAX_INITIAL_POST_SIZE`).
+    static let bodyWithHeadersLimit = 60 * 1024
+
     init(request: HTTPRequest) { self.request = request }
 
     func cancel() { cancelled.store(true, ordering: .relaxed) }
@@ -163,6 +166,14 @@ final class Transfer: @unchecked Sendable {
         default:
             ccurl_setopt_long(handle, CURLOPT_POST, 1)
             ccurl_setopt_off(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.length))
+            // A small body in memory goes in the same send as the headers (curl copies it and
+            // appends it to them): from a read callback it took a send, and a segment for the
+            // server to read, of its own (1,000 uploads of 4 KiB: 1,000 sends fewer). Only
+            // for a request that may go twice: curl resends copied fields without asking.
+            if case .bytes(let bytes) = request.body, bytes.count <= Self.bodyWithHeadersLimit, request.resendable {
+                bytes.withUnsafeBytes { _ = ccurl_setopt_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress)) }
+                return headerList
+            }
             ccurl_setopt_pointer(handle, CURLOPT_READDATA, context)
             ccurl_setopt_data_callback(handle, CURLOPT_READFUNCTION, { buffer, size, count, context in
                 Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue().send(into: buffer!, size * count)
