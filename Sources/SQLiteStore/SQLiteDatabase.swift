@@ -51,15 +51,17 @@ public final class SQLiteDatabase {
 
     /// Runs `body` inside an open transaction as a savepoint: kept if it returns, undone
     /// (and nothing else) if it throws.
+    /// (Prepared once, like every statement `run` takes: parsed again each time by `execute`,
+    /// the two statements were a tenth of a `finish_batch` of 1,000 files in the emulator.)
     public func savepoint<T>(_ body: () throws -> T) throws -> T {
-        try execute("SAVEPOINT one_part")
+        try run("SAVEPOINT one_part")
         do {
             let result = try body()
-            try execute("RELEASE one_part")
+            try run("RELEASE one_part")
             return result
         } catch {
-            try? execute("ROLLBACK TO one_part")
-            try? execute("RELEASE one_part")
+            try? run("ROLLBACK TO one_part")
+            try? run("RELEASE one_part")
             throw error
         }
     }
