@@ -120,13 +120,23 @@ public final class BlockCache: @unchecked Sendable {
 
     /// Keeps `bytes` as the block `key`, in the index (a small file's one block), and evicts
     /// past the limit.
-    public func storeInline(_ key: String, _ bytes: [UInt8]) {
-        guard Self.isKey(key), bytes.count <= Self.inlineLimit else { return }
+    public func storeInline(_ key: String, _ bytes: [UInt8]) { storeInline([(key, bytes)]) }
+
+    /// `storeInline` of many blocks in one transaction: one each wrote its pages to the log
+    /// and checkpointed it every few hundred, on the disk the next `cp -r` was writing to
+    /// (1,000 small files uploaded: 12 MB of log).
+    public func storeInline(_ blocks: [(key: String, bytes: [UInt8])]) {
+        let kept = blocks.filter { Self.isKey($0.key) && $0.bytes.count <= Self.inlineLimit }
+        guard !kept.isEmpty else { return }
         lock.withLock {
-            let previous = (try? db.first("SELECT size FROM blocks WHERE key = ?", [.text(key)]) { $0.int(0) }) ?? nil
-            try? db.run("INSERT OR REPLACE INTO blocks (key, size, last_used, data) VALUES (?, ?, ?, ?)",
-                        [.text(key), .int(Int64(bytes.count)), .int(Self.now()), .blob(bytes)])
-            total += Int64(bytes.count) - (previous ?? 0)
+            try? db.transaction {
+                for (key, bytes) in kept {
+                    let previous = try db.first("SELECT size FROM blocks WHERE key = ?", [.text(key)]) { $0.int(0) }
+                    try db.run("INSERT OR REPLACE INTO blocks (key, size, last_used, data) VALUES (?, ?, ?, ?)",
+                               [.text(key), .int(Int64(bytes.count)), .int(Self.now()), .blob(bytes)])
+                    total += Int64(bytes.count) - (previous ?? 0)
+                }
+            }
         }
         evictIfNeeded()
     }

@@ -281,9 +281,11 @@ public final class Uploader: Sendable {
         // ones: the mount never shows the revision before its own write.
         await watcher.catchUp(after: done.map { .file($0.1) })
         writeBack.finished(done, atTheirPaths: !asConflictedCopy) { try? store.setModified($0) }
+        var inline: [(key: String, bytes: [UInt8])] = []
         for (version, file) in done {
-            if let hash = file.contentHash { version.file.offerBlocks(to: writeBack.reader.cache, contentHash: hash) }
+            if let hash = file.contentHash { version.file.offerBlocks(to: writeBack.reader.cache, contentHash: hash, inline: &inline) }
         }
+        writeBack.reader.cache.storeInline(inline)
     }
 
     private func failed(_ version: LocalVersion, _ error: any Error) async {
