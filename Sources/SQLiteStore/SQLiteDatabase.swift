@@ -96,7 +96,15 @@ public final class SQLiteDatabase {
             switch value {
             case .null: sqlite3_bind_null(statement, index)
             case .int(let v): sqlite3_bind_int64(statement, index, v)
-            case .text(let s): csqlite_bind_text(statement, index, s, -1)
+            case .text(let s):
+                // The string's own bytes with their length where it has them in one piece:
+                // passed as a C string, a short one was copied into a new array first.
+                let bound = s.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+                    guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
+                    base.withMemoryRebound(to: CChar.self, capacity: bytes.count) { _ = csqlite_bind_text(statement, index, $0, Int32(bytes.count)) }
+                    return true
+                } ?? false
+                if !bound { csqlite_bind_text(statement, index, s, -1) }
             case .blob(let bytes):
                 bytes.withUnsafeBytes { _ = csqlite_bind_blob(statement, index, $0.baseAddress, Int32($0.count)) }
             }

@@ -4,7 +4,11 @@
 public enum ServerChecks {
     /// Dropbox's content hash: SHA-256 of block hashes, 64 hexadecimal digits.
     public static func isContentHash(_ text: String) -> Bool {
-        text.utf8.count == 64 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) || (65...70).contains($0) }
+        func isHex(_ byte: UInt8) -> Bool { (48...57).contains(byte) || (97...102).contains(byte) || (65...70).contains(byte) }
+        guard text.utf8.count == 64 else { return false }
+        // Over the bytes in place (a decoded string is contiguous): through the view's
+        // iterator it was 1.5 % of a large folder's first listing.
+        return text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isHex) } ?? text.utf8.allSatisfy(isHex)
     }
 
     /// One path component: not empty, not `.` or `..`, without `/` or NUL.
@@ -15,7 +19,11 @@ public enum ServerChecks {
     /// A Dropbox path: `/` followed by names joined with `/` (the root is the empty path).
     /// One pass over the bytes (every listed entry has two paths).
     public static func isPath(_ text: String) -> Bool {
-        var utf8 = text.utf8.makeIterator()
+        text.utf8.withContiguousStorageIfAvailable { isPath(bytes: $0) } ?? isPath(bytes: text.utf8)
+    }
+
+    private static func isPath<Bytes: Sequence<UInt8>>(bytes: Bytes) -> Bool {
+        var utf8 = bytes.makeIterator()
         guard let first = utf8.next() else { return true }
         guard first == 0x2F else { return false }
         // The current component's length, and whether it is all dots so far.
