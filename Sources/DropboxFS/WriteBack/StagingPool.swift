@@ -28,8 +28,12 @@ final class StagingPool: Sendable {
     func take() -> String? { state.withLock { $0.free.popLast() } }
 
     /// Whether `path` is named as the pool's files are.
-    static func isPoolName(_ path: String) -> Bool {
-        path[path.index(after: path.lastIndex(of: "/") ?? path.startIndex)...].hasPrefix("free-")
+    static func isPoolName(_ path: String) -> Bool { poolNumber(path) != nil }
+
+    /// N of a path named `free-N`.
+    private static func poolNumber(_ path: String) -> Int? {
+        let name = path[path.index(after: path.lastIndex(of: "/") ?? path.startIndex)...]
+        return name.hasPrefix("free-") ? Int(name.dropFirst("free-".count)) : nil
     }
 
     /// A file a previous mount left at `path`, named as the pool's: joins the pool emptied
@@ -37,7 +41,7 @@ final class StagingPool: Sendable {
     /// new one, so a rename into the pool never lands on a file in use. False if the file is
     /// not the pool's now (the caller deletes it unless it is in use), or the pool is full.
     func adopt(_ path: String, inUse: Bool) -> Bool {
-        guard Self.isPoolName(path), let number = Int(path[path.index(after: path.lastIndex(of: "-")!)...]) else { return false }
+        guard let number = Self.poolNumber(path) else { return false }
         state.withLock { $0.next = max($0.next, number) }
         guard !inUse, truncate(path, 0) == 0 else { return false }
         return state.withLock { state in
