@@ -118,13 +118,10 @@ public final class BlockCache: @unchecked Sendable {
         return true
     }
 
-    /// Keeps `bytes` as the block `key`, in the index (a small file's one block), and evicts
-    /// past the limit.
-    public func storeInline(_ key: String, _ bytes: [UInt8]) { storeInline([(key, bytes)]) }
-
-    /// `storeInline` of many blocks in one transaction: one each wrote its pages to the log
-    /// and checkpointed it every few hundred, on the disk the next `cp -r` was writing to
-    /// (1,000 small files uploaded: 12 MB of log).
+    /// Keeps each block's bytes in the index (a small file's one block), and evicts past the
+    /// limit. All in one transaction: one a block wrote its pages to the log and checkpointed
+    /// it every few hundred, on the disk the next `cp -r` was writing to (1,000 small files
+    /// uploaded: 12 MB of log).
     public func storeInline(_ blocks: [(key: String, bytes: [UInt8])]) {
         let kept = blocks.filter { Self.isKey($0.key) && $0.bytes.count <= Self.inlineLimit }
         guard !kept.isEmpty else { return }

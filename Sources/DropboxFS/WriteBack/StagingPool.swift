@@ -28,7 +28,7 @@ final class StagingPool: Sendable {
     func take() -> String? { state.withLock { $0.free.popLast() } }
 
     /// Whether `path` is named as the pool's files are.
-    static func isPoolName(_ path: String) -> Bool { poolNumber(path) != nil }
+    private static func isPoolName(_ path: String) -> Bool { poolNumber(path) != nil }
 
     /// N of a path named `free-N`.
     private static func poolNumber(_ path: String) -> Int? {
