@@ -118,20 +118,19 @@ public final class BlockCache: @unchecked Sendable {
         return true
     }
 
-    /// Keeps each block's bytes in the index (a small file's one block), and evicts past the
-    /// limit. All in one transaction: one a block wrote its pages to the log and checkpointed
-    /// it every few hundred, on the disk the next `cp -r` was writing to (1,000 small files
-    /// uploaded: 12 MB of log).
+    /// Keeps each block the cache does not hold yet in the index (a small file's one block),
+    /// and evicts past the limit. All in one transaction: one a block wrote its pages to the
+    /// log and checkpointed it every few hundred, on the disk the next `cp -r` was writing to
+    /// (1,000 small files uploaded: 12 MB of log).
     public func storeInline(_ blocks: [(key: String, bytes: [UInt8])]) {
         let kept = blocks.filter { Self.isKey($0.key) && $0.bytes.count <= Self.inlineLimit }
         guard !kept.isEmpty else { return }
         lock.withLock {
             try? db.transaction {
                 for (key, bytes) in kept {
-                    let previous = try db.first("SELECT size FROM blocks WHERE key = ?", [.text(key)]) { $0.int(0) }
-                    try db.run("INSERT OR REPLACE INTO blocks (key, size, last_used, data) VALUES (?, ?, ?, ?)",
+                    try db.run("INSERT OR IGNORE INTO blocks (key, size, last_used, data) VALUES (?, ?, ?, ?)",
                                [.text(key), .int(Int64(bytes.count)), .int(Self.now()), .blob(bytes)])
-                    total += Int64(bytes.count) - (previous ?? 0)
+                    if db.changes > 0 { total += Int64(bytes.count) }
                 }
             }
         }

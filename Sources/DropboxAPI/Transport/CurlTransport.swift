@@ -101,7 +101,8 @@ final class Transfer: @unchecked Sendable {
     /// The response's Content-Range was compared with `request.partialRange`.
     private var rangeChecked = false
 
-    /// The largest body curl sends in one piece with the headers (its `MAX_INITIAL_POST_SIZE`).
+    /// The largest body sent in one piece with the headers: curl does so up to its
+    /// `MAX_INITIAL_POST_SIZE` (64 KiB) for headers and body together; 4 KiB is left for these.
     static let bodyWithHeadersLimit = 60 * 1024
 
     init(request: HTTPRequest) { self.request = request }

@@ -313,9 +313,11 @@ public final class StagedFile: Sendable {
         guard isSealed, size > 0, size <= min(Self.offerLimit, cache.limit / 4) else { return }
         // A small file's bytes are kept in the cache's index, and the staging file goes back
         // to the pool: the next new file needs no inode (`BlockCache.inlineLimit`).
+        // (`storeInline` leaves a block the cache holds already: no look here first.)
         if size <= BlockCache.inlineLimit {
-            let key = BlockCache.key(contentHash: contentHash, index: 0)
-            if !cache.contains(key), fd >= 0, let bytes = try? FileIO.read(fd, length: Int(size)) { inline.append((key, bytes)) }
+            if fd >= 0, let bytes = try? FileIO.read(fd, length: Int(size)) {
+                inline.append((BlockCache.key(contentHash: contentHash, index: 0), bytes))
+            }
             return
         }
         // A done file of one block becomes that block itself, by a rename: a copy made ext4
