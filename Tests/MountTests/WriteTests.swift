@@ -122,6 +122,31 @@ struct WriteTests {
         }
     }
 
+    /// A batch whose commit failed keeps its files' sessions: the retries (here one file
+    /// each, as their backoffs end apart) commit them without sending their bytes again
+    /// (each file went again by `files/upload`). The files also went ahead of the commit
+    /// (a burst of 40), and were not sent twice for that.
+    @Test func aBatchWhoseCommitFailedIsRetriedWithoutSendingItsBytesAgain() async throws {
+        try await MountFixture.with(seeds: [], faults: ["403:p=1,routes=files/upload_session/finish_batch_v2"]) { m in
+            #expect(try await m.python("""
+            import os
+            os.mkdir(os.environ["M"] + "/burst")
+            for i in range(40):
+                with open(os.environ["M"] + f"/burst/f-{i:02d}.txt", "w") as f:
+                    f.write(f"file {i}\\n" * (i + 1))
+            """).status == 0)
+            try await eventually("the batch's commit to be refused") {
+                try await m.routeStats()["files/upload_session/finish_batch_v2"]?["requests"] ?? 0 >= 1
+            }
+            try await m.emulator.setFaults([])
+            try await eventually("the files to be on Dropbox", timeout: 60) { try await m.client.listAll("/burst").count == 40 }
+            let stats = try await m.routeStats()
+            #expect(MountFixture.requests(stats, ["files/upload_session/start"]) == 40, "\(stats)")
+            #expect(MountFixture.requests(stats, ["files/upload"]) == 0, "\(stats)")
+            #expect(try await m.remoteText("/burst/f-39.txt") == String(repeating: "file 39\n", count: 40))
+        }
+    }
+
     @Test func editorPatternsAppendsTruncationAndRandomWrites() async throws {
         try await MountFixture.with(seeds: ["demo", "big=24M"]) { m in
             let local = m.root.appendingPathComponent("local").path

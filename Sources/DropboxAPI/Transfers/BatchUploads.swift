@@ -1,14 +1,25 @@
 import Foundation
 
 extension DropboxClient {
-    /// One file of a batch: what to send and where it lands.
+    /// One file of a batch: what to send and where it lands, and its bytes' closed session
+    /// if they were sent before (`stageBytes`, or an earlier try of the batch).
     public struct BatchItem: Sendable {
         public var localPath: String
         public var commit: CommitInfo
-        public init(localPath: String, commit: CommitInfo) {
+        public var staged: StagedBytes?
+        public init(localPath: String, commit: CommitInfo, staged: StagedBytes? = nil) {
             self.localPath = localPath
             self.commit = commit
+            self.staged = staged
         }
+    }
+
+    /// A file's bytes in a closed upload session, not committed yet: Dropbox keeps such a
+    /// session a week, and any commit (of any path) can take it once.
+    public struct StagedBytes: Sendable, Equatable {
+        public var session: String
+        public var size: Int64
+        public var hash: String
     }
 
     /// Uploads many files with few commits: each file's bytes go into its own closed upload
@@ -17,26 +28,35 @@ extension DropboxClient {
     /// files is far faster than one each. Entries refused for contention are committed again;
     /// an ambiguous batch failure is settled by checking each file's content hash.
     /// Returns one result per item, in order.
+    /// `staged` hears of each item whose bytes this call put in a session (a retry of a
+    /// failed commit can take them and send no byte again).
     public func uploadBatch(_ items: [BatchItem], tuning: UploadTuning = UploadTuning(), parallelism: Int = 8,
-                            progress: (@Sendable (Int) -> Void)? = nil) async throws -> [Result<FileMetadata, any Error>] {
+                            progress: (@Sendable (Int) -> Void)? = nil,
+                            staged heard: (@Sendable (Int, StagedBytes) -> Void)? = nil) async throws -> [Result<FileMetadata, any Error>] {
         var results = [Result<FileMetadata, any Error>?](repeating: nil, count: items.count)
         var staged: [StagedItem] = []
 
-        try await withThrowingTaskGroup(of: (Int, Result<(String, Int64, String), any Error>).self) { group in
+        let unsent = items.indices.filter { items[$0].staged == nil }
+        for index in items.indices {
+            if let bytes = items[index].staged { staged.append((index, bytes.session, bytes.size, bytes.hash)) }
+        }
+        try await withThrowingTaskGroup(of: (Int, Result<StagedBytes, any Error>).self) { group in
             var next = 0
             func launch() {
-                let index = next
+                let index = unsent[next]
                 let item = items[index]
                 next += 1
-                group.addTask { (index, await Result { try await self.stage(item, tuning: tuning) }) }
+                group.addTask { (index, await Result { try await self.stageBytes(of: item.localPath, tuning: tuning) }) }
             }
-            for _ in 0..<min(parallelism, items.count) { launch() }
+            for _ in 0..<min(parallelism, unsent.count) { launch() }
             while let (index, outcome) = try await group.next() {
                 switch outcome {
-                case .success(let (session, size, hash)): staged.append((index, session, size, hash))
+                case .success(let bytes):
+                    staged.append((index, bytes.session, bytes.size, bytes.hash))
+                    heard?(index, bytes)
                 case .failure(let error): results[index] = .failure(error)
                 }
-                if next < items.count { launch() }
+                if next < unsent.count { launch() }
             }
         }
 
@@ -112,13 +132,14 @@ extension DropboxClient {
         }
     }
 
-    /// Sends one file into a closed session; returns (session, size, content hash).
-    private func stage(_ item: BatchItem, tuning: UploadTuning) async throws -> (String, Int64, String) {
-        let (fd, size) = try FileIO.openForReading(item.localPath)
+    /// Sends one file's bytes into a closed session, for a batch to commit. `background`:
+    /// ahead of need, its request on a thread at the lowest CPU priority.
+    public func stageBytes(of localPath: String, tuning: UploadTuning = UploadTuning(), background: Bool = false) async throws -> StagedBytes {
+        let (fd, size) = try FileIO.openForReading(localPath)
         defer { close(fd) }
         if size > tuning.singleRequestLimit {
             let (session, hash) = try await sendConcurrentSession(fd: fd, size: size, tuning: tuning, progress: nil)
-            return (session, size, hash)
+            return StagedBytes(session: session, size: size, hash: hash)
         }
         // A small file is read once, hashed and sent from memory: read again by curl's
         // callback, on the transfer loop's one thread, it cost each of a batch's files a
@@ -133,8 +154,9 @@ extension DropboxClient {
             hash = ContentHasher.combine(try await FileIO.blockDigestsOffPool(fd, offset: 0, length: size))
             body = .file(descriptor: fd, offset: 0, length: size)
         }
-        let start = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(close: true, contentHash: hash), body: body)
-        return (start.sessionId, size, hash)
+        let start = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(close: true, contentHash: hash), body: body,
+                                     background: background)
+        return StagedBytes(session: start.sessionId, size: size, hash: hash)
     }
 }
 

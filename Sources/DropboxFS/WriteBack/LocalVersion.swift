@@ -1,3 +1,4 @@
+import DropboxAPI
 import Foundation
 import Synchronization
 
@@ -92,6 +93,12 @@ final class LocalVersion: @unchecked Sendable {
     var abandonSending: (@Sendable () -> Void)?
     /// Early sends under way (`WriteBack+EarlyUploads`): the upload waits for them.
     var earlySends = 0
+    /// A small file's bytes in a closed session, sent ahead of its batch's commit
+    /// (`WriteBack+StagedBytes`) or by a try whose commit failed: the commit takes them and
+    /// sends no byte again. In memory only: a restarted mount sends them anew.
+    var stagedBytes: DropboxClient.StagedBytes?
+    var prestage: Prestage = .notTried
+    enum Prestage { case notTried, sending, ended }
     /// The version that took its place before it was uploaded, if one did.
     var replacedBy: LocalVersion?
     /// The revision Dropbox gave this version's bytes at its path, once uploaded: a version

@@ -5,7 +5,9 @@ import Synchronization
 /// Sends sealed local versions to Dropbox when `UploadSchedule` says, oldest first per path:
 /// - many small files: each into a closed upload session, committed together by
 ///   `upload_session/finish_batch_v2` (Dropbox serialises commits per namespace: one commit
-///   for many files is far faster than one each); a lone small file goes by `files/upload`;
+///   for many files is far faster than one each); a lone small file goes by `files/upload`.
+///   In a burst, each file's bytes go while the burst lasts, and the commit takes their
+///   sessions (`WriteBack+StagedBytes`);
 /// - a large file: a concurrent upload session with parallel 4 MiB-aligned appends, its
 ///   session and sent chunks recorded in the queue so a restarted mount resumes it. A large
 ///   file written sequentially from empty starts that session before close
@@ -26,7 +28,7 @@ public final class Uploader: Sendable {
     /// Hears (path, lineage, content hash) when the newest local version of a path is on
     /// Dropbox, before the change is seen (the kernel's pages of it may then stay).
     let uploaded: @Sendable (String, Int64, String) -> Void
-    private let running = Mutex<(batches: Int, large: Int, early: Int)>((0, 0, 0))
+    private let running = Mutex<(batches: Int, large: Int, early: Int, prestages: Int)>((0, 0, 0, 0))
 
     init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore, namespace: NamespaceSender,
          uploaded: @escaping @Sendable (String, Int64, String) -> Void = { _, _, _ in }) {
@@ -77,13 +79,29 @@ public final class Uploader: Sendable {
                         self.writeBack.changed()  // a slot is free for the next chunk
                     }
                 }
+                var ahead: [LocalVersion] = []
+                var aheadWake: Duration?
+                if client.reachability.offlineSince == nil {
+                    (ahead, aheadWake) = writeBack.takePrestageable(limit: UploadSchedule.prestagesAtOnce - running.withLock { $0.prestages })
+                }
+                for version in ahead {
+                    occupy(.prestage, by: 1)
+                    group.addTask {
+                        await self.prestage(version)
+                        self.occupy(.prestage, by: -1)
+                        self.writeBack.changed()  // a slot is free for the next
+                    }
+                }
                 gap = UploadSchedule.gap(afterPassOf: .now - lastPass)
-                if jobs.isEmpty && early.isEmpty { await writeBack.uploaderSignal.wait(after: seen, timeout: wake) }
+                if jobs.isEmpty && early.isEmpty && ahead.isEmpty {
+                    let next = [wake, aheadWake].compactMap { $0 }.min()
+                    await writeBack.uploaderSignal.wait(after: seen, timeout: next)
+                }
             }
         }
     }
 
-    private enum Slot { case batches, large, early }
+    private enum Slot { case batches, large, early, prestage }
 
     /// Counts a job in or out of its kind's slots.
     private func occupy(_ slot: Slot, by change: Int) {
@@ -92,6 +110,7 @@ public final class Uploader: Sendable {
             case .batches: $0.batches += change
             case .large: $0.large += change
             case .early: $0.early += change
+            case .prestage: $0.prestages += change
             }
         }
     }
@@ -136,35 +155,51 @@ public final class Uploader: Sendable {
     }
 
     private func send(_ job: [LocalVersion]) async {
-        if job.count > 1 {
-            await uploadBatch(job)
-        } else {
-            let version = job[0]
-            let commit = writeBack.commitInfo(version)
-            do {
-                let file = try await client.uploadFile(version.file.bytesPath, to: commit, tuning: tuning)
-                await complete(version, file)
-            } catch {
-                await failed(version, error)
+        let staged = await writeBack.stagedBytes(job)
+        if job.count > 1 { return await uploadBatch(job, staged: staged) }
+        let version = job[0]
+        let commit = writeBack.commitInfo(version)
+        do {
+            let file: FileMetadata
+            if let bytes = staged[0] {
+                file = try await client.finishSession(bytes.session, size: bytes.size, hash: bytes.hash, commit: commit)
+            } else {
+                file = try await client.uploadFile(version.file.bytesPath, to: commit, tuning: tuning)
             }
+            await complete(version, file)
+        } catch {
+            if Self.isSessionError(error) { writeBack.forgetStaged(version) }
+            await failed(version, error)
         }
     }
 
-    private func uploadBatch(_ job: [LocalVersion]) async {
-        let items = job.map { DropboxClient.BatchItem(localPath: $0.file.bytesPath, commit: writeBack.commitInfo($0)) }
+    private func uploadBatch(_ job: [LocalVersion], staged: [DropboxClient.StagedBytes?]) async {
+        let items = zip(job, staged).map { version, bytes in
+            DropboxClient.BatchItem(localPath: version.file.bytesPath, commit: writeBack.commitInfo(version), staged: bytes)
+        }
         do {
-            let results = try await client.uploadBatch(items, tuning: tuning, parallelism: UploadSchedule.batchParallelism)
+            let results = try await client.uploadBatch(items, tuning: tuning, parallelism: UploadSchedule.batchParallelism,
+                                                       staged: { [writeBack] index, bytes in writeBack.recordStaged(job[index], bytes) })
             var done: [(LocalVersion, FileMetadata)] = []
             for (version, result) in zip(job, results) {
                 switch result {
                 case .success(let file): done.append((version, file))
-                case .failure(let error): await failed(version, error)
+                case .failure(let error):
+                    if Self.isSessionError(error) { writeBack.forgetStaged(version) }
+                    await failed(version, error)
                 }
             }
             await complete(done)
         } catch {
             for version in job { await failed(version, error) }
         }
+    }
+
+    /// A small file's bytes, ahead of its batch's commit (`WriteBack+StagedBytes`). A failure
+    /// leaves them to the batch.
+    private func prestage(_ version: LocalVersion) async {
+        let bytes = try? await client.stageBytes(of: version.file.bytesPath, tuning: tuning, background: true)
+        writeBack.prestageEnded(version, bytes)
     }
 
     /// A large file through a concurrent session, resumed from the queue's record if an
