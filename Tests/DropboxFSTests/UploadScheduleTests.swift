@@ -52,32 +52,6 @@ struct UploadScheduleTests {
         #expect(decide(many, freeBatches: 0).jobs.isEmpty)
     }
 
-    /// Bytes ahead of the commit: only in a burst of small files, each once it has settled a
-    /// moment, oldest first within the free slots; never for a file an fsync waits for, one
-    /// that failed, a large one, or one whose bytes went (or are going) already.
-    @Test func smallFilesOfABurstSendTheirBytesAheadOfTheCommit() {
-        let burst = Schedule.prestageBurst
-        let settled = (1...Int64(burst)).map { candidate($0, settled: .seconds(1)) }
-        #expect(Schedule.prestageable(Array(settled.dropLast()), limit: 100, now: now).ids.isEmpty)
-        #expect(Schedule.prestageable(settled, limit: 100, now: now).ids == Array(1...Int64(burst)))
-        #expect(Schedule.prestageable(settled, limit: 3, now: now).ids == [1, 2, 3])
-        #expect(Schedule.prestageable(settled, limit: 0, now: now).ids.isEmpty)
-
-        let fresh = candidate(100, settled: .milliseconds(10))
-        let withFresh = Schedule.prestageable(settled + [fresh], limit: 100, now: now)
-        #expect(!withFresh.ids.contains(100) && withFresh.wake == Schedule.prestageDelay - .milliseconds(10))
-
-        var marked = settled
-        marked[0].prestaged = true
-        marked[1].urgent = true
-        marked[2].retryAt = now - .seconds(1)
-        marked[3].size = large
-        // Three left the burst (urgent, failed, large): it is one file short, and none goes.
-        #expect(Schedule.prestageable(marked, limit: 100, now: now).ids.isEmpty)
-        let more = (200...202).map { candidate(Int64($0)) }
-        #expect(Schedule.prestageable(marked + more, limit: 100, now: now).ids == Array(5...Int64(burst)) + [200, 201, 202])
-    }
-
     @Test func largeFilesGoAloneAndNoMoreThanTheFreeSlots() {
         let files = [candidate(1, size: large), candidate(2, size: large), candidate(3), candidate(4, size: large)]
         #expect(decide(files).jobs == [[3], [1], [2]])

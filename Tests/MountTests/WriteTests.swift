@@ -124,8 +124,7 @@ struct WriteTests {
 
     /// A batch whose commit failed keeps its files' sessions: the retries (here one file
     /// each, as their backoffs end apart) commit them without sending their bytes again
-    /// (each file went again by `files/upload`). The files also went ahead of the commit
-    /// (a burst of 40), and were not sent twice for that.
+    /// (each file went again by `files/upload`).
     @Test func aBatchWhoseCommitFailedIsRetriedWithoutSendingItsBytesAgain() async throws {
         try await MountFixture.with(seeds: [], faults: ["403:p=1,routes=files/upload_session/finish_batch_v2"]) { m in
             #expect(try await m.python("""

@@ -2,7 +2,7 @@ import Foundation
 
 extension DropboxClient {
     /// One file of a batch: what to send and where it lands, and its bytes' closed session
-    /// if they were sent before (`stageBytes`, or an earlier try of the batch).
+    /// if an earlier try of the batch sent them.
     public struct BatchItem: Sendable {
         public var localPath: String
         public var commit: CommitInfo
@@ -46,7 +46,7 @@ extension DropboxClient {
                 let index = unsent[next]
                 let item = items[index]
                 next += 1
-                group.addTask { (index, await Result { try await self.stageBytes(of: item.localPath, tuning: tuning) }) }
+                group.addTask { (index, await Result { try await self.stage(item.localPath, tuning: tuning) }) }
             }
             for _ in 0..<min(parallelism, unsent.count) { launch() }
             while let (index, outcome) = try await group.next() {
@@ -132,9 +132,8 @@ extension DropboxClient {
         }
     }
 
-    /// Sends one file's bytes into a closed session, for a batch to commit. `background`:
-    /// ahead of need, its request on a thread at the lowest CPU priority.
-    public func stageBytes(of localPath: String, tuning: UploadTuning = UploadTuning(), background: Bool = false) async throws -> StagedBytes {
+    /// Sends one file's bytes into a closed session, for a batch to commit.
+    private func stage(_ localPath: String, tuning: UploadTuning) async throws -> StagedBytes {
         let (fd, size) = try FileIO.openForReading(localPath)
         defer { close(fd) }
         if size > tuning.singleRequestLimit {
@@ -154,8 +153,7 @@ extension DropboxClient {
             hash = ContentHasher.combine(try await FileIO.blockDigestsOffPool(fd, offset: 0, length: size))
             body = .file(descriptor: fd, offset: 0, length: size)
         }
-        let start = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(close: true, contentHash: hash), body: body,
-                                     background: background)
+        let start = try await upload(Routes.uploadSessionStart, UploadSessionStartArgument(close: true, contentHash: hash), body: body)
         return StagedBytes(session: start.sessionId, size: size, hash: hash)
     }
 }

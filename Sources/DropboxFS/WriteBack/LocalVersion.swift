@@ -93,12 +93,10 @@ final class LocalVersion: @unchecked Sendable {
     var abandonSending: (@Sendable () -> Void)?
     /// Early sends under way (`WriteBack+EarlyUploads`): the upload waits for them.
     var earlySends = 0
-    /// A small file's bytes in a closed session, sent ahead of its batch's commit
-    /// (`WriteBack+StagedBytes`) or by a try whose commit failed: the commit takes them and
-    /// sends no byte again. In memory only: a restarted mount sends them anew.
+    /// A small file's bytes in a closed session, sent by a try whose commit failed: the next
+    /// try commits them and sends no byte again (`WriteBack+StagedBytes`). In memory only: a
+    /// restarted mount sends them anew.
     var stagedBytes: DropboxClient.StagedBytes?
-    var prestage: Prestage = .notTried
-    enum Prestage { case notTried, sending, ended }
     /// The version that took its place before it was uploaded, if one did.
     var replacedBy: LocalVersion?
     /// The revision Dropbox gave this version's bytes at its path, once uploaded: a version

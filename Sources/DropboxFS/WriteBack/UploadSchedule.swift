@@ -33,15 +33,6 @@ struct UploadSchedule {
     static let largeAtOnce = 2
     /// Chunks of files still being written sent at once, over all files.
     static let earlyChunksAtOnce = 4
-    /// Small files' bytes sent ahead of their batch's commit (`prestageable`), at once.
-    static let prestagesAtOnce = 8
-    /// The least number of small files waiting for which their bytes go ahead of the commit:
-    /// a burst (cp -r, tar x), whose commit waits for it to end. A lone file goes whole when
-    /// quiet (one request); sent ahead, it would cost two.
-    static let prestageBurst = 16
-    /// How long a sealed file waits before its bytes go ahead: a temporary file deleted at
-    /// once costs no request.
-    static let prestageDelay: Duration = .milliseconds(50)
     /// Retries: seconds after a blip, every 5 minutes at most while the failure lasts.
     static let retry = RetryPolicy(baseDelay: 2, maxDelay: 300)
     /// The least time between two passes of the uploader. A pass looks at every queued
@@ -81,8 +72,6 @@ struct UploadSchedule {
         /// An older version of its path is uploading, its early chunks are in flight, or a
         /// rename or delete holds its path.
         var blocked = false
-        /// Its bytes went ahead of the commit, or are going, or failed to.
-        var prestaged = false
     }
 
     /// Jobs to start now (ids: one batch of small files, or one large file each) and how
@@ -129,26 +118,5 @@ struct UploadSchedule {
         for id in large.prefix(max(0, freeLarge)) { decision.jobs.append([id]) }
         decision.wake = wake.map { $0 - now }
         return decision
-    }
-
-    /// Small files whose bytes go now, ahead of their batch's commit (`candidates` oldest
-    /// first; at most `limit`), and how long until another may. Only in a burst, only a file
-    /// settled `prestageDelay` ago, none that failed (its retry sends them) and none an
-    /// fsync waits for (its batch goes at once, at normal priority). While the writer goes
-    /// on, the bytes take the core it leaves idle; at the commit only the commit is left.
-    static func prestageable(_ candidates: [Candidate], limit: Int, now: ContinuousClock.Instant) -> (ids: [Int64], wake: Duration?) {
-        let small = candidates.filter { !isLarge(size: $0.size) && $0.retryAt == nil && !$0.urgent }
-        guard limit > 0, small.count >= prestageBurst else { return ([], nil) }
-        var ids: [Int64] = []
-        var wake: Duration?
-        for candidate in small where !candidate.prestaged {
-            let readyAt = candidate.settledAt + prestageDelay
-            if readyAt > now {
-                wake = min(wake ?? readyAt - now, readyAt - now)
-            } else if ids.count < limit {
-                ids.append(candidate.id)
-            }
-        }
-        return (ids, wake)
     }
 }

@@ -6,8 +6,7 @@ import Synchronization
 /// - many small files: each into a closed upload session, committed together by
 ///   `upload_session/finish_batch_v2` (Dropbox serialises commits per namespace: one commit
 ///   for many files is far faster than one each); a lone small file goes by `files/upload`.
-///   In a burst, each file's bytes go while the burst lasts, and the commit takes their
-///   sessions (`WriteBack+StagedBytes`);
+///   A commit that fails keeps the sessions for its retry (`WriteBack+StagedBytes`);
 /// - a large file: a concurrent upload session with parallel 4 MiB-aligned appends, its
 ///   session and sent chunks recorded in the queue so a restarted mount resumes it. A large
 ///   file written sequentially from empty starts that session before close
@@ -28,7 +27,7 @@ public final class Uploader: Sendable {
     /// Hears (path, lineage, content hash) when the newest local version of a path is on
     /// Dropbox, before the change is seen (the kernel's pages of it may then stay).
     let uploaded: @Sendable (String, Int64, String) -> Void
-    private let running = Mutex<(batches: Int, large: Int, early: Int, prestages: Int)>((0, 0, 0, 0))
+    private let running = Mutex<(batches: Int, large: Int, early: Int)>((0, 0, 0))
 
     init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore, namespace: NamespaceSender,
          uploaded: @escaping @Sendable (String, Int64, String) -> Void = { _, _, _ in }) {
@@ -79,29 +78,13 @@ public final class Uploader: Sendable {
                         self.writeBack.changed()  // a slot is free for the next chunk
                     }
                 }
-                var ahead: [LocalVersion] = []
-                var aheadWake: Duration?
-                if client.reachability.offlineSince == nil {
-                    (ahead, aheadWake) = writeBack.takePrestageable(limit: UploadSchedule.prestagesAtOnce - running.withLock { $0.prestages })
-                }
-                for version in ahead {
-                    occupy(.prestage, by: 1)
-                    group.addTask {
-                        await self.prestage(version)
-                        self.occupy(.prestage, by: -1)
-                        self.writeBack.changed()  // a slot is free for the next
-                    }
-                }
                 gap = UploadSchedule.gap(afterPassOf: .now - lastPass)
-                if jobs.isEmpty && early.isEmpty && ahead.isEmpty {
-                    let next = [wake, aheadWake].compactMap { $0 }.min()
-                    await writeBack.uploaderSignal.wait(after: seen, timeout: next)
-                }
+                if jobs.isEmpty && early.isEmpty { await writeBack.uploaderSignal.wait(after: seen, timeout: wake) }
             }
         }
     }
 
-    private enum Slot { case batches, large, early, prestage }
+    private enum Slot { case batches, large, early }
 
     /// Counts a job in or out of its kind's slots.
     private func occupy(_ slot: Slot, by change: Int) {
@@ -110,7 +93,6 @@ public final class Uploader: Sendable {
             case .batches: $0.batches += change
             case .large: $0.large += change
             case .early: $0.early += change
-            case .prestage: $0.prestages += change
             }
         }
     }
@@ -155,7 +137,7 @@ public final class Uploader: Sendable {
     }
 
     private func send(_ job: [LocalVersion]) async {
-        let staged = await writeBack.stagedBytes(job)
+        let staged = writeBack.stagedBytes(job)
         if job.count > 1 { return await uploadBatch(job, staged: staged) }
         let version = job[0]
         let commit = writeBack.commitInfo(version)
@@ -195,12 +177,6 @@ public final class Uploader: Sendable {
         }
     }
 
-    /// A small file's bytes, ahead of its batch's commit (`WriteBack+StagedBytes`). A failure
-    /// leaves them to the batch.
-    private func prestage(_ version: LocalVersion) async {
-        let bytes = try? await client.stageBytes(of: version.file.bytesPath, tuning: tuning, background: true)
-        writeBack.prestageEnded(version, bytes)
-    }
 
     /// A large file through a concurrent session, resumed from the queue's record if an
     /// earlier run started it. Its bytes go first, while the file may still be renamed (the
