@@ -365,8 +365,10 @@ struct RenameQueueTests {
             _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/b/x"))
             try await m.emulator.resetStats()
             try await m.emulator.setFaults([feed])
-            // Sent in a batch, or (the one whose source the store lacks) asked about by id.
-            try await eventually("the renames to be under way") {
+            // Sent in a batch, or (the one whose source the store lacks) asked about by id. The
+            // rounds refused so far back off (up to 30 s apart, `QueuedRounds.retry`): beside a
+            // build, the next try came after the default 20 s.
+            try await eventually("the renames to be under way", timeout: 120) {
                 MountFixture.requests(try await m.routeStats(), ["files/move_batch_v2", "files/move_v2", "files/get_metadata"]) >= 1
             }
             try await m.emulator.setFaults([])
