@@ -38,7 +38,7 @@ extension DropboxClient {
 
         let unsent = items.indices.filter { items[$0].staged == nil }
         for index in items.indices {
-            if let bytes = items[index].staged { staged.append((index, bytes.session, bytes.size, bytes.hash)) }
+            if let bytes = items[index].staged { staged.append((index, bytes)) }
         }
         try await withThrowingTaskGroup(of: (Int, Result<StagedBytes, any Error>).self) { group in
             var next = 0
@@ -52,7 +52,7 @@ extension DropboxClient {
             while let (index, outcome) = try await group.next() {
                 switch outcome {
                 case .success(let bytes):
-                    staged.append((index, bytes.session, bytes.size, bytes.hash))
+                    staged.append((index, bytes))
                     heard?(index, bytes)
                 case .failure(let error): results[index] = .failure(error)
                 }
@@ -84,15 +84,15 @@ extension DropboxClient {
         return results.map { $0 ?? .failure(CallError<NoRouteError>.client(.local("not uploaded"))) }
     }
 
-    /// A file's bytes in a closed session, its place among the batch's items, and their hash.
-    private typealias StagedItem = (index: Int, session: String, size: Int64, hash: String)
+    /// A file's bytes in a closed session, and its place among the batch's items.
+    private typealias StagedItem = (index: Int, bytes: StagedBytes)
 
     /// One `finish_batch_v2` call for `group` (of at most a call's worth): each file's result,
     /// or its place in `retry` for the next round.
     private func commit(_ group: [StagedItem], of items: [BatchItem], round: Int,
                         into results: inout [Result<FileMetadata, any Error>?], retry: inout [StagedItem]) async throws {
         let argument = UploadSessionFinishBatchArgument(entries: group.map {
-            UploadSessionFinishArgument(cursor: UploadSessionCursor(sessionId: $0.session, offset: $0.size), commit: items[$0.index].commit)
+            UploadSessionFinishArgument(cursor: UploadSessionCursor(sessionId: $0.bytes.session, offset: $0.bytes.size), commit: items[$0.index].commit)
         })
         let entries: [UploadSessionFinishBatchResultEntry]
         do {
@@ -101,7 +101,7 @@ extension DropboxClient {
             // Unknown outcome: a file holding our bytes was committed; others are
             // retried while the budget lasts.
             for item in group {
-                if let file = try await checkAfter(error, { try await committedFile(at: items[item.index].commit.path, hash: item.hash) }) {
+                if let file = try await checkAfter(error, { try await committedFile(at: items[item.index].commit.path, hash: item.bytes.hash) }) {
                     results[item.index] = .success(file)
                 } else if round < self.retry.maxAttempts {
                     retry.append(item)
@@ -114,14 +114,14 @@ extension DropboxClient {
         for (item, entry) in zip(group, entries) {
             switch entry {
             case .success(let file):
-                results[item.index] = file.contentHash == nil || file.contentHash == item.hash
+                results[item.index] = file.contentHash == nil || file.contentHash == item.bytes.hash
                     ? .success(file)
-                    : .failure(CallError<PathWriteError>.client(.contentHashMismatch(expected: item.hash, actual: file.contentHash!)))
+                    : .failure(CallError<PathWriteError>.client(.contentHashMismatch(expected: item.bytes.hash, actual: file.contentHash!)))
             case .failure(let failure) where failure.isTransient && round < self.retry.maxAttempts:
                 retry.append(item)
             case .failure(let failure) where failure == .lookupFailed(.notFound) && round > 1:
                 // Committed by an earlier round whose answer was lost.
-                if let file = try await committedFile(at: items[item.index].commit.path, hash: item.hash) {
+                if let file = try await committedFile(at: items[item.index].commit.path, hash: item.bytes.hash) {
                     results[item.index] = .success(file)
                 } else {
                     results[item.index] = .failure(CallError.route(failure, summary: "lookup_failed/not_found", userMessage: nil, requestID: nil))
