@@ -150,7 +150,6 @@ public final class Uploader: Sendable {
             }
             await complete(version, file)
         } catch {
-            if Self.isSessionError(error) { writeBack.forgetStaged(version) }
             await failed(version, error)
         }
     }
@@ -166,9 +165,7 @@ public final class Uploader: Sendable {
             for (version, result) in zip(job, results) {
                 switch result {
                 case .success(let file): done.append((version, file))
-                case .failure(let error):
-                    if Self.isSessionError(error) { writeBack.forgetStaged(version) }
-                    await failed(version, error)
+                case .failure(let error): await failed(version, error)
                 }
             }
             await complete(done)
@@ -176,7 +173,6 @@ public final class Uploader: Sendable {
             for version in job { await failed(version, error) }
         }
     }
-
 
     /// A large file through a concurrent session, resumed from the queue's record if an
     /// earlier run started it. Its bytes go first, while the file may still be renamed (the
@@ -300,6 +296,8 @@ public final class Uploader: Sendable {
     }
 
     private func failed(_ version: LocalVersion, _ error: any Error) async {
+        // A session Dropbox no longer knows: the next try sends the bytes again.
+        if Self.isSessionError(error) { writeBack.forgetStaged(version) }
         if Self.isConflict(error) {
             do {
                 let (file, isCopy) = Self.isFileInTheWay(error) ? try await saveBesideFileInTheWay(version) : try await saveConflictedCopy(version)
