@@ -10,7 +10,10 @@ import TestSupport
 struct ModeTests {
     /// What tools do with modes, compared with a local folder: scripts made executable and
     /// run, a private file, modes set at creation (install, mkdir -m, umask), and kept by
-    /// mv, cp -a, tar and rsync -a; a removed file's mode does not pass to a new one.
+    /// mv, cp -a, tar and rsync -a; a removed file's mode does not pass to a new one; and
+    /// access(2) (`test -r/-w/-x`) answers by them: the kernel asks the mount nothing for it
+    /// only while the mount keeps `default_permissions` (without it, a missing ACCESS
+    /// operation would make every `test -x` true).
     @Test func toolsSeeTheModesTheySetAsOnALocalDisk() async throws {
         try await MountFixture.with { m in
             try await ToolWorkloadTests.same(m, "modes", """
@@ -19,7 +22,10 @@ struct ModeTests {
                 install -m 755 run.sh bin/tool && bin/tool && (umask 077 && echo x > mine && mkdir minedir) && \
                 chmod 4755 bin/tool && chmod g+w bin && mv run.sh renamed.sh && ./renamed.sh && \
                 mkdir tree && cp -a bin key private tree/ && tar -cf t.tar bin key && mkdir untar && tar -C untar -xpf t.tar && \
-                rsync -a bin/ synced/ && rm key && echo again > key && \
+                rsync -a bin/ synced/ && \
+                for f in key bin/tool renamed.sh private untar/key; do \
+                    test -r $f && echo r $f; test -w $f && echo w $f; test -x $f && echo x $f; :; done && \
+                rm key && echo again > key && \
                 find . -path ./t.tar -prune -o -printf '%m %y %P\\n' | sort
                 """)
         }
