@@ -96,7 +96,7 @@ extension DropboxFileSystem {
         var folders = [stored]
         while let folder = folders.popLast() {
             try await ensureStoreListed(folder)
-            for child in deletes.visible(try store.children(folder, complete: true)) {
+            for child in try handoffs.settled({ deletes.visible(try store.children(folder, complete: true)) }) {
                 if child.isFolder { folders.append(child.pathLower) } else if child.contentHash != nil { files.append(child) }
             }
         }

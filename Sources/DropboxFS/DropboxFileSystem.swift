@@ -41,6 +41,9 @@ public final class DropboxFileSystem: Sendable {
     /// unlinks and rmdirs answered here, and their way to Dropbox.
     public let deletes: PendingDeletes
     let deleteSender: DeleteSender
+    /// Counts the new folders and removals that leave their queues for the store: a look at
+    /// both that straddled one is made again.
+    let handoffs = Handoffs()
     /// mkdirs answered here, and their way to Dropbox.
     public let folders: PendingFolders
     let folderSender: FolderSender
@@ -95,9 +98,9 @@ public final class DropboxFileSystem: Sendable {
         let tree = TreeCalls(client: client, watcher: watcher)
         self.tree = tree
         let order = NamespaceOrder(after: try queue.largestNamespaceID())
-        self.deletes = try PendingDeletes(queue: queue, order: order)
+        self.deletes = try PendingDeletes(queue: queue, order: order, handoffs: handoffs)
         self.deleteSender = DeleteSender(pending: deletes, calls: tree, store: store)
-        self.folders = try PendingFolders(queue: queue, store: store, order: order)
+        self.folders = try PendingFolders(queue: queue, store: store, order: order, handoffs: handoffs)
         self.folderSender = FolderSender(pending: folders, deletes: deleteSender, calls: tree)
         self.moves = try PendingMoves(queue: queue, order: order, deletes: deletes)
         self.moveSender = MoveSender(pending: moves, folders: folderSender, calls: tree, store: store, writeBack: writeBack)
@@ -226,9 +229,11 @@ public final class DropboxFileSystem: Sendable {
     /// `remember: false` for a one-off question (see `MetadataStore.node`).
     func node(at pathLower: String, remember: Bool = true) throws -> Node? {
         if history.inUse, HistoryPath.isInView(pathLower) { return history.node(pathLower) }
-        if let local = writeBack.overlay(pathLower) { return local }
-        if !moves.isEmpty { return try resolvedNode(pathLower, remember: remember) }
-        return try remoteNode(pathLower, remember: remember) ?? folders.node(pathLower)
+        return try handoffs.settled {
+            if let local = writeBack.overlay(pathLower) { return local }
+            if !moves.isEmpty { return try resolvedNode(pathLower, remember: remember) }
+            return try remoteNode(pathLower, remember: remember) ?? folders.node(pathLower)
+        }
     }
 
     /// What Dropbox holds at a path as the mount shows it: the store's node, unless a delete
@@ -281,9 +286,11 @@ public final class DropboxFileSystem: Sendable {
     /// The entry Dropbox would take `name` for (it folds case), local versions first.
     private func entryDropboxMatches(in folderLower: String, named name: String) throws -> Node? {
         let key = Node.child(folderLower, name)
-        if let local = writeBack.overlay(key) { return local }
-        if !moves.isEmpty { return try resolvedNode(key) }
-        return try store.child(of: folderLower, named: name).flatMap { deletes.hides($0.pathLower) ? nil : $0 } ?? folders.node(key)
+        return try handoffs.settled {
+            if let local = writeBack.overlay(key) { return local }
+            if !moves.isEmpty { return try resolvedNode(key) }
+            return try store.child(of: folderLower, named: name).flatMap { deletes.hides($0.pathLower) ? nil : $0 } ?? folders.node(key)
+        }
     }
 
     /// A lookup answered from the store alone, when the parent folder is listed there; nil
@@ -342,6 +349,10 @@ public final class DropboxFileSystem: Sendable {
     /// with new folders beside them and local versions over them; only what `stat` shows of
     /// each (`Node.attributesOnly`).
     func visibleChildren(_ folderLower: String) throws -> [Node] {
+        try handoffs.settled { try childrenAsShown(folderLower) }
+    }
+
+    private func childrenAsShown(_ folderLower: String) throws -> [Node] {
         if !moves.isEmpty { return try resolvedChildren(folderLower) }
         let remote = deletes.visible(try store.children(folderLower))
         let made = folders.children(of: folderLower)

@@ -15,6 +15,7 @@ import Synchronization
 public final class PendingDeletes: RoundQueue {
     let queue: UploadQueue
     let order: NamespaceOrder
+    let handoffs: Handoffs
     let signal = ChangeSignal()
     private let state: Mutex<State>
 
@@ -88,9 +89,10 @@ public final class PendingDeletes: RoundQueue {
     }
 
     /// Takes up the deletes a previous mount left.
-    init(queue: UploadQueue, order: NamespaceOrder) throws {
+    init(queue: UploadQueue, order: NamespaceOrder, handoffs: Handoffs) throws {
         self.queue = queue
         self.order = order
+        self.handoffs = handoffs
         var state = State()
         for record in try queue.allDeletes() { state.append(record) }
         self.state = Mutex(state)
@@ -204,6 +206,7 @@ public final class PendingDeletes: RoundQueue {
         guard !records.isEmpty else { return }
         try queue.removeDeletes(records.map(\.id))
         let ids = Set(records.map(\.id))
+        handoffs.handingOff()
         state.withLock { state in
             for path in Set(records.map(\.pathLower)) {
                 state.setRecords(state.byPath[path]?.filter { !ids.contains($0.id) } ?? [], at: path)

@@ -19,6 +19,7 @@ public final class PendingFolders: RoundQueue {
     let queue: UploadQueue
     let store: MetadataStore
     let order: NamespaceOrder
+    let handoffs: Handoffs
     let signal = ChangeSignal()
     private let state: Mutex<State>
 
@@ -51,10 +52,11 @@ public final class PendingFolders: RoundQueue {
     }
 
     /// Takes up the folders a previous mount left.
-    init(queue: UploadQueue, store: MetadataStore, order: NamespaceOrder) throws {
+    init(queue: UploadQueue, store: MetadataStore, order: NamespaceOrder, handoffs: Handoffs) throws {
         self.queue = queue
         self.store = store
         self.order = order
+        self.handoffs = handoffs
         let records = try queue.allFolders()
         var state = State()
         for record in records where state.byPath[record.pathLower] == nil {
@@ -202,6 +204,7 @@ public final class PendingFolders: RoundQueue {
         guard !records.isEmpty else { return }
         let refusedPaths = Set(refused.map(\.pathLower))
         try queue.removeFolders(records.map(\.id))
+        handoffs.handingOff()
         let left: [String] = state.withLock { state in
             let left = records.filter { state.byPath[$0.pathLower]?.id == $0.id }.map(\.pathLower)
             for pathLower in left { state.remove(pathLower) }
