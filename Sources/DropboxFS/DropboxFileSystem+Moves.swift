@@ -191,6 +191,8 @@ extension DropboxFileSystem {
     /// renames made into it), each resolved on its own.
     func resolvedChildren(_ folderLower: String) throws -> [Node] {
         try resolving { renames in
+            // Local versions before the store: they leave once the store has their uploads.
+            let local = writeBack.overlayChildren(folderLower)
             let pending = renames.moves
             var candidates = Set<String>()
             var fromStore: [String: Node] = [:]
@@ -242,7 +244,7 @@ extension DropboxFileSystem {
                     shown[key] = child.attributesOnly
                 }
             }
-            for node in writeBack.overlayChildren(folderLower) { shown[node.pathLower] = node.attributesOnly }
+            for node in local { shown[node.pathLower] = node.attributesOnly }
             return shown.values.sorted { $0.pathLower < $1.pathLower }
         }
     }

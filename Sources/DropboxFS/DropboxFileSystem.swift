@@ -354,9 +354,10 @@ public final class DropboxFileSystem: Sendable {
 
     private func childrenAsShown(_ folderLower: String) throws -> [Node] {
         if !moves.isEmpty { return try resolvedChildren(folderLower) }
+        // Local versions before the store: they leave once the store has their uploads.
+        let local = writeBack.overlayChildren(folderLower)
         let remote = deletes.visible(try store.children(folderLower))
         let made = folders.children(of: folderLower)
-        let local = writeBack.overlayChildren(folderLower)
         if local.isEmpty && made.isEmpty { return remote }
         var byPath = Dictionary(remote.map { ($0.pathLower, $0) }) { first, _ in first }
         for node in made where byPath[node.pathLower] == nil { byPath[node.pathLower] = node.attributesOnly }

@@ -30,7 +30,7 @@ struct HandoffTests {
                 _ = try await offPool { try kernel.mkdir("/" + name).value("mkdir \(name)") }
                 try await looks.during({ try await fs.namespace.sendAll() },
                                        lookup: { (try? fs.cachedLookup(parent: InodeTable.root, name: name)) != nil },
-                                       listing: { (try? kernel.list("/").value("ls /"))?.contains(name) == true })
+                                       listing: { (try? fs.visibleChildren(""))?.contains { $0.name == name } == true })
             }
             #expect(try await scratch.client.listAll("").count == Self.rounds)
             #expect(looks.wrong.load(ordering: .relaxed) == 0, "\(looks.summary) missed a folder being made")
@@ -49,10 +49,47 @@ struct HandoffTests {
                 _ = try await offPool { try kernel.unlink("/" + name).value("rm \(name)") }
                 try await looks.during({ try await fs.namespace.sendAll() },
                                        lookup: { (try? fs.cachedLookup(parent: InodeTable.root, name: name)) == nil },
-                                       listing: { (try? kernel.list("/").value("ls /"))?.contains(name) == false })
+                                       listing: { (try? fs.visibleChildren(""))?.contains { $0.name == name } == false })
             }
             #expect(try await scratch.client.listAll("").isEmpty)
             #expect(looks.wrong.load(ordering: .relaxed) == 0, "\(looks.summary) saw a removed file")
+        }
+    }
+
+    /// A new file shows from its local version until its upload is in the store; a listing
+    /// read the store first and the local versions after, and missed the file when its upload
+    /// ended in between (a lookup looks at local versions first: it never did). Each file is
+    /// alone in a folder of its own: short listings, many of them. (Before the fix, it failed
+    /// in each of four runs.)
+    @Test func aNewFileIsListedThroughoutItsUpload() async throws {
+        try await Scratch.with { scratch in
+            let fs = try scratch.filesystem()
+            try await fs.watcher.catchUp()
+            let kernel = CoreKernel(fs: fs)
+            let uploading = Task { await fs.uploader.run() }
+            defer { uploading.cancel() }
+            let looks = Looks()
+            for round in 0..<Self.rounds {
+                let (folder, name) = ("/folder-\(round)", "file.txt")
+                _ = try await offPool {
+                    _ = try kernel.mkdir(folder).value("mkdir \(folder)")
+                    let fd = try kernel.open(folder + "/" + name, O_CREAT | O_WRONLY).value("create \(name)")
+                    _ = try kernel.pwrite(fd, Array("\(round)".utf8), at: 0).value("write \(name)")
+                    _ = try kernel.close(fd).value("close \(name)")
+                }
+                try await fs.namespace.sendAll()
+                let parent = fs.inodes.inode(for: folder)
+                // The fsync of a closed file returns once its upload is in the store.
+                try await looks.during({ _ = try await offPool {
+                                           let fd = try kernel.open(folder + "/" + name, O_RDONLY).value("open \(name)")
+                                           _ = try kernel.fsync(fd).value("fsync \(name)")
+                                           _ = try kernel.close(fd).value("close \(name)")
+                                       } },
+                                       lookup: { (try? fs.cachedLookup(parent: parent, name: name)) != nil },
+                                       listing: { (try? fs.visibleChildren(folder))?.map(\.name) == [name] })
+            }
+            #expect(try await scratch.client.listAll("", recursive: true).filter { $0.name == "file.txt" }.count == Self.rounds)
+            #expect(looks.wrong.load(ordering: .relaxed) == 0, "\(looks.summary) missed a file being uploaded")
         }
     }
 
@@ -68,16 +105,15 @@ struct HandoffTests {
         }
 
         /// Runs `change` while threads look (each look true when it saw what it should):
-        /// more lookup threads than cores (lookups are short: many land in the handoff), one
-        /// listing thread, and a spinning thread a core, which keep the scheduler preempting
-        /// the readers mid-look as a loaded machine does.
+        /// a lookup thread, a listing thread and a spinning thread a core, which keep the
+        /// scheduler preempting the readers mid-look as a loaded machine does.
         func during(_ change: () async throws -> Void, lookup: @escaping @Sendable () -> Bool,
                     listing: @escaping @Sendable () -> Bool) async throws {
             looking.store(true, ordering: .relaxed)
             let cores = ProcessInfo.processInfo.activeProcessorCount
             let threads = (0..<cores).map { _ in spin { } }
-                + (0...cores).map { _ in spin { self.count(lookup(), listing: false) } }
-                + [spin { self.count(listing(), listing: true) }]
+                + (0..<cores).map { _ in spin { self.count(lookup(), listing: false) } }
+                + (0..<cores).map { _ in spin { self.count(listing(), listing: true) } }
             var failure: (any Error)?
             do { try await change() } catch { failure = error }
             looking.store(false, ordering: .relaxed)
