@@ -90,12 +90,16 @@ public final class ChangeWatcher: Sendable {
 
     /// Catches up after a change the mount made, so the store learns it in Dropbox's order.
     /// If that fails, the store takes `made` as it is (a later catch-up replays it in order):
-    /// the change happened, and the caller answers that it did.
-    public func catchUp(after made: [Metadata]) async {
+    /// the change happened, and the caller answers that it did. False when the catch-up
+    /// failed: what the call found already there, and did not return, is not in the store.
+    @discardableResult
+    public func catchUp(after made: [Metadata]) async -> Bool {
         do {
             try await catchUp()
+            return true
         } catch {
             _ = try? store.apply(made)
+            return false
         }
     }
 

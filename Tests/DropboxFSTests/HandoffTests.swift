@@ -93,6 +93,29 @@ struct HandoffTests {
         }
     }
 
+    /// A mkdir of a name another client took meanwhile: Dropbox answers that the folder is
+    /// there, and the store has it once a catch-up brings it. With the change feed failing,
+    /// the folder left its queue all the same, and was gone from the mount until a catch-up
+    /// worked (ENOENT for it and everything made in it).
+    @Test func aFolderFoundOnDropboxStaysUntilTheStoreHasIt() async throws {
+        try await Scratch.with { scratch in
+            let fs = try scratch.filesystem()
+            try await fs.watcher.catchUp()
+            let kernel = CoreKernel(fs: fs)
+            #expect(try await offPool { try kernel.list("/").value("ls /") } == [])
+            _ = try await scratch.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/Taken"))
+            _ = try await offPool { try kernel.mkdir("/taken").value("mkdir taken") }
+            try scratch.emulator.replaceFaults(["503:p=1,routes=files/list_folder/continue"])
+            try await fs.folderSender.sendAll()  // one round
+            #expect(try await offPool { try kernel.stat("/taken").value("stat taken") }.isDirectory)
+            try scratch.emulator.replaceFaults([])
+            try await Reachability.probing { try await fs.watcher.catchUp() }  // as the watcher finds Dropbox back
+            try await fs.namespace.sendAll()
+            #expect(try await offPool { try kernel.list("/").value("ls /") } == ["Taken"])
+            #expect(fs.folders.total == 0)
+        }
+    }
+
     /// Looks counted by whether they saw what they should.
     final class Looks: Sendable {
         let wrong = Atomic<Int>(0)

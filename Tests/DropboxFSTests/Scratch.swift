@@ -9,6 +9,7 @@ import TestSupport
 struct Scratch {
     let root: URL
     let client: DropboxClient
+    let emulator: Emulator
 
     static func with(_ body: (Scratch) async throws -> Void) async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("core-hidden-" + UUID().uuidString.prefix(8))
@@ -18,7 +19,7 @@ struct Scratch {
         let emulator = try await Emulator.start(configuration)
         let client = DropboxClient(endpoints: try Endpoints(baseURL: emulator.baseURL), tokens: StaticAccessToken("hidden-token"))
         do {
-            try await body(Scratch(root: root, client: client))
+            try await body(Scratch(root: root, client: client, emulator: emulator))
         } catch {
             await emulator.shutdown()
             throw error

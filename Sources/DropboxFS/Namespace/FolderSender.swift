@@ -50,14 +50,15 @@ final class FolderSender: Sendable {
         let results = try await calls.watcher.changingOwn(records.map { ($0.pathLower, .subtree) }) {
             try await calls.client.createFolderBatch(records.map(\.path))
         }
-        var done: [QueuedFolder] = [], refused: [QueuedFolder] = [], made: [Metadata] = [], failures: [String] = []
+        var done: [QueuedFolder] = [], found: [QueuedFolder] = [], refused: [QueuedFolder] = []
+        var made: [Metadata] = [], failures: [String] = []
         for (record, result) in zip(records, results) {
             switch result {
             case .success(let folder):
                 done.append(record)
                 made.append(.folder(folder))
             case .failure(.path(.conflict(.folder))):
-                done.append(record)
+                found.append(record)
             case .failure(.path(.tooManyWriteOperations)), .failure(.path(.insufficientSpace)), .failure(.other):
                 failures.append("\(record.path): \(result)")
             case .failure(let error):
@@ -68,9 +69,12 @@ final class FolderSender: Sendable {
                 refused.append(record)
             }
         }
-        // The store has the folders before they stop showing from here.
-        await calls.watcher.catchUp(after: made)
-        try pending.finished(made: done, refused: refused)
+        // The store has the folders before they stop showing from here. One found there
+        // already (another client's, or made by a round whose answer was lost) comes into the
+        // store only by a catch-up: if that failed, it stays pending, shown from here, and
+        // the next round finds it again.
+        let caughtUp = await calls.watcher.catchUp(after: made)
+        try pending.finished(made: caughtUp ? done + found : done, refused: refused)
         if !failures.isEmpty {
             throw FSError.io("\(failures.count) folders not made: \(failures.prefix(3).joined(separator: "; "))")
         }
