@@ -621,8 +621,11 @@ public final class DropboxFileSystem: Sendable {
     func following(_ handle: UInt64, beforeDetach: Bool = false) -> OpenFiles.Entry? {
         guard let file = openFiles[handle] else { return nil }
         guard !file.local, let rev = file.node.rev, let path = inodes.path(of: file.inode) else { return file }
+        // Local versions before the store (they leave once the store has their uploads): a
+        // version uploaded between the two looks would be in neither.
+        let hasVersion = writeBack.hasVersion(path)
         let latest = moves.isEmpty ? try? store.node(path) : try? resolvedNode(path, remoteOnly: true)
-        if !beforeDetach && latest?.rev == rev && !writeBack.hasVersion(path) { return file }
+        if !beforeDetach && latest?.rev == rev && !hasVersion { return file }
         if writeBack.adopt(handle: handle, pathLower: path, revision: rev) { return openFiles[handle] }
         guard let latest, let latestRev = latest.rev, latestRev != rev, writeBack.isOwnCommit(latestRev, madeFrom: rev) else { return file }
         return openFiles.follow(handle, to: latest)

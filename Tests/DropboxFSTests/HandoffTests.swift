@@ -93,6 +93,44 @@ struct HandoffTests {
         }
     }
 
+    /// A descriptor opened on a file's revision follows what this mount writes to the file
+    /// through another, before, during and after the upload. (Its first read after the write
+    /// looked at the store's revision, then asked whether the path had a local version: an
+    /// upload ending in between would have read the old bytes once. That look now asks in the
+    /// handoff's order; this test did not catch the old one, whose window is one read wide.)
+    @Test func anOpenFileFollowsAnotherDescriptorsWritesThroughoutTheirUpload() async throws {
+        try await Scratch.with { scratch in
+            for round in 0..<Self.rounds { try await scratch.upload("old \(round)", to: "/edited-\(round).txt") }
+            let fs = try scratch.filesystem()
+            try await fs.watcher.catchUp()
+            let kernel = CoreKernel(fs: fs)
+            let uploading = Task { await fs.uploader.run() }
+            defer { uploading.cancel() }
+            let looks = Looks()
+            for round in 0..<Self.rounds {
+                let path = "/edited-\(round).txt"
+                let new = Array("new \(round)".utf8)
+                let reader = try await offPool { () throws -> Int32 in
+                    let reader = try kernel.open(path, O_RDONLY).value("open \(path)")
+                    #expect(try kernel.pread(reader, count: 100, at: 0).value("read \(path)") == Array("old \(round)".utf8))
+                    let writer = try kernel.open(path, O_WRONLY | O_TRUNC).value("open \(path) to write")
+                    _ = try kernel.pwrite(writer, new, at: 0).value("write \(path)")
+                    _ = try kernel.close(writer).value("close \(path)")
+                    return reader
+                }
+                let read: @Sendable () -> Bool = { (try? kernel.pread(reader, count: 100, at: 0).value("read \(path)")) == new }
+                try await looks.during({ _ = try await offPool {
+                                           let fd = try kernel.open(path, O_RDONLY).value("open \(path)")
+                                           _ = try kernel.fsync(fd).value("fsync \(path)")
+                                           _ = try kernel.close(fd).value("close \(path)")
+                                       } },
+                                       lookup: read, listing: read)
+                _ = try await offPool { try kernel.close(reader).value("close \(path)") }
+            }
+            #expect(looks.wrong.load(ordering: .relaxed) == 0, "\(looks.summary) read the old bytes")
+        }
+    }
+
     /// A mkdir of a name another client took meanwhile: Dropbox answers that the folder is
     /// there, and the store has it once a catch-up brings it. With the change feed failing,
     /// the folder left its queue all the same, and was gone from the mount until a catch-up
