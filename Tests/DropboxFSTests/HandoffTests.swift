@@ -66,8 +66,7 @@ struct HandoffTests {
             let fs = try scratch.filesystem()
             try await fs.watcher.catchUp()
             let kernel = CoreKernel(fs: fs)
-            let uploading = Task { await fs.uploader.run() }
-            defer { uploading.cancel() }
+            scratch.startUploader(fs)
             let looks = Looks()
             for round in 0..<Self.rounds {
                 let (folder, name) = ("/folder-\(round)", "file.txt")
@@ -104,8 +103,7 @@ struct HandoffTests {
             let fs = try scratch.filesystem()
             try await fs.watcher.catchUp()
             let kernel = CoreKernel(fs: fs)
-            let uploading = Task { await fs.uploader.run() }
-            defer { uploading.cancel() }
+            scratch.startUploader(fs)
             let looks = Looks()
             for round in 0..<Self.rounds {
                 let path = "/edited-\(round).txt"

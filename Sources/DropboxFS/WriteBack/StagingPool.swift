@@ -54,6 +54,10 @@ final class StagingPool: Sendable {
     /// Emptying files, in order, on a queue of their own.
     private let emptying = DispatchQueue(label: "dropboxfs-staging-pool", qos: .utility)
 
+    /// Returns once every file handed to `keepLater` so far is kept (a test removing the
+    /// directory waits for this: a rename into the pool after the removal left it behind).
+    func settle() { emptying.sync {} }
+
     /// `keep`, then closes `fd`, later: emptying a file waits for the disk (a discard per
     /// file on a disk mounted so: 6 % of the daemon's CPU while 1,000 small uploads finished),
     /// and the caller's thread is often one of Swift's two cooperative ones, which answer
