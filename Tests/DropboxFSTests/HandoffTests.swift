@@ -185,16 +185,9 @@ struct HandoffTests {
             if listing { listings.add(1, ordering: .relaxed) } else { lookups.add(1, ordering: .relaxed) }
         }
 
-        /// `body` again and again on a thread of its own, until `change` has ended.
+        /// `body` again and again on a thread of its own (`offPool`), until `change` has ended.
         private func spin(_ body: @escaping @Sendable () -> Void) -> Task<Void, Never> {
-            Task.detached {
-                await withCheckedContinuation { continuation in
-                    Thread {
-                        while self.looking.load(ordering: .relaxed) { body() }
-                        continuation.resume()
-                    }.start()
-                }
-            }
+            Task.detached { try? await offPool { while self.looking.load(ordering: .relaxed) { body() } } }
         }
     }
 }
