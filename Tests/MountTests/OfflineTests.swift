@@ -131,6 +131,39 @@ struct OfflineTests {
         }
     }
 
+    /// Files closed while Dropbox is out of reach wait in the queue, as many as the user
+    /// writes: none of them may keep a descriptor of the daemon's. Each held its staging
+    /// file open until uploaded; a CI run whose uploads fell behind ran out of descriptors
+    /// (`create .../staging/30692: Too many open files`) and writes failed with EIO. Here the
+    /// daemon gets 256 descriptors and 1,500 files are written out of reach.
+    @Test func filesWaitingForDropboxHoldNoDescriptorEach() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let pid = try #require(m.daemonPIDs().first)
+            let limited = try await m.sh("prlimit --pid \(pid) --nofile=256:256")
+            #expect(limited.status == 0, "\(limited.stderr)")
+            #expect(try await m.sh("ls \"$M\"").status == 0)  // the root is known: mkdir needs no Dropbox
+            try await m.emulator.setReachable(false)
+            let count = 1500
+            let written = try await m.python("""
+                import os
+                os.mkdir(os.environ['M'] + '/many')
+                for i in range(\(count)):
+                    with open(os.environ['M'] + '/many/f%04d' % i, 'w') as f:
+                        f.write('file %d\\n' % i)
+                for i in range(0, \(count), 7):
+                    assert open(os.environ['M'] + '/many/f%04d' % i).read() == 'file %d\\n' % i, i
+                """, timeout: 600)
+            #expect(written.status == 0, "\(written.stderr)\n\(m.log.suffix(2000))")
+            try await m.emulator.setReachable(true)
+            try await #require(written.status == 0)
+            try await eventually("the files to reach Dropbox", timeout: 300) {
+                (try? await m.client.listAll("/many", recursive: false).filter { $0.name.hasPrefix("f") }.count) == count
+            }
+            #expect(try await m.remoteText("/many/f1499") == "file 1499\n")
+            #expect(!m.log.contains("Too many open files"), "\(m.log.suffix(2000))")
+        }
+    }
+
     /// A server that answers, but only 503, is out of reach too: after a run of them the
     /// mount stops waiting on retries.
     @Test func aRunOfServerErrorsIsAnOutageAndTheQueueDrainsAfter() async throws {

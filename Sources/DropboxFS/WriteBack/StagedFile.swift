@@ -24,13 +24,13 @@ public final class StagedFile: Sendable {
     /// its first byte (`materializeLocked`: set under `state`'s lock, before the descriptor).
     private let location: Mutex<String>
     public var path: String { location.withLock { $0 } }
-    /// The staging file's descriptor, -1 until the file holds a byte or a size: an empty
-    /// file (create, O_TRUNC) gets no local file unless it is written (`materializeLocked`).
-    /// Measured with `perf`, the staging file's create was 14 % of the daemon's CPU in 5,000
-    /// empty creates (ext4's inode allocation), and its flush and hash another 8 %. Set once,
-    /// under `state`'s lock; read without it only where the size is above zero.
-    private let descriptor = Atomic<Int32>(-1)
-    private var fd: Int32 { descriptor.load(ordering: .acquiring) }
+    /// The staging file's descriptor, open while the file is written or read (`StagingDescriptor`).
+    /// No file until it holds a byte or a size: an empty file (create, O_TRUNC) gets no local
+    /// file unless it is written (`materializeLocked`). Measured with `perf`, the staging
+    /// file's create was 14 % of the daemon's CPU in 5,000 empty creates (ext4's inode
+    /// allocation), and its flush and hash another 8 %. Made under `state`'s lock; a size
+    /// above zero means there is a file.
+    private let descriptor = StagingDescriptor()
     private let base: Base?
     private let state: Mutex<State>
     /// Where the file goes once removed and no longer read (`remove`); nil: deleted at once.
@@ -74,7 +74,7 @@ public final class StagedFile: Sendable {
         guard size > 0 else { return }
         try state.withLock { state in
             try materializeLocked()
-            guard ftruncate(fd, off_t(size)) == 0 else {
+            guard try descriptor.use(path, { ftruncate($0, off_t(size)) }) == 0 else {
                 let error = StagedFile.error("size", path)
                 unlink(path)
                 throw error
@@ -89,11 +89,13 @@ public final class StagedFile: Sendable {
         guard fd >= 0 || (errno == ENOENT && size == 0) else { throw StagedFile.error("open", path) }
         var info = stat()
         if fd >= 0 { fstat(fd, &info) }
-        descriptor.store(fd, ordering: .releasing)
         location = Mutex(path)
         base = nil
         self.pool = pool
         state = Mutex(State(size: Int64(info.st_size), baseLength: 0, localBlocks: [], sealed: true))
+        // Sealed: the descriptor closes at once (a queue of thousands keeps none open).
+        descriptor.closeWhenIdle(true)
+        if fd >= 0 { descriptor.adopt(fd) }
     }
 
     /// Creates the staging file (takes one from the pool when it has one), if it has none yet.
@@ -103,7 +105,7 @@ public final class StagedFile: Sendable {
     /// close (seen with strace: 2,000 closes took 0.11 s in 1,000 small uploads). Pool files
     /// are empty already, and a new path holds nothing; anything else found there is cut.
     private func materializeLocked() throws {
-        guard fd < 0 else { return }
+        guard !descriptor.exists else { return }
         var fd: Int32 = -1
         while fd < 0, let free = pool?.take() {
             fd = open(free, O_RDWR | O_CLOEXEC)
@@ -119,15 +121,15 @@ public final class StagedFile: Sendable {
             close(fd)
             throw error
         }
-        descriptor.store(fd, ordering: .releasing)
+        descriptor.adopt(fd)
     }
 
     /// Where the bytes can be read by path (an upload, a hash): the staging file, or
     /// /dev/null for an empty file that never needed one.
-    public var bytesPath: String { fd >= 0 ? path : "/dev/null" }
+    public var bytesPath: String { descriptor.exists ? path : "/dev/null" }
 
     /// Whether the bytes are in a staging file (an empty file may have none).
-    public var hasLocalFile: Bool { fd >= 0 }
+    public var hasLocalFile: Bool { descriptor.exists }
 
     /// A copy of a sealed file's bytes (complete: sealing filled them), to go on writing while
     /// the sealed one uploads.
@@ -137,8 +139,12 @@ public final class StagedFile: Sendable {
         try copy.state.withLock { state in
             if size > 0 {
                 try copy.materializeLocked()
-                guard send(to: copy.fd, from: 0, length: size) else { throw StagedFile.error("copy to", newPath) }
-                guard ftruncate(copy.fd, off_t(size)) == 0 else { throw StagedFile.error("size", newPath) }
+                let copied = try descriptor.use(path) { source in
+                    try copy.descriptor.use(copy.path) { target in
+                        send(source, to: target, from: 0, length: size) && ftruncate(target, off_t(size)) == 0
+                    }
+                }
+                guard copied else { throw StagedFile.error("copy to", newPath) }
             }
             state.size = size
             state.changed = false
@@ -148,13 +154,12 @@ public final class StagedFile: Sendable {
     }
 
     deinit {
-        let fd = self.fd
-        guard fd >= 0 else { return }
         // Removed, and now nobody reads it (a descriptor of an unlinked file did until now).
+        guard let (fd, identity) = descriptor.last() else { return }
         if removed.load(ordering: .acquiring), !givenToCache.load(ordering: .acquiring), let pool {
-            return pool.keepLater(path, fd: fd, renaming: namedByALeftRecord.load(ordering: .acquiring))
+            return pool.keepLater(path, fd: fd, identity: identity, renaming: namedByALeftRecord.load(ordering: .acquiring))
         }
-        close(fd)
+        if let fd { close(fd) }
     }
 
     public var size: Int64 { state.withLock { $0.size } }
@@ -185,7 +190,8 @@ public final class StagedFile: Sendable {
             if !missing.isEmpty { return .needsFill(missing) }
             if offset < state.frozenEnd { state.earlyBroken = true }
             try materializeLocked()
-            try Self.writeAll(fd, bytes, at: offset, path: path)
+            let path = self.path
+            try descriptor.use(path) { try Self.writeAll($0, bytes, at: offset, path: path) }
             for block in first...last { state.localBlocks.insert(block) }
             state.size = max(state.size, end)
             state.changed = true
@@ -209,7 +215,9 @@ public final class StagedFile: Sendable {
         try state.withLock { state in
             if state.sealed { return false }
             if newSize > 0 { try materializeLocked() }
-            guard fd < 0 || ftruncate(fd, off_t(newSize)) == 0 else { throw StagedFile.error("truncate", path) }
+            guard try !descriptor.exists || descriptor.use(path, { ftruncate($0, off_t(newSize)) }) == 0 else {
+                throw StagedFile.error("truncate", path)
+            }
             state.size = newSize
             state.baseLength = min(state.baseLength, newSize)
             state.changed = true
@@ -235,12 +243,15 @@ public final class StagedFile: Sendable {
         guard end > offset else { return [] }
         for block in (offset / Self.blockSize)...((end - 1) / Self.blockSize) { try await fill(block) }
         var buffer = [UInt8](repeating: 0, count: Int(end - offset))
-        var done = 0
-        while done < buffer.count {
-            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(offset) + off_t(done)) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { break }
-            done += n
+        let done = try descriptor.use(path) { fd in
+            var done = 0
+            while done < buffer.count {
+                let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(offset) + off_t(done)) }
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { break }
+                done += n
+            }
+            return done
         }
         return Array(buffer[..<done])
     }
@@ -278,11 +289,13 @@ public final class StagedFile: Sendable {
     public func seal() async throws -> Bool {
         guard hasChanges else { return false }
         try await fillComplete()
-        return state.withLock { state in
+        let sealed = state.withLock { state in
             if state.sealed || !state.changed { return false }
             state.sealed = true
             return true
         }
+        if sealed { descriptor.closeWhenIdle(true) }
+        return sealed
     }
 
     /// Whether every byte is here (nothing left to fetch from the base revision).
@@ -290,16 +303,23 @@ public final class StagedFile: Sendable {
 
     /// `seal` without waiting: nil when blocks must come from Dropbox first (call `seal`).
     public func sealIfLocal() -> Bool? {
-        state.withLock { state in
+        let sealed: Bool? = state.withLock { state in
             if !state.changed || state.sealed { return false }
             if !missingBlocks(state).isEmpty { return nil }
             state.sealed = true
             return true
         }
+        if sealed == true { descriptor.closeWhenIdle(true) }
+        return sealed
     }
 
     /// Takes back a seal the queue could not record: the version is still being edited.
-    public func unseal() { state.withLock { $0.sealed = false } }
+    public func unseal() {
+        state.withLock { state in
+            state.sealed = false
+            descriptor.closeWhenIdle(false)
+        }
+    }
 
     /// Offers a sealed file's blocks to the block cache under the content hash Dropbox now
     /// has for them, so reading the file back after its upload costs no download. Only for
@@ -315,7 +335,7 @@ public final class StagedFile: Sendable {
         // to the pool: the next new file needs no inode (`BlockCache.inlineLimit`).
         // (`storeInline` leaves a block the cache holds already: no look here first.)
         if size <= BlockCache.inlineLimit {
-            if fd >= 0, let bytes = try? FileIO.read(fd, length: Int(size)) {
+            if let bytes = try? descriptor.use(path, { try FileIO.read($0, length: Int(size)) }) {
                 inline.append((BlockCache.key(contentHash: contentHash, index: 0), bytes))
             }
             return
@@ -325,16 +345,20 @@ public final class StagedFile: Sendable {
         // `rm -r`) each allocation read past them: 35 % of all CPU while 1,000 files of
         // 4 KiB were uploaded. The pool never gets the file back (the cache owns it now);
         // its readers go on through their descriptors.
-        if size <= Self.blockSize, removed.load(ordering: .acquiring), pool != nil, Self.length(of: fd) == size {
+        let path = self.path
+        if size <= Self.blockSize, removed.load(ordering: .acquiring), pool != nil, (try? descriptor.use(path, Self.length(of:))) == size {
             let key = BlockCache.key(contentHash: contentHash, index: 0)
             if cache.contains(key) { return }
-            if cache.adopt(key, moving: path, size: Int(size)) { return givenToCache.store(true, ordering: .releasing) }
+            // Readers go on through the descriptor once the file has left its path.
+            if (try? descriptor.pin(path)) != nil, cache.adopt(key, moving: path, size: Int(size)) {
+                return givenToCache.store(true, ordering: .releasing)
+            }
         }
         for index in stride(from: Int64(0), to: (size + Self.blockSize - 1) / Self.blockSize, by: 1) {
             let key = BlockCache.key(contentHash: contentHash, index: index)
             guard !cache.contains(key), let (temporary, target) = cache.temporaryFile(for: key) else { continue }
             let length = min(Self.blockSize, size - index * Self.blockSize)
-            let sent = send(to: target, from: index * Self.blockSize, length: length)
+            let sent = (try? descriptor.use(path) { send($0, to: target, from: index * Self.blockSize, length: length) }) ?? false
             close(target)
             if sent { cache.adopt(key, temporary: temporary, size: Int(length)) } else { unlink(temporary) }
         }
@@ -349,8 +373,17 @@ public final class StagedFile: Sendable {
     /// The version is done: its file is deleted, or, with a pool, goes there once the last
     /// reader lets go of it (until then it keeps its bytes for them).
     public func remove() {
-        if pool == nil { unlink(path) } else { removed.store(true, ordering: .releasing) }
+        if pool == nil {
+            keepReadable()
+            unlink(path)
+        } else {
+            removed.store(true, ordering: .releasing)
+        }
     }
+
+    /// The file is about to leave its path (set aside, deleted): its descriptor stays open
+    /// until the end, so that readers go on reading it.
+    public func keepReadable() { try? descriptor.pin(path) }
 
     /// The queue's record of the version could not be removed: see `namedByALeftRecord`.
     public func outlivedByItsRecord() { namedByALeftRecord.store(true, ordering: .releasing) }
@@ -416,7 +449,10 @@ public final class StagedFile: Sendable {
             guard needsFill(block, state) else { return }  // written whole, or cut off, meanwhile
             let keep = Int(min(Int64(bytes.count), state.baseLength - start))
             try materializeLocked()
-            try bytes.withUnsafeBytes { try Self.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[..<keep]), at: start, path: path) }
+            let path = self.path
+            try descriptor.use(path) { fd in
+                try bytes.withUnsafeBytes { try Self.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[..<keep]), at: start, path: path) }
+            }
             state.localBlocks.insert(block)
         }
     }
@@ -426,9 +462,9 @@ public final class StagedFile: Sendable {
         if failure != 0 { throw error("write", path, errno: failure) }
     }
 
-    /// Copies `length` bytes of this file from `offset` to `target`'s current position, in
-    /// the kernel (sendfile); false if it stopped short.
-    private func send(to target: Int32, from offset: Int64, length: Int64) -> Bool {
+    /// Copies `length` bytes of the file open as `fd` from `offset` to `target`'s current
+    /// position, in the kernel (sendfile); false if it stopped short.
+    private func send(_ fd: Int32, to target: Int32, from offset: Int64, length: Int64) -> Bool {
         var from = off_t(offset)
         var done: Int64 = 0
         while done < length {

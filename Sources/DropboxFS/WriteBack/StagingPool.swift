@@ -61,13 +61,34 @@ final class StagingPool: Sendable {
     /// `keep`, then closes `fd`, later: emptying a file waits for the disk (a discard per
     /// file on a disk mounted so: 6 % of the daemon's CPU while 1,000 small uploads finished),
     /// and the caller's thread is often one of Swift's two cooperative ones, which answer
-    /// FUSE requests meanwhile.
-    func keepLater(_ path: String, fd: Int32, renaming: Bool) {
-        emptying.async {
-            self.keep(path, fd: fd, renaming: renaming)
+    /// FUSE requests meanwhile. The file is found by path (`identity`) when its descriptor
+    /// is closed (nil), or when `heldLimit` files wait with theirs: a batch of a thousand
+    /// uploads ends at once, and the daemon must not run out of descriptors.
+    func keepLater(_ path: String, fd: Int32?, identity: FileIdentity, renaming: Bool) {
+        var kept = fd
+        if let fd, heldCount.add(1, ordering: .relaxed).newValue > Self.heldLimit {
+            heldCount.subtract(1, ordering: .relaxed)
             close(fd)
+            kept = nil
+        }
+        let held = kept
+        emptying.async {
+            if let held {
+                self.keep(path, fd: held, renaming: renaming)
+                close(held)
+                self.heldCount.subtract(1, ordering: .relaxed)
+            } else {
+                let fd = identity.open(path)
+                guard fd >= 0 else { return }  // set aside, or gone
+                self.keep(path, fd: fd, renaming: renaming)
+                close(fd)
+            }
         }
     }
+
+    /// Files waiting in `keepLater` with their descriptor open, and at most how many.
+    private let heldCount = Atomic<Int>(0)
+    static let heldLimit = 64
 
     /// A done staging file, still open as `fd` (nobody reads it any more), joins the pool
     /// emptied; deleted when the pool is full. A file no longer at `path` (set aside to

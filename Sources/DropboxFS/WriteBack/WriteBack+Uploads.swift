@@ -232,6 +232,7 @@ extension WriteBack {
             version.failure = .invalidName
             version.failureText = "\(error)"
             version.setAside = true
+            version.file.keepReadable()  // its descriptor, before the file moves to recovered/
             setAsideLocked(&state, version.record, because: "because Dropbox refuses the name (\(error))")
             finishLocked(&state, version)
         }
