@@ -16,6 +16,7 @@ struct MountDaemon {
         let daemon = ProcessInfo.processInfo.environment["DROPBOXFS_DAEMON"] == "1"
         if daemon { setsid() }
         Heap.limitArenas()
+        OpenFileLimit.raise()
         let mountpoint = command.mountpoint
         let prepared: Prepared
         do {
