@@ -164,6 +164,36 @@ struct OfflineTests {
         }
     }
 
+    /// The same queue of 1,500 files, left by a daemon killed out of reach, taken up by the
+    /// next with 256 descriptors: the recovery opened each queued file and kept it open, and
+    /// the files past the limit were "lost their staging file; dropped".
+    @Test func aLongQueueLeftByAKilledDaemonIsTakenUpWithFewDescriptors() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("ls \"$M\"").status == 0)  // the root is known: mkdir needs no Dropbox
+            try await m.emulator.setReachable(false)
+            let count = 1500
+            let written = try await m.python("""
+                import os
+                os.mkdir(os.environ['M'] + '/many')
+                for i in range(\(count)):
+                    with open(os.environ['M'] + '/many/f%04d' % i, 'w') as f:
+                        f.write('file %d\\n' % i)
+                """, timeout: 600)
+            try #require(written.status == 0, "\(written.stderr)")
+            try await m.killDaemon()
+            let mounted = try await m.sh("""
+                prlimit --nofile=256:256 '\(MountFixture.binary)' mount "$M" --cache-dir '\(m.cacheDirectory)'
+                """)
+            try #require(mounted.status == 0, "\(mounted.stderr)")
+            try await m.emulator.setReachable(true)
+            try await eventually("the files to reach Dropbox", timeout: 300) {
+                (try? await m.client.listAll("/many", recursive: false).filter { $0.name.hasPrefix("f") }.count) == count
+            }
+            #expect(try await m.remoteText("/many/f0777") == "file 777\n")
+            #expect(!m.log.contains("lost its staging file"), "\(m.log.suffix(2000))")
+        }
+    }
+
     /// A server that answers, but only 503, is out of reach too: after a run of them the
     /// mount stops waiting on retries.
     @Test func aRunOfServerErrorsIsAnOutageAndTheQueueDrainsAfter() async throws {

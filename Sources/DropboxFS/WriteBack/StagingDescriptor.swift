@@ -31,9 +31,6 @@ final class StagingDescriptor: Sendable {
     /// Whether the staging file was made.
     var exists: Bool { state.withLock { $0.identity != nil } }
 
-    /// Whether the descriptor is open now (for tests and the status).
-    var isOpen: Bool { state.withLock { $0.fd >= 0 } }
-
     /// Takes `fd`, the staging file just made or opened, as the file's descriptor.
     func adopt(_ fd: Int32) {
         let identity = FileIdentity(fd: fd) ?? FileIdentity(device: 0, inode: 0)
