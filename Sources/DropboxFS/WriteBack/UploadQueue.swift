@@ -108,14 +108,26 @@ public final class UploadQueue: @unchecked Sendable {
     public func save(_ upload: QueuedUpload, replacing: [Int64] = []) throws {
         try durable {
             try db.transaction {
-                try db.run("INSERT OR REPLACE INTO uploads (id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks, boot_id, flushed, content_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                           [.int(upload.id), .text(upload.path), .text(upload.staging), .int(upload.size), .int(Int64(upload.modified.tv_sec)),
-                            .int(Int64(upload.modified.tv_nsec)), .optional(upload.baseRev), .optional(upload.sessionID),
-                            .text(upload.sentChunks.sorted().map(String.init).joined(separator: ",")), .text(upload.bootID),
-                            .int(upload.flushed ? 1 : 0), .optional(upload.contentHash)])
+                try insert(upload)
                 for id in replacing { try db.run("DELETE FROM uploads WHERE id = ?", [.int(id)]) }
             }
         }
+    }
+
+    /// Saves each of `uploads`, all in one transaction: a folder renamed with hundreds of
+    /// queued files below it saved each in a transaction of its own, a sixth of the daemon's
+    /// CPU while a folder was renamed back and forth as files were made in it.
+    public func save(_ uploads: [QueuedUpload]) throws {
+        guard !uploads.isEmpty else { return }
+        try durable { try db.transaction { for upload in uploads { try insert(upload) } } }
+    }
+
+    private func insert(_ upload: QueuedUpload) throws {
+        try db.run("INSERT OR REPLACE INTO uploads (id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks, boot_id, flushed, content_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                   [.int(upload.id), .text(upload.path), .text(upload.staging), .int(upload.size), .int(Int64(upload.modified.tv_sec)),
+                    .int(Int64(upload.modified.tv_nsec)), .optional(upload.baseRev), .optional(upload.sessionID),
+                    .text(upload.sentChunks.sorted().map(String.init).joined(separator: ",")), .text(upload.bootID),
+                    .int(upload.flushed ? 1 : 0), .optional(upload.contentHash)])
     }
 
     /// Records that these uploads' staging files reached the disk, holding bytes of this hash.

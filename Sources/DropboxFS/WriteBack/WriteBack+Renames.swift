@@ -145,6 +145,7 @@ extension WriteBack {
             for version in Array(state.versions.values) + openFiles.servingVersions where !version.detached && version.isAt(orUnder: from) {
                 moving[ObjectIdentifier(version)] = version
             }
+            var moved: [QueuedUpload] = []
             for version in moving.values {
                 let oldKey = version.pathLower
                 let wasCurrent = state.current[oldKey] === version
@@ -168,8 +169,9 @@ extension WriteBack {
                     state.atPath[version.pathLower, default: [:]][version.id] = version
                 }
                 if wasCurrent { state.current[version.pathLower] = version }
-                if version.phase == .queued { try queue.save(version.record) }
+                if version.phase == .queued { moved.append(version.record) }
             }
+            try queue.save(moved)
         }
         changed()
     }
@@ -179,13 +181,15 @@ extension WriteBack {
     /// based on the new one, as `move(rebase: .moved)` does for a rename made at once.
     public func rebase(from old: String, to new: String) {
         let saved: Void? = try? state.withLock { state in
+            var rebased: [QueuedUpload] = []
             for version in Array(state.versions.values) + openFiles.servingVersions where !version.detached {
                 var changed = false
                 if version.baseRev == old { version.baseRev = new; changed = true }
                 if version.committedRev == old { version.committedRev = new; changed = true }
                 if version.ancestry.contains(old) { version.descends(from: new); changed = true }
-                if changed && version.phase == .queued { try queue.save(version.record) }
+                if changed && version.phase == .queued { rebased.append(version.record) }
             }
+            try queue.save(rebased)
         }
         if saved == nil { FuseLog.error("a renamed file's new revision \(new) not recorded in the upload queue; its upload may go beside as a conflicted copy") }
         changed()
