@@ -289,13 +289,12 @@ public final class StagedFile: Sendable {
     public func seal() async throws -> Bool {
         guard hasChanges else { return false }
         try await fillComplete()
-        let sealed = state.withLock { state in
+        return state.withLock { state in
             if state.sealed || !state.changed { return false }
             state.sealed = true
+            descriptor.closeWhenIdle(true)
             return true
         }
-        if sealed { descriptor.closeWhenIdle(true) }
-        return sealed
     }
 
     /// Whether every byte is here (nothing left to fetch from the base revision).
@@ -303,14 +302,13 @@ public final class StagedFile: Sendable {
 
     /// `seal` without waiting: nil when blocks must come from Dropbox first (call `seal`).
     public func sealIfLocal() -> Bool? {
-        let sealed: Bool? = state.withLock { state in
+        state.withLock { state in
             if !state.changed || state.sealed { return false }
             if !missingBlocks(state).isEmpty { return nil }
             state.sealed = true
+            descriptor.closeWhenIdle(true)
             return true
         }
-        if sealed == true { descriptor.closeWhenIdle(true) }
-        return sealed
     }
 
     /// Takes back a seal the queue could not record: the version is still being edited.
