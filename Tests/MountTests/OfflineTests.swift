@@ -141,25 +141,9 @@ struct OfflineTests {
             let pid = try #require(m.daemonPIDs().first)
             let limited = try await m.sh("prlimit --pid \(pid) --nofile=256:256")
             #expect(limited.status == 0, "\(limited.stderr)")
-            #expect(try await m.sh("ls \"$M\"").status == 0)  // the root is known: mkdir needs no Dropbox
-            try await m.emulator.setReachable(false)
-            let count = 1500
-            let written = try await m.python("""
-                import os
-                os.mkdir(os.environ['M'] + '/many')
-                for i in range(\(count)):
-                    with open(os.environ['M'] + '/many/f%04d' % i, 'w') as f:
-                        f.write('file %d\\n' % i)
-                for i in range(0, \(count), 7):
-                    assert open(os.environ['M'] + '/many/f%04d' % i).read() == 'file %d\\n' % i, i
-                """, timeout: 600)
-            #expect(written.status == 0, "\(written.stderr)\n\(m.log.suffix(2000))")
+            try await Self.writeManyOutOfReach(m, readingBack: true)
             try await m.emulator.setReachable(true)
-            try await #require(written.status == 0)
-            try await eventually("the files to reach Dropbox", timeout: 300) {
-                (try? await m.client.listAll("/many", recursive: false).filter { $0.name.hasPrefix("f") }.count) == count
-            }
-            #expect(try await m.remoteText("/many/f1499") == "file 1499\n")
+            try await Self.expectManyOnDropbox(m)
             #expect(!m.log.contains("Too many open files"), "\(m.log.suffix(2000))")
         }
     }
@@ -169,29 +153,44 @@ struct OfflineTests {
     /// the files past the limit were "lost their staging file; dropped".
     @Test func aLongQueueLeftByAKilledDaemonIsTakenUpWithFewDescriptors() async throws {
         try await MountFixture.with(seeds: []) { m in
-            #expect(try await m.sh("ls \"$M\"").status == 0)  // the root is known: mkdir needs no Dropbox
-            try await m.emulator.setReachable(false)
-            let count = 1500
-            let written = try await m.python("""
-                import os
-                os.mkdir(os.environ['M'] + '/many')
-                for i in range(\(count)):
-                    with open(os.environ['M'] + '/many/f%04d' % i, 'w') as f:
-                        f.write('file %d\\n' % i)
-                """, timeout: 600)
-            try #require(written.status == 0, "\(written.stderr)")
+            try await Self.writeManyOutOfReach(m, readingBack: false)
             try await m.killDaemon()
             let mounted = try await m.sh("""
                 prlimit --nofile=256:256 '\(MountFixture.binary)' mount "$M" --cache-dir '\(m.cacheDirectory)'
                 """)
             try #require(mounted.status == 0, "\(mounted.stderr)")
             try await m.emulator.setReachable(true)
-            try await eventually("the files to reach Dropbox", timeout: 300) {
-                (try? await m.client.listAll("/many", recursive: false).filter { $0.name.hasPrefix("f") }.count) == count
-            }
-            #expect(try await m.remoteText("/many/f0777") == "file 777\n")
+            try await Self.expectManyOnDropbox(m)
             #expect(!m.log.contains("lost its staging file"), "\(m.log.suffix(2000))")
         }
+    }
+
+    static let manyCount = 1500
+
+    /// Makes Dropbox out of reach and writes `manyCount` small files into /many, reading some
+    /// back if asked.
+    private static func writeManyOutOfReach(_ m: MountFixture, readingBack: Bool) async throws {
+        #expect(try await m.sh("ls \"$M\"").status == 0)  // the root is known: mkdir needs no Dropbox
+        try await m.emulator.setReachable(false)
+        let written = try await m.python("""
+            import os
+            os.mkdir(os.environ['M'] + '/many')
+            for i in range(\(manyCount)):
+                with open(os.environ['M'] + '/many/f%04d' % i, 'w') as f:
+                    f.write('file %d\\n' % i)
+            if \(readingBack ? "True" : "False"):
+                for i in range(0, \(manyCount), 7):
+                    assert open(os.environ['M'] + '/many/f%04d' % i).read() == 'file %d\\n' % i, i
+            """, timeout: 600)
+        try #require(written.status == 0, "\(written.stderr)\n\(m.log.suffix(2000))")
+    }
+
+    /// Waits for every file of `writeManyOutOfReach` to be on Dropbox, and checks one's bytes.
+    private static func expectManyOnDropbox(_ m: MountFixture) async throws {
+        try await eventually("the files to reach Dropbox", timeout: 300) {
+            (try? await m.client.listAll("/many", recursive: false).filter { $0.name.hasPrefix("f") }.count) == manyCount
+        }
+        #expect(try await m.remoteText("/many/f0777") == "file 777\n")
     }
 
     /// A server that answers, but only 503, is out of reach too: after a run of them the
