@@ -74,7 +74,7 @@ public final class StagedFile: Sendable {
         guard size > 0 else { return }
         try state.withLock { state in
             try materializeLocked()
-            guard try descriptor.use(path, { ftruncate($0, off_t(size)) }) == 0 else {
+            guard try withDescriptor({ ftruncate($0, off_t(size)) }) == 0 else {
                 let error = StagedFile.error("size", path)
                 unlink(path)
                 throw error
@@ -124,6 +124,9 @@ public final class StagedFile: Sendable {
         descriptor.adopt(fd)
     }
 
+    /// Runs `body` with the staging file's descriptor (opened again if it was closed).
+    private func withDescriptor<T>(_ body: (Int32) throws -> T) throws -> T { try descriptor.use(path, body) }
+
     /// Where the bytes can be read by path (an upload, a hash): the staging file, or
     /// /dev/null for an empty file that never needed one.
     public var bytesPath: String { descriptor.exists ? path : "/dev/null" }
@@ -139,8 +142,8 @@ public final class StagedFile: Sendable {
         try copy.state.withLock { state in
             if size > 0 {
                 try copy.materializeLocked()
-                let copied = try descriptor.use(path) { source in
-                    try copy.descriptor.use(copy.path) { target in
+                let copied = try withDescriptor { source in
+                    try copy.withDescriptor { target in
                         send(source, to: target, from: 0, length: size) && ftruncate(target, off_t(size)) == 0
                     }
                 }
@@ -191,7 +194,7 @@ public final class StagedFile: Sendable {
             if offset < state.frozenEnd { state.earlyBroken = true }
             try materializeLocked()
             let path = self.path
-            try descriptor.use(path) { try Self.writeAll($0, bytes, at: offset, path: path) }
+            try withDescriptor { try Self.writeAll($0, bytes, at: offset, path: path) }
             for block in first...last { state.localBlocks.insert(block) }
             state.size = max(state.size, end)
             state.changed = true
@@ -215,7 +218,7 @@ public final class StagedFile: Sendable {
         try state.withLock { state in
             if state.sealed { return false }
             if newSize > 0 { try materializeLocked() }
-            guard try !descriptor.exists || descriptor.use(path, { ftruncate($0, off_t(newSize)) }) == 0 else {
+            guard try !descriptor.exists || withDescriptor({ ftruncate($0, off_t(newSize)) }) == 0 else {
                 throw StagedFile.error("truncate", path)
             }
             state.size = newSize
@@ -243,7 +246,7 @@ public final class StagedFile: Sendable {
         guard end > offset else { return [] }
         for block in (offset / Self.blockSize)...((end - 1) / Self.blockSize) { try await fill(block) }
         var buffer = [UInt8](repeating: 0, count: Int(end - offset))
-        let done = try descriptor.use(path) { fd in
+        let done = try withDescriptor { fd in
             var done = 0
             while done < buffer.count {
                 let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(offset) + off_t(done)) }
@@ -333,7 +336,7 @@ public final class StagedFile: Sendable {
         // to the pool: the next new file needs no inode (`BlockCache.inlineLimit`).
         // (`storeInline` leaves a block the cache holds already: no look here first.)
         if size <= BlockCache.inlineLimit {
-            if let bytes = try? descriptor.use(path, { try FileIO.read($0, length: Int(size)) }) {
+            if let bytes = try? withDescriptor({ try FileIO.read($0, length: Int(size)) }) {
                 inline.append((BlockCache.key(contentHash: contentHash, index: 0), bytes))
             }
             return
@@ -344,7 +347,7 @@ public final class StagedFile: Sendable {
         // 4 KiB were uploaded. The pool never gets the file back (the cache owns it now);
         // its readers go on through their descriptors.
         let path = self.path
-        if size <= Self.blockSize, removed.load(ordering: .acquiring), pool != nil, (try? descriptor.use(path, Self.length(of:))) == size {
+        if size <= Self.blockSize, removed.load(ordering: .acquiring), pool != nil, (try? withDescriptor(Self.length(of:))) == size {
             let key = BlockCache.key(contentHash: contentHash, index: 0)
             if cache.contains(key) { return }
             // Readers go on through the descriptor once the file has left its path.
@@ -356,7 +359,7 @@ public final class StagedFile: Sendable {
             let key = BlockCache.key(contentHash: contentHash, index: index)
             guard !cache.contains(key), let (temporary, target) = cache.temporaryFile(for: key) else { continue }
             let length = min(Self.blockSize, size - index * Self.blockSize)
-            let sent = (try? descriptor.use(path) { send($0, to: target, from: index * Self.blockSize, length: length) }) ?? false
+            let sent = (try? withDescriptor { send($0, to: target, from: index * Self.blockSize, length: length) }) ?? false
             close(target)
             if sent { cache.adopt(key, temporary: temporary, size: Int(length)) } else { unlink(temporary) }
         }
@@ -448,7 +451,7 @@ public final class StagedFile: Sendable {
             let keep = Int(min(Int64(bytes.count), state.baseLength - start))
             try materializeLocked()
             let path = self.path
-            try descriptor.use(path) { fd in
+            try withDescriptor { fd in
                 try bytes.withUnsafeBytes { try Self.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[..<keep]), at: start, path: path) }
             }
             state.localBlocks.insert(block)

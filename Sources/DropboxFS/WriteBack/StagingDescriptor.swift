@@ -115,6 +115,12 @@ struct FileIdentity: Sendable, Equatable {
         self.init(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
     }
 
+    init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        self.init(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+
     /// Opens `path` for reading and writing if it still names this file; -1 otherwise
     /// (errno: ENOENT, or ESTALE when another file is there).
     func open(_ path: String) -> Int32 {

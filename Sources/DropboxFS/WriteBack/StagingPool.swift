@@ -73,16 +73,12 @@ final class StagingPool: Sendable {
         }
         let held = kept
         emptying.async {
-            if let held {
-                self.keep(path, fd: held, renaming: renaming)
-                close(held)
-                self.heldCount.subtract(1, ordering: .relaxed)
-            } else {
-                let fd = identity.open(path)
-                guard fd >= 0 else { return }  // set aside, or gone
+            let fd = held ?? identity.open(path)
+            if fd >= 0 {  // else set aside, or gone
                 self.keep(path, fd: fd, renaming: renaming)
                 close(fd)
             }
+            if held != nil { self.heldCount.subtract(1, ordering: .relaxed) }
         }
     }
 
@@ -95,8 +91,7 @@ final class StagingPool: Sendable {
     /// `recovered/`: the same inode, another name) is left alone. It gets a new pool name when
     /// it has none yet, or when `renaming` (a record of the queue may still name it).
     func keep(_ path: String, fd: Int32, renaming: Bool) {
-        var atPath = stat(), open = stat()
-        guard stat(path, &atPath) == 0, fstat(fd, &open) == 0, atPath.st_dev == open.st_dev, atPath.st_ino == open.st_ino else { return }
+        guard let atPath = FileIdentity(path: path), atPath == FileIdentity(fd: fd) else { return }
         var name = path
         if renaming || !Self.isPoolName(path) {
             let fresh: String? = state.withLock { state in
