@@ -15,8 +15,15 @@ struct UploadScheduleTests {
         Schedule.Candidate(id: id, size: size, settledAt: now - ago)
     }
 
-    func decide(_ candidates: [Schedule.Candidate], draining: Bool = false, freeBatches: Int = 2, freeLarge: Int = 2) -> Schedule.Decision {
-        Schedule.decide(candidates, draining: draining, freeBatches: freeBatches, freeLarge: freeLarge, now: now)
+    func decide(_ candidates: [Schedule.Candidate], draining: Bool = false, freeBatches: Int = 2, freeLarge: Int = 2,
+                mayStage: Bool = false) -> Schedule.Decision {
+        Schedule.decide(candidates, draining: draining, freeBatches: freeBatches, freeLarge: freeLarge, mayStage: mayStage, now: now)
+    }
+
+    func stageable(_ id: Int64, size: Int64 = 10, settled ago: Duration) -> Schedule.Candidate {
+        var candidate = candidate(id, size: size, settled: ago)
+        candidate.stageable = true
+        return candidate
     }
 
     @Test func aFileJustClosedWaitsForItsQuietMomentUnlessSomeoneWaits() {
@@ -75,6 +82,40 @@ struct UploadScheduleTests {
         #expect(decide([failed], draining: true).jobs == [[1]])
         failed.retriedInDrain = true
         #expect(decide([failed], draining: true).jobs.isEmpty)
+    }
+
+    /// A small file's bytes are staged `stageAfter` its close, long before its batch leaves;
+    /// blocked or in retry they may go too (bytes do not depend on the path). Not a large
+    /// file, not one whose batch leaves now, not while a staging job runs or is paused.
+    @Test func aSmallFilesBytesAreStagedEarlyWhileItsBatchWaits() {
+        let fresh = stageable(1, settled: .milliseconds(20))
+        #expect(decide([fresh], mayStage: true) == Schedule.Decision(jobs: [], wake: Schedule.stageAfter - .milliseconds(20)))
+        let settled = stageable(2, settled: Schedule.stageAfter)
+        var blocked = stageable(3, settled: .milliseconds(300))
+        blocked.blocked = true
+        var failed = stageable(4, settled: .seconds(5))
+        failed.retryAt = now + .seconds(5)
+        let busy = [settled, blocked, failed, fresh]
+        #expect(decide(busy, mayStage: true).stage == [2, 3, 4])
+        #expect(decide(busy, mayStage: true).jobs.isEmpty)
+        #expect(decide(busy).stage.isEmpty)
+        #expect(decide([stageable(5, size: large, settled: .seconds(1))], mayStage: true).stage.isEmpty)
+        var synced = settled
+        synced.urgent = true
+        #expect(decide([synced, blocked], mayStage: true) == Schedule.Decision(jobs: [[2]], stage: [3]))
+        #expect(decide(busy, draining: true, mayStage: true).stage.isEmpty)
+        let many = (1...Int64(Schedule.earlyStageLimit + 10)).map { stageable($0, settled: .milliseconds(200)) } + [fresh]
+        #expect(decide(many, mayStage: true).stage == Array(1...Int64(Schedule.earlyStageLimit)))
+    }
+
+    /// Which versions are staged early at all: small ones with bytes, not a rewrite of bytes
+    /// still waiting (a file's create seals an empty version its first close replaces).
+    @Test func onlySmallFilesWithNewBytesAreStagedEarly() {
+        #expect(Schedule.stagesEarly(size: 4096, replacing: []))
+        #expect(Schedule.stagesEarly(size: 4096, replacing: [0]))
+        #expect(!Schedule.stagesEarly(size: 4096, replacing: [0, 10]))
+        #expect(!Schedule.stagesEarly(size: 0, replacing: []))
+        #expect(!Schedule.stagesEarly(size: large, replacing: []))
     }
 
     @Test func retriesBackOffAndAFullAccountIsLookedAtEveryMinute() {

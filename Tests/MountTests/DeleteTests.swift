@@ -136,10 +136,11 @@ struct DeleteTests {
             try await m.emulator.resetStats()
             try await m.emulator.setFaults(["drop:times=1,routes=\(commits)", "503:skip=1,routes=\(commits)",
                                             "503:routes=files/list_folder/continue+files/get_metadata"])
+            // (How many commit requests that takes depends on the route: a lone file whose
+            // bytes were staged early is committed by upload_session/finish.)
             try await eventually("the file to be committed", timeout: 120) {
-                try await MountFixture.requests(m.routeStats(), commits.split(separator: "+").map(String.init)) >= 2
+                try await m.client.listAll("").map(\.name) == ["d.txt"]
             }
-            #expect(try await m.client.listAll("").map(\.name) == ["d.txt"])
             try await m.killDaemon()
             try await m.emulator.setReachable(false)
             try await m.mount()

@@ -259,7 +259,8 @@ struct OfflineTests {
     /// outages, seed 2568679572159912355).
     @Test func aNewerVersionReplacesOurCommitWhoseAnswerWasLost() async throws {
         try await MountFixture.with(seeds: []) { m in
-            try await m.emulator.setFaults(["reset:p=1,after=0,routes=files/upload+files/upload_session/finish_batch_v2", "503:p=1,routes=files/get_metadata"])
+            let commits = "files/upload+files/upload_session/finish+files/upload_session/finish_batch_v2"
+            try await m.emulator.setFaults(["reset:p=1,after=0,routes=\(commits)", "503:p=1,routes=files/get_metadata"])
             #expect(try await m.sh("mkdir \"$M/lost\" && printf 'first\\n' > \"$M/lost/b.txt\"").status == 0)
             // Seen by listing: get_metadata answers 503 to this test too.
             try await eventually("the first version to be committed, its answer lost", timeout: 60) {
@@ -328,9 +329,12 @@ struct OfflineTests {
             try await m.emulator.setFaults(["latency:ms=120000,routes=files/upload+files/upload_session/start"])
             try await m.emulator.resetStats()
             #expect(try await m.sh("printf 'two\\n' > \"$M/cut/f.txt\"").status == 0)
+            // Its bytes may be staged early: under way means taken by its upload, not only staged.
             try await eventually("its upload to be under way") {
                 let stats = try await m.routeStats()
+                let uploads = try m.statusReport()["uploads"] as? [[String: Any]] ?? []
                 return (stats["files/upload"]?["delayed"] ?? 0) + (stats["files/upload_session/start"]?["delayed"] ?? 0) > 0
+                    && uploads.contains { $0["path"] as? String == "/cut/f.txt" && $0["state"] as? String == "uploading" }
             }
             #expect(try await m.sh("printf 'three\\n' > \"$M/cut/f.txt\"").status == 0)
             try await m.emulator.setReachable(false)

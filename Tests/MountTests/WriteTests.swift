@@ -872,11 +872,12 @@ struct WriteTests {
     /// were not all done (it used to end as if they were), and the next mount sends them.
     @Test func unmountSaysSoWhenTheDaemonIsKilledDuringItsUploads() async throws {
         try await MountFixture.with(seeds: []) { m in
-            try await m.emulator.setFaults(["silent:routes=files/upload+files/upload_session/finish_batch_v2"])
+            let uploads = ["files/upload", "files/upload_session/start", "files/upload_session/finish", "files/upload_session/finish_batch_v2"]
+            try await m.emulator.setFaults(["silent:routes=" + uploads.joined(separator: "+")])
             #expect(try await m.sh("echo kept > \"$M/kept.txt\"").status == 0)
             async let unmounted = m.unmount()
             try await eventually("the unmount to begin") { !m.isMounted }
-            try await eventually("the upload to be under way") { (try await m.routeStats()["files/upload"]?["requests"] ?? 0) > 0 }
+            try await eventually("the upload to be under way") { MountFixture.requests(try await m.routeStats(), uploads) > 0 }
             for pid in m.daemonPIDs() { kill(pid, SIGKILL) }
             let said = try await unmounted
             #expect(said.stderr.contains("unmount: the filesystem process ended before its uploads were done"), "\(said.stderr)")

@@ -132,8 +132,8 @@ extension DropboxClient {
         }
     }
 
-    /// Sends one file's bytes into a closed session, for a batch to commit.
-    private func stage(_ localPath: String, tuning: UploadTuning) async throws -> StagedBytes {
+    /// Sends one file's bytes into a closed session, for a batch to commit (`BatchItem.staged`).
+    public func stage(_ localPath: String, tuning: UploadTuning = UploadTuning()) async throws -> StagedBytes {
         let (fd, size) = try FileIO.openForReading(localPath)
         defer { close(fd) }
         if size > tuning.singleRequestLimit {

@@ -97,6 +97,16 @@ final class LocalVersion: @unchecked Sendable {
     /// try commits them and sends no byte again (`WriteBack+StagedBytes`). In memory only: a
     /// restarted mount sends them anew.
     var stagedBytes: DropboxClient.StagedBytes?
+    /// Where its early staging stands (`WriteBack+EarlyStaging`).
+    var earlyStage = EarlyStage.never
+    enum EarlyStage {
+        /// Not to be staged early (`UploadSchedule.stagesEarly`), recovered, or done.
+        case never
+        /// To be staged once it has settled (`UploadSchedule.stageAfter`).
+        case waiting
+        /// Its bytes are going: its batch waits for them rather than send them again.
+        case sending
+    }
     /// The version that took its place before it was uploaded, if one did.
     var replacedBy: LocalVersion?
     /// The revision Dropbox gave this version's bytes at its path, once uploaded: a version

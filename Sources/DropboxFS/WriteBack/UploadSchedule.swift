@@ -10,6 +10,10 @@ import DropboxAPI
 ///   oldest file has waited `batchDelay`, or when it is full (`batchLimit`). Dropbox
 ///   serialises commits per namespace, so one commit for many files is far faster than one
 ///   each (cp -r, tar x).
+/// - A small file's bytes are staged early (`stagesEarly`):
+///   `stageAfter` its seal they go into a closed session of their own (at most
+///   `earlyStageLimit` files a job, one job at a time), while the writer goes on, and its
+///   batch's commit later takes that session and sends no byte (`WriteBack+EarlyStaging`).
 /// - A large file goes alone, through a concurrent session, at most `largeAtOnce` at a time.
 /// - A failed upload waits before its next try (`retryDelay`); unmounting gives every
 ///   failed upload one more try at once.
@@ -31,6 +35,14 @@ struct UploadSchedule {
     /// 8 at once and 1.5 s with 32; on this machine without the delay, 0.61-0.63 s either way.
     static let batchParallelism = 32
     static let largeAtOnce = 2
+    /// Early staging (see above). A file deleted within `stageAfter` of its close costs no
+    /// request; one rewritten in its quiet period costs its first version's staging only.
+    static let stageAfter: Duration = .milliseconds(100)
+    static let earlyStageLimit = 256
+    static let earlyStageParallelism = 16
+    /// After an early staging failed (Dropbox out of reach, 429, 5xx), none for this long:
+    /// batches send the bytes, with their own retries.
+    static let earlyStagePause: Duration = .seconds(30)
     /// Chunks of files still being written sent at once, over all files.
     static let earlyChunksAtOnce = 4
     /// Retries: seconds after a blip, every 5 minutes at most while the failure lasts.
@@ -58,6 +70,16 @@ struct UploadSchedule {
 
     static func isLarge(size: Int64) -> Bool { size > largeFile }
 
+    /// Whether a version just sealed, of `size` bytes, replacing queued versions of
+    /// `replacedSizes`, has its bytes staged early. Not an empty file: it has no bytes to
+    /// send, and a create seals an empty version that the file's first close replaces at once
+    /// (staged, on a slow machine, it would be a request for nothing). Not a version that
+    /// replaced one with bytes: a log appended to every few hundred milliseconds would send its
+    /// whole content at each append. Not a large file: it has sessions of its own.
+    static func stagesEarly(size: Int64, replacing replacedSizes: [Int64]) -> Bool {
+        size > 0 && !isLarge(size: size) && !replacedSizes.contains { $0 > 0 }
+    }
+
     /// What the rules need to know of one sealed version waiting in the queue.
     struct Candidate {
         var id: Int64
@@ -72,25 +94,39 @@ struct UploadSchedule {
         /// An older version of its path is uploading, its early chunks are in flight, or a
         /// rename or delete holds its path.
         var blocked = false
+        /// Its bytes may be staged early (`stagesEarly` said so at its seal; not staged yet).
+        var stageable = false
     }
 
-    /// Jobs to start now (ids: one batch of small files, or one large file each) and how
-    /// long until the rules may start another if some wait.
+    /// Jobs to start now (ids: one batch of small files, or one large file each), files whose
+    /// bytes to stage early, and how long until the rules may start another if some wait.
     struct Decision: Equatable {
         var jobs: [[Int64]] = []
+        var stage: [Int64] = []
         var wake: Duration?
     }
 
-    /// `candidates` oldest first; `freeBatches` and `freeLarge` are the slots not in use.
-    static func decide(_ candidates: [Candidate], draining: Bool, freeBatches: Int, freeLarge: Int,
+    /// `candidates` oldest first; `freeBatches` and `freeLarge` are the slots not in use;
+    /// `mayStage`: no early staging job runs, nor is it paused.
+    static func decide(_ candidates: [Candidate], draining: Bool, freeBatches: Int, freeLarge: Int, mayStage: Bool = false,
                        now: ContinuousClock.Instant) -> Decision {
         var small: [(id: Int64, readyAt: ContinuousClock.Instant)] = []
         var large: [Int64] = []
         var wake: ContinuousClock.Instant?
         var lastActivity: ContinuousClock.Instant?
         var urgent = draining
+        var stage: [Int64] = []
         for candidate in candidates {
             if !isLarge(size: candidate.size) { lastActivity = max(lastActivity ?? candidate.settledAt, candidate.settledAt) }
+            // Bytes do not depend on the path: a blocked file's may go too.
+            if mayStage && !draining && !candidate.urgent && candidate.stageable && !isLarge(size: candidate.size) {
+                let stageAt = candidate.settledAt + stageAfter
+                if stageAt > now {
+                    wake = min(wake ?? stageAt, stageAt)
+                } else if stage.count < earlyStageLimit {
+                    stage.append(candidate.id)
+                }
+            }
             if candidate.blocked { continue }
             var readyAt = draining || candidate.urgent ? now : candidate.settledAt + quietPeriod
             if let retry = candidate.retryAt, !draining || candidate.retriedInDrain { readyAt = max(readyAt, retry) }
@@ -116,6 +152,9 @@ struct UploadSchedule {
             }
         }
         for id in large.prefix(max(0, freeLarge)) { decision.jobs.append([id]) }
+        // A batch leaving now sends its files' bytes itself.
+        let leaving = Set(decision.jobs.joined())
+        decision.stage = stage.filter { !leaving.contains($0) }
         decision.wake = wake.map { $0 - now }
         return decision
     }

@@ -27,7 +27,7 @@ public final class Uploader: Sendable {
     /// Hears (path, lineage, content hash) when the newest local version of a path is on
     /// Dropbox, before the change is seen (the kernel's pages of it may then stay).
     let uploaded: @Sendable (String, Int64, String) -> Void
-    private let running = Mutex<(batches: Int, large: Int, early: Int)>((0, 0, 0))
+    private let running = Mutex<(batches: Int, large: Int, early: Int, staging: Int)>((0, 0, 0, 0))
 
     init(writeBack: WriteBack, client: DropboxClient, watcher: ChangeWatcher, store: MetadataStore, namespace: NamespaceSender,
          uploaded: @escaping @Sendable (String, Int64, String) -> Void = { _, _, _ in }) {
@@ -57,8 +57,8 @@ public final class Uploader: Sendable {
                 lastPass = .now
                 urgentSeen = writeBack.urgentSignal.generation
                 let seen = writeBack.uploaderSignal.generation
-                let free = running.withLock { (UploadSchedule.batchesAtOnce - $0.batches, UploadSchedule.largeAtOnce - $0.large) }
-                let (jobs, wake) = writeBack.takeEligible(freeBatches: free.0, freeLarge: free.1)
+                let free = running.withLock { (UploadSchedule.batchesAtOnce - $0.batches, UploadSchedule.largeAtOnce - $0.large, $0.staging == 0) }
+                let (jobs, stage, wake) = writeBack.takeEligible(freeBatches: free.0, freeLarge: free.1, mayStage: free.2)
                 for job in jobs {
                     let kind: Slot = Self.isLarge(job) ? .large : .batches
                     occupy(kind, by: 1)
@@ -78,13 +78,21 @@ public final class Uploader: Sendable {
                         self.writeBack.changed()  // a slot is free for the next chunk
                     }
                 }
+                if !stage.isEmpty {
+                    occupy(.staging, by: 1)
+                    group.addTask {
+                        await self.stageEarly(stage)
+                        self.occupy(.staging, by: -1)
+                        self.writeBack.changed()  // the next files may go
+                    }
+                }
                 gap = UploadSchedule.gap(afterPassOf: .now - lastPass)
-                if jobs.isEmpty && early.isEmpty { await writeBack.uploaderSignal.wait(after: seen, timeout: wake) }
+                if jobs.isEmpty && early.isEmpty && stage.isEmpty { await writeBack.uploaderSignal.wait(after: seen, timeout: wake) }
             }
         }
     }
 
-    private enum Slot { case batches, large, early }
+    private enum Slot { case batches, large, early, staging }
 
     /// Counts a job in or out of its kind's slots.
     private func occupy(_ slot: Slot, by change: Int) {
@@ -93,6 +101,7 @@ public final class Uploader: Sendable {
             case .batches: $0.batches += change
             case .large: $0.large += change
             case .early: $0.early += change
+            case .staging: $0.staging += change
             }
         }
     }
@@ -137,6 +146,7 @@ public final class Uploader: Sendable {
     }
 
     private func send(_ job: [LocalVersion]) async {
+        await writeBack.earlyStagesEnded(job)
         let staged = writeBack.stagedBytes(job)
         if job.count > 1 { return await uploadBatch(job, staged: staged) }
         let version = job[0]

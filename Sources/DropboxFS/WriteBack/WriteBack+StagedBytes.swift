@@ -14,10 +14,12 @@ extension WriteBack {
     /// A batch's upload put the version's bytes in this session: a retry takes it. Kept only
     /// for a version still to be committed, holding as many bytes as were sent.
     func recordStaged(_ version: LocalVersion, _ bytes: DropboxClient.StagedBytes) {
-        state.withLock { _ in
-            guard version.phase == .queued || version.phase == .uploading, !version.detached, bytes.size == version.file.size else { return }
-            version.stagedBytes = bytes
-        }
+        state.withLock { _ in recordStagedLocked(version, bytes) }
+    }
+
+    func recordStagedLocked(_ version: LocalVersion, _ bytes: DropboxClient.StagedBytes) {
+        guard version.phase == .queued || version.phase == .uploading, !version.detached, bytes.size == version.file.size else { return }
+        version.stagedBytes = bytes
     }
 
     func forgetStaged(_ version: LocalVersion) {

@@ -6,9 +6,11 @@ import Foundation
 extension WriteBack {
     /// Marks the versions `UploadSchedule` picks as uploading and returns them as jobs (one
     /// batch of small files, or one large file each), with when to look again if some wait.
-    func takeEligible(freeBatches: Int, freeLarge: Int) -> ([[LocalVersion]], Duration?) {
+    func takeEligible(freeBatches: Int, freeLarge: Int, mayStage: Bool = false)
+        -> (jobs: [[LocalVersion]], stage: [LocalVersion], wake: Duration?) {
         state.withLock { state in
             let now = ContinuousClock.now
+            let mayStage = mayStage && !isOffline() && state.earlyStagePausedUntil.map { $0 <= now } ?? true
             let uploadingPaths = Set(state.versions.values.filter { $0.phase == .uploading }.map(\.pathLower))
             let queued = state.versions.values.filter { $0.phase == .queued }.sorted { $0.id < $1.id }
             // One version of a path at a time, the oldest first: two in one batch would both
@@ -20,9 +22,11 @@ extension WriteBack {
                     id: version.id, size: version.file.size, settledAt: version.settledAt, urgent: version.urgent,
                     retryAt: version.retryAt, retriedInDrain: version.attempts > (state.drainStartedAttempts[version.id] ?? 0),
                     blocked: uploadingPaths.contains(version.pathLower) || oldestAt[version.pathLower] != version.id || version.earlySends > 0
-                        || state.held.keys.contains { version.isAt(orUnder: $0) })
+                        || state.held.keys.contains { version.isAt(orUnder: $0) },
+                    stageable: version.earlyStage == .waiting && version.stagedBytes == nil)
             }
-            let decision = UploadSchedule.decide(candidates, draining: state.draining, freeBatches: freeBatches, freeLarge: freeLarge, now: now)
+            let decision = UploadSchedule.decide(candidates, draining: state.draining, freeBatches: freeBatches, freeLarge: freeLarge,
+                                                 mayStage: mayStage, now: now)
             state.nextPass = decision.jobs.isEmpty ? decision.wake.map { now + $0 } : now
             let jobs = decision.jobs.map { ids in ids.map { state.versions[$0]! } }
             for version in jobs.joined() {
@@ -30,7 +34,7 @@ extension WriteBack {
                 // A large file's commit comes after its bytes (`beginCommit`).
                 setCommittingLocked(&state, version, !UploadSchedule.isLarge(size: version.file.size))
             }
-            return (jobs, decision.wake)
+            return (jobs, decision.stage.map { state.versions[$0]! }, decision.wake)
         }
     }
 

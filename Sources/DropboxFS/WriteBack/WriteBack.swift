@@ -79,6 +79,8 @@ public final class WriteBack: Sendable {
         var setAside: [String] = []
         /// `versionsExamined`.
         var examined = 0
+        /// No early staging before then: the last one failed (`WriteBack+EarlyStaging`).
+        var earlyStagePausedUntil: ContinuousClock.Instant?
     }
 
     static let ownCommitLimit = 10_000
@@ -537,16 +539,18 @@ public final class WriteBack: Sendable {
                 try queue.save(version.record, replacing: replaced.map(\.id))
                 version.phase = .queued
                 version.settledAt = .now
+                version.earlyStage = UploadSchedule.stagesEarly(size: version.file.size, replacing: replaced.map(\.file.size)) ? .waiting : .never
                 for old in replaced {
                     old.replacedBy = version
                     version.maybeCommitted += old.maybeCommitted
                     finishLocked(&state, old)
                 }
                 catchUpHandlesLocked(&state, to: version)
-                // It is due after its quiet moment at the earliest: a pass planned before then
-                // finds it. (Woken by every close, the uploader looked at the whole queue for
-                // each file of a burst of creates.)
-                return version.urgent || state.nextPass.map { $0 > version.settledAt + UploadSchedule.quietPeriod } ?? true
+                // It is due after its quiet moment (or, to stage its bytes, `stageAfter`) at the
+                // earliest: a pass planned before then finds it. (Woken by every close, the
+                // uploader looked at the whole queue for each file of a burst of creates.)
+                let due = version.settledAt + (version.earlyStage == .waiting ? UploadSchedule.stageAfter : UploadSchedule.quietPeriod)
+                return version.urgent || state.nextPass.map { $0 > due } ?? true
             }
         } catch {
             version.file.unseal()
