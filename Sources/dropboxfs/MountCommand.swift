@@ -180,7 +180,7 @@ struct StatusReport {
 /// Mounts listed by the kernel.
 enum MountTable {
     static func entries() -> [(source: String, mountpoint: String, type: String)] {
-        guard let text = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return [] }
+        guard let text = KernelText.read("/proc/self/mounts") else { return [] }
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ").map { unescape(String($0)) }
             return fields.count >= 3 ? (fields[0], fields[1], fields[2]) : nil

@@ -99,12 +99,19 @@ final class MountFixture: @unchecked Sendable {
     /// `dropboxfs mount` with its cache on a tmpfs of `size` (e.g. "2m"): a small disk that
     /// fills up. Returns what the mount command said.
     func mountWithCacheOnSmallDisk(size: String) async throws -> ProcessRunner.Result {
-        let disk = root.appendingPathComponent("small-disk").path
+        let disk = try await scratchDisk("small-disk", size: size)
+        return try await ProcessRunner.run(Self.binary, ["mount", mountpoint, "--cache-dir", disk], environment: environment)
+    }
+
+    /// A tmpfs of `size` mounted at `name` in the test's folder, detached at cleanup.
+    @discardableResult
+    func scratchDisk(_ name: String, size: String) async throws -> String {
+        let disk = root.appendingPathComponent(name).path
         try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
         let made = try await sh("mount -t tmpfs -o size=\(size) tmpfs '\(disk)'")
         guard made.status == 0 else { throw MountFailure(message: "cannot mount a tmpfs: \(made.stderr)") }
         scratchDisks.append(disk)
-        return try await ProcessRunner.run(Self.binary, ["mount", mountpoint, "--cache-dir", disk], environment: environment)
+        return disk
     }
 
     /// kill -9 of the daemon; returns once the kernel has let go of it (the mount answers
@@ -118,7 +125,7 @@ final class MountFixture: @unchecked Sendable {
     }
 
     var isMounted: Bool {
-        ((try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? "")
+        (KernelText.read("/proc/self/mounts") ?? "")
             .split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == mountpoint }
     }
 

@@ -158,13 +158,32 @@ struct RobustnessTests {
             let other = m.root.appendingPathComponent("second").path
             try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
             let second = try await ProcessRunner.run(MountFixture.binary, ["mount", other, "--cache-dir", m.cacheDirectory], environment: m.environment)
-            let mounted = ((try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? "").contains(" \(other) ")
+            let mounted = (KernelText.read("/proc/self/mounts") ?? "").contains(" \(other) ")
             if mounted { _ = try await m.sh("fusermount3 -u -z '\(other)'") }
             #expect(second.status == 1)
             #expect(second.stderrLines.count == 1)
             #expect(second.stderr.contains("is in use by another dropboxfs mount"), "\(second.stderr)")
             #expect(!mounted)
             #expect(try await m.sh("ls \"$M\" > /dev/null").status == 0)
+        }
+    }
+
+    /// A machine with many mounts (containers, snaps, systemd's own): the kernel's table of
+    /// them is longer than a page, and the newest mounts come last. `unmount` said "not a
+    /// dropboxfs mount" and `status` did not list the mount: the table was read with Foundation,
+    /// which returns only the first page of a /proc file.
+    @Test func aMountAmongManyOthersIsFoundByStatusAndUnmount() async throws {
+        try await MountFixture.with(mount: false) { m in
+            for index in 0..<60 { try await m.scratchDisk("other-mounts/\(index)", size: "64k") }
+            #expect(try String(contentsOfFile: "/proc/self/mounts", encoding: .utf8).utf8.count
+                < (try await m.sh("cat /proc/self/mounts").stdout.utf8.count), "the table is longer than a page")
+            try await m.mount()
+            let status = try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment)
+            #expect(status.status == 0, "\(status.stderr)")
+            #expect(status.stdout.contains(m.mountpoint), "\(status.stdout)")
+            let unmounted = try await ProcessRunner.run(MountFixture.binary, ["unmount", m.mountpoint], environment: m.environment)
+            #expect(unmounted.status == 0, "\(unmounted.stderr)")
+            try await eventually("the mount to go away") { !m.isMounted }
         }
     }
 
