@@ -175,8 +175,7 @@ struct RobustnessTests {
     @Test func aMountAmongManyOthersIsFoundByStatusAndUnmount() async throws {
         try await MountFixture.with(mount: false) { m in
             for index in 0..<60 { try await m.scratchDisk("other-mounts/\(index)", size: "64k") }
-            #expect(try String(contentsOfFile: "/proc/self/mounts", encoding: .utf8).utf8.count
-                < (try await m.sh("cat /proc/self/mounts").stdout.utf8.count), "the table is longer than a page")
+            #expect(try await m.sh("cat /proc/self/mounts").stdout.utf8.count > 4096, "the table is longer than a page")
             try await m.mount()
             let status = try await ProcessRunner.run(MountFixture.binary, ["status", m.mountpoint], environment: m.environment)
             #expect(status.status == 0, "\(status.stderr)")

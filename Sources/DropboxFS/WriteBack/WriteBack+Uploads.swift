@@ -5,7 +5,8 @@ import Foundation
 /// uploads' outcomes do to the queue.
 extension WriteBack {
     /// Marks the versions `UploadSchedule` picks as uploading and returns them as jobs (one
-    /// batch of small files, or one large file each), with when to look again if some wait.
+    /// batch of small files, or one large file each), with the files whose bytes to stage early
+    /// (`mayStage`: no staging job runs) and when to look again if some wait.
     func takeEligible(freeBatches: Int, freeLarge: Int, mayStage: Bool = false)
         -> (jobs: [[LocalVersion]], stage: [LocalVersion], wake: Duration?) {
         state.withLock { state in
