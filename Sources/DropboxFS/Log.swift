@@ -13,7 +13,9 @@ public enum FuseLog {
 
     /// Whether `DROPBOXFS_TRACE` is set: the daemon then logs its decisions about the
     /// kernel's caches (which inodes it detaches, which inodes it found gone, whether an
-    /// inode's pages stay), for finding races. Off by default: the lines cost time on hot paths.
+    /// inode's pages stay), for finding races, and the steps of uploads and fsyncs (a batch
+    /// taken, its bytes staged, its commit answered, the store caught up; an fsync's wait),
+    /// for finding where an fsync's time goes. Off by default: the lines cost time on hot paths.
     public static let tracing = ProcessInfo.processInfo.environment["DROPBOXFS_TRACE"].map { !$0.isEmpty } ?? false
 
     public static func trace(_ message: @autoclosure () -> String) {

@@ -146,8 +146,10 @@ public final class Uploader: Sendable {
     }
 
     private func send(_ job: [LocalVersion]) async {
+        FuseLog.trace("upload: \(job.count) file(s) taken, waiting for their early stagings")
         await writeBack.earlyStagesEnded(job)
         let staged = writeBack.stagedBytes(job)
+        FuseLog.trace("upload: \(job.count) file(s), \(staged.compactMap { $0 }.count) staged already")
         if job.count > 1 { return await uploadBatch(job, staged: staged) }
         let version = job[0]
         let commit = writeBack.commitInfo(version)
@@ -171,6 +173,7 @@ public final class Uploader: Sendable {
         do {
             let results = try await client.uploadBatch(items, tuning: tuning, parallelism: UploadSchedule.batchParallelism,
                                                        staged: { [writeBack] index, bytes in writeBack.recordStaged(job[index], bytes) })
+            FuseLog.trace("upload: batch of \(job.count) answered")
             var done: [(LocalVersion, FileMetadata)] = []
             for (version, result) in zip(job, results) {
                 switch result {
@@ -179,6 +182,7 @@ public final class Uploader: Sendable {
                 }
             }
             await complete(done)
+            FuseLog.trace("upload: batch of \(job.count) complete (store caught up)")
         } catch {
             for version in job { await failed(version, error) }
         }

@@ -666,6 +666,8 @@ public final class WriteBack: Sendable {
     /// by then, and flushing each at once was an eighth of the daemon's CPU in an fsync of
     /// 1,000 new files.
     private func uploadNow(_ sealed: [LocalVersion]) async throws {
+        FuseLog.trace("fsync: waits for \(sealed.count) file(s)")
+        defer { FuseLog.trace("fsync: returns") }
         state.withLock { _ in for version in sealed { version.urgent = true } }
         changed(urgent: true)
         let flushing = Task {
