@@ -38,9 +38,8 @@ extension WriteBack {
     /// an older one queued. One version of a path at a time, the oldest first: two in one
     /// batch would both replace the same revision, and the second would conflict with the
     /// first. A pass asks this of every queued version, so it looks at the path's own
-    /// versions (`atPath`, nearly always this one alone), not at the whole queue: sets of
-    /// every path uploading and of every path's oldest version, built at each pass, were
-    /// most of a pass, and passes 5 % of the daemon's CPU in a `cp -r` or `tar x`.
+    /// versions (`atPath`, nearly always this one alone) rather than building, at each pass,
+    /// sets of every path uploading and of every path's oldest queued version.
     private static func waitsForItsPathLocked(_ state: State, _ version: LocalVersion) -> Bool {
         guard let atItsPath = state.atPath[version.pathLower], atItsPath.count > 1 else { return false }
         return atItsPath.values.contains { other in
