@@ -15,7 +15,7 @@ struct RaceTests {
     @Test func openOrTruncateRacingARenameNeverFailsNorRevivesTheOldName() async throws {
         try await MountFixture.with { m in
             let script = """
-                import errno, os, threading, time
+                import errno, os, threading
                 root = os.environ['M'] + '/race'
                 os.mkdir(root)
                 p, q = root + '/p', root + '/q'
