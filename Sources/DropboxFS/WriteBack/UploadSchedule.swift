@@ -54,12 +54,10 @@ struct UploadSchedule {
     /// A pass costs in proportion to the queue: with thousands of files queued (5,000 empty
     /// files created while uploads lag) passes every 5 ms took 10 % of the daemon's CPU.
     /// Passes are spaced to at least `passCostFactor` times what the last one took, so their
-    /// share stays near 2 % of a core whatever the queue holds; batches wait seconds anyway.
-    /// (At 20, passes were 5-6 % of the daemon's CPU in a `cp -r` of 1,000 small files and
-    /// in a `tar x` of 2,000 (perf); at 50, with cheaper passes, 2 %.)
+    /// share stays near 5 % of a core whatever the queue holds; batches wait seconds anyway.
     /// At most `passGapLimit` (a pass measured on a loaded machine may have been preempted):
     /// an fsync waits for the next pass.
-    static let passCostFactor = 50
+    static let passCostFactor = 20
     static let passGapLimit: Duration = .milliseconds(250)
     static func gap(afterPassOf cost: Duration) -> Duration { min(passGapLimit, max(passInterval, cost * passCostFactor)) }
     /// A full account is not a blip: look again every minute.

@@ -12,13 +12,18 @@ extension WriteBack {
         state.withLock { state in
             let now = ContinuousClock.now
             let mayStage = mayStage && !isOffline() && state.earlyStagePausedUntil.map { $0 <= now } ?? true
+            let uploadingPaths = Set(state.versions.values.filter { $0.phase == .uploading }.map(\.pathLower))
             let queued = state.versions.values.filter { $0.phase == .queued }.sorted { $0.id < $1.id }
+            // One version of a path at a time, the oldest first: two in one batch would both
+            // replace the same revision, and the second would conflict with the first.
+            var oldestAt: [String: Int64] = [:]
+            for version in queued where oldestAt[version.pathLower] == nil { oldestAt[version.pathLower] = version.id }
             let candidates = queued.map { version in
                 UploadSchedule.Candidate(
                     id: version.id, size: version.file.size, settledAt: version.settledAt, urgent: version.urgent,
                     retryAt: version.retryAt, retriedInDrain: version.attempts > (state.drainStartedAttempts[version.id] ?? 0),
-                    blocked: Self.waitsForItsPathLocked(state, version) || version.earlySends > 0
-                        || (!state.held.isEmpty && state.held.keys.contains { version.isAt(orUnder: $0) }),
+                    blocked: uploadingPaths.contains(version.pathLower) || oldestAt[version.pathLower] != version.id || version.earlySends > 0
+                        || state.held.keys.contains { version.isAt(orUnder: $0) },
                     stageable: version.earlyStage == .waiting && version.stagedBytes == nil)
             }
             let decision = UploadSchedule.decide(candidates, draining: state.draining, freeBatches: freeBatches, freeLarge: freeLarge,
@@ -31,19 +36,6 @@ extension WriteBack {
                 setCommittingLocked(&state, version, !UploadSchedule.isLarge(size: version.file.size))
             }
             return (jobs, decision.stage.map { state.versions[$0]! }, decision.wake)
-        }
-    }
-
-    /// Whether another version of the queued `version`'s path goes first: one uploading, or
-    /// an older one queued. One version of a path at a time, the oldest first: two in one
-    /// batch would both replace the same revision, and the second would conflict with the
-    /// first. A pass asks this of every queued version, so it looks at the path's own
-    /// versions (`atPath`, nearly always this one alone) rather than building, at each pass,
-    /// sets of every path uploading and of every path's oldest queued version.
-    private static func waitsForItsPathLocked(_ state: State, _ version: LocalVersion) -> Bool {
-        guard let atItsPath = state.atPath[version.pathLower], atItsPath.count > 1 else { return false }
-        return atItsPath.values.contains { other in
-            other !== version && (other.phase == .uploading || (other.phase == .queued && other.id < version.id))
         }
     }
 
