@@ -6,9 +6,7 @@ import TestSupport
 
 /// A tree hundreds of folders deep (`stress-ng --dirdeep`, a runaway `mkdir -p`): work at
 /// its bottom must not cost in proportion to the square of its depth.
-// A guard against a hang, not a measure: alone about 30 s, in the whole suite its CPU work
-// waits for the mount tests' on two cores (290 s seen, 5 minutes being the limit then).
-@Suite("core: deep trees", .serialized, .timeLimit(.minutes(10)))
+@Suite("core: deep trees", .serialized, .timeLimit(HangGuard.cpuHeavySuite))
 struct DeepTreeTests {
     /// `rm -r` of a chain 300 folders deep, deepest first: every lookup on the way asked the
     /// pending removals about each ancestor of its path, hashing the whole ancestor each

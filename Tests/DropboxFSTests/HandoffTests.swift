@@ -14,9 +14,7 @@ import TestSupport
 /// loaded, the reading thread preempted between its two reads). Here threads look without
 /// pause, on a machine kept busy, while each change is handed over; not one look may see it
 /// wrong. (Before the fix, 8 to 23 lookups of 150 rounds went wrong in each test.)
-// A guard against a hang, not a measure: alone about 30 s, in the whole suite its CPU work
-// waits for the mount tests' on two cores (290 s seen, 5 minutes being the limit then).
-@Suite("core: what a path shows while its change reaches Dropbox", .serialized, .timeLimit(.minutes(10)))
+@Suite("core: what a path shows while its change reaches Dropbox", .serialized, .timeLimit(HangGuard.cpuHeavySuite))
 struct HandoffTests {
     /// Rounds, each one change sent while it is looked at.
     static let rounds = 150

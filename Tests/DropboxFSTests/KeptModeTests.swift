@@ -5,9 +5,7 @@ import TestSupport
 
 /// Modes kept here (`FileModes`) for many paths at once: `tar x` of a tree of scripts,
 /// `stress-ng --dir` (folders made with mode 0700).
-// A guard against a hang, not a measure: alone about 30 s, in the whole suite its CPU work
-// waits for the mount tests' on two cores (290 s seen, 5 minutes being the limit then).
-@Suite("core: many kept modes", .serialized, .timeLimit(.minutes(10)))
+@Suite("core: many kept modes", .serialized, .timeLimit(HangGuard.cpuHeavySuite))
 struct KeptModeTests {
     /// Each `rmdir` looked at every kept mode to find those below the folder: 2,000 folders
     /// with mode 0700 (one renamed) removed one by one looked at 2,008,997 keys (`stress-ng --dir` ran at

@@ -5,9 +5,7 @@ import TestSupport
 
 /// Thousands of files made here and not yet on Dropbox (`tar x`, then `ls` or `rm -r` before
 /// the uploads are done).
-// A guard against a hang, not a measure: alone about 30 s, in the whole suite its CPU work
-// waits for the mount tests' on two cores (290 s seen, 5 minutes being the limit then).
-@Suite("core: many files not yet uploaded", .serialized, .timeLimit(.minutes(10)))
+@Suite("core: many files not yet uploaded", .serialized, .timeLimit(HangGuard.cpuHeavySuite))
 struct ManyPendingFilesTests {
     /// Listing a folder looked through every local version for those in it, and `rmdir`
     /// through every one for any below it: `rm -r` of a tree just extracted cost each

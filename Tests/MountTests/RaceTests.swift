@@ -178,7 +178,7 @@ struct RaceTests {
                 missing = sorted(set(made) - set(os.listdir(a)))
                 assert not missing, '%d of %d missing: %s' % (len(missing), len(made), missing[:10])
                 assert os.listdir(root) == ['A'], sorted(os.listdir(root))[:10]
-                def described(path):
+                def content(path):
                     try:
                         return open(path).read()
                     except OSError as error:
@@ -186,16 +186,13 @@ struct RaceTests {
                 for name in made:
                     if name.endswith('.d'):
                         continue
-                    path = a + '/' + name
-                    try:
-                        content = open(path).read()
-                    except OSError as error:
-                        # Which side is wrong: listed again? still missing once the kernel's
-                        # entries (1 s) have expired, when the mount is asked afresh?
+                    found = content(a + '/' + name)
+                    if found != name:
+                        # Which side is wrong: listed again? still so once the kernel's entries
+                        # (1 s) have expired, when the mount is asked afresh?
                         listed = name in os.listdir(a)
                         time.sleep(1.5)
-                        raise AssertionError('%s: %s; listed again: %s; 1.5 s later: %s' % (name, error.strerror, listed, described(path)))
-                    assert content == name, name
+                        raise AssertionError('%s: %s; listed again: %s; 1.5 s later: %s' % (name, found, listed, content(a + '/' + name)))
                 print(len(made))
                 """
             let result = try await m.python(script, timeout: 600)
