@@ -309,7 +309,7 @@ extension DropboxFileSystem {
     /// could never be uploaded).
     static func checkName(_ name: String) throws {
         if name.utf8.count > nameMax { throw FSError.nameTooLong }
-        if name.isEmpty || name == "." || name == ".." || name.contains("/") { throw FSError.invalidName }
+        if name.isEmpty || name == "." || name == ".." || name.utf8.contains(UInt8(ascii: "/")) { throw FSError.invalidName }
         if disallowedNames.contains(CaseFolding.fold(name)) { throw FSError.invalidName }
     }
 
