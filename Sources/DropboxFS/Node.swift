@@ -44,9 +44,15 @@ public struct Node: Sendable, Equatable {
         pathLower == folder || pathLower.hasPrefix(folder + "/")
     }
 
-    /// A key and the keys of the folders above it, nearest first, without the root.
+    /// A key and the keys of the folders above it, nearest first, without the root. Lazy:
+    /// `prefix(while:)` on the unfolded sequence built an array at each call, and every create
+    /// and unlink walks a path's ancestors (`PathTouches`).
     static func selfAndAncestors(_ pathLower: String) -> some Sequence<Substring> {
-        sequence(first: Substring(pathLower)) { path in lastSlash(path).map { path[..<$0] } }.prefix { !$0.isEmpty }
+        sequence(state: Optional(Substring(pathLower))) { (next: inout Substring?) -> Substring? in
+            guard let path = next, !path.isEmpty else { return nil }
+            next = lastSlash(path).map { path[..<$0] }
+            return path
+        }
     }
 
     /// Whether any of `pending` (keys of queued changes) lies at, above or below any of
