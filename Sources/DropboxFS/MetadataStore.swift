@@ -83,7 +83,7 @@ public final class MetadataStore: @unchecked Sendable {
         if pathLower.isEmpty { return .root }
         return try lock.withLock {
             if let cached = nodeCache[ExactKey(pathLower)] { return cached }
-            let node = try db.first("\(Self.select) WHERE path_lower = ?", [.text(pathLower)], map: Self.node)
+            let node = try db.first(Self.selectByPath, [.text(pathLower)], map: Self.node)
             guard remember else { return node }
             if nodeCache.count >= Self.nodesRemembered { nodeCache.removeAll(keepingCapacity: true) }
             nodeCache[ExactKey(pathLower)] = node
@@ -100,7 +100,7 @@ public final class MetadataStore: @unchecked Sendable {
     /// Dropbox's `path_lower`).
     public func child(of folderLower: String, named name: String) throws -> Node? {
         let exact = try lock.withLock {
-            try db.first("\(Self.select) WHERE parent_lower = ? AND name = ?", [.text(folderLower), .text(name)], map: Self.node)
+            try db.first(Self.selectChildByName, [.text(folderLower), .text(name)], map: Self.node)
         }
         return try exact ?? node(Node.child(folderLower, name))
     }
@@ -167,7 +167,7 @@ public final class MetadataStore: @unchecked Sendable {
 
     private func requireInPlaceLocked(_ folder: ListedFolder) throws {
         guard let id = folder.id else { return }
-        guard let now = try db.first("\(Self.select) WHERE path_lower = ?", [.text(folder.pathLower)], map: Self.node),
+        guard let now = try db.first(Self.selectByPath, [.text(folder.pathLower)], map: Self.node),
               now.id == id || now.id.isEmpty || id.isEmpty else { throw FSError.notFound }
     }
 
@@ -228,7 +228,7 @@ public final class MetadataStore: @unchecked Sendable {
                 var applied: [StoreChange] = []
                 for change in changes {
                     guard let lower = change.pathLower, !lower.isEmpty else { continue }
-                    let old = try db.first("\(Self.select) WHERE path_lower = ?", [.text(lower)], map: Self.node)
+                    let old = try db.first(Self.selectByPath, [.text(lower)], map: Self.node)
                     if let node = Node(change) {
                         // Only keep what a listed folder would show, or what we already knew.
                         let parentListed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(node.parentLower)]) { _ in true } ?? false
@@ -435,6 +435,10 @@ public final class MetadataStore: @unchecked Sendable {
     private static let nodesWithTimes = "FROM nodes LEFT JOIN times ON times.rev = nodes.rev"
     private static let select = "SELECT \(attributeColumns), nodes.rev, content_hash, id \(nodesWithTimes)"
     private static let selectAttributes = "SELECT \(attributeColumns) \(nodesWithTimes)"
+    /// The two queries of every lookup and create, their text built once: each call
+    /// interpolated it anew (an allocation and a 200-byte copy) before finding its statement.
+    private static let selectByPath = "\(select) WHERE path_lower = ?"
+    private static let selectChildByName = "\(select) WHERE parent_lower = ? AND name = ?"
 
     /// Remembers the modification times of revisions, whole, replacing what was kept for
     /// them: Dropbox keeps seconds only, and for an upload of the bytes it holds already it
