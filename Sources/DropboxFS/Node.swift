@@ -44,13 +44,23 @@ public struct Node: Sendable, Equatable {
         pathLower == folder || pathLower.hasPrefix(folder + "/")
     }
 
-    /// A key and the keys of the folders above it, nearest first, without the root. Lazy:
-    /// `prefix(while:)` on the unfolded sequence built an array at each call, and every create
-    /// and unlink walks a path's ancestors (`PathTouches`).
-    static func selfAndAncestors(_ pathLower: String) -> some Sequence<Substring> {
-        sequence(state: Optional(Substring(pathLower))) { (next: inout Substring?) -> Substring? in
-            guard let path = next, !path.isEmpty else { return nil }
-            next = lastSlash(path).map { path[..<$0] }
+    /// A key and the keys of the folders above it, nearest first, without the root. A walk
+    /// of its own, not an array: every create and unlink walks a path's ancestors
+    /// (`PathTouches`). (`sequence(state:)` returned as `some Sequence` crashed in
+    /// `dropFirst()`'s copy of it, a retain of a small string's bits, in a debug build of
+    /// Swift 6.3: every run of the core differential test, never the unit test.)
+    static func selfAndAncestors(_ pathLower: String) -> AncestorWalk { AncestorWalk(pathLower) }
+
+    /// `selfAndAncestors`: the key, then each prefix before a "/", down to the root (excluded).
+    struct AncestorWalk: Sequence, IteratorProtocol {
+        private var remaining: Substring?
+
+        init(_ pathLower: String) { remaining = pathLower.isEmpty ? nil : Substring(pathLower) }
+
+        mutating func next() -> Substring? {
+            guard let path = remaining else { return nil }
+            let parent = Node.lastSlash(path).map { path[..<$0] }
+            remaining = parent?.isEmpty == false ? parent : nil
             return path
         }
     }

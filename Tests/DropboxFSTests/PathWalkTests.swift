@@ -11,6 +11,10 @@ struct PathWalkTests {
         #expect(Node.selfAndAncestors("").map(String.init) == [])
         #expect(Node.selfAndAncestors("a/b").map(String.init) == ["a/b", "a"])
         #expect(Node.selfAndAncestors("/caf\u{E9}/\u{1F600}").map(String.init) == ["/caf\u{E9}/\u{1F600}", "/caf\u{E9}"])
+        // As `PathTouches` walks them: the folders above a key alone.
+        #expect(Node.selfAndAncestors("/a/b/c").dropFirst().map(String.init) == ["/a/b", "/a"])
+        #expect(Node.selfAndAncestors("/a").dropFirst().map(String.init) == [])
+        #expect(Node.selfAndAncestors("/a/b").contains { $0 == "/a" })
     }
 
     @Test func namesWithASlashOrOnlyDotsAreRefused() {
