@@ -46,9 +46,9 @@ public struct Node: Sendable, Equatable {
 
     /// A key and the keys of the folders above it, nearest first, without the root. A walk
     /// of its own, not an array: every create and unlink walks a path's ancestors
-    /// (`PathTouches`). (`sequence(state:)` returned as `some Sequence` crashed in
-    /// `dropFirst()`'s copy of it, a retain of a small string's bits, in a debug build of
-    /// Swift 6.3: every run of the core differential test, never the unit test.)
+    /// (`PathTouches`). (`sequence(state:)` returned as `some Sequence` crashed, SIGSEGV in
+    /// `dropFirst()`'s copy of it, in the debug build with Swift 6.3.1: in every run of the
+    /// core differential test, never in the unit test.)
     static func selfAndAncestors(_ pathLower: String) -> AncestorWalk { AncestorWalk(pathLower) }
 
     /// `selfAndAncestors`: the key, then each prefix before a "/", down to the root (excluded).
