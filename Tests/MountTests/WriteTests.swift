@@ -852,8 +852,16 @@ struct WriteTests {
                     "\(renameLeft.stderr)")
 
             try await m.mount()
-            try await m.emulator.setFaults(["403:p=1,routes=files/move_v2+files/move_batch_v2+files/upload+files/upload_session/finish_batch_v2"])
+            // Every way a small file is committed refused: alone, it goes by `files/upload`,
+            // or, once its bytes were staged early, by `upload_session/finish`. (Without the
+            // latter the file got through whenever its bytes were staged before the unmount
+            // took it, as in a run beside a build; the test now waits for that staging.)
+            try await m.emulator.setFaults(["403:p=1,routes=files/move_v2+files/move_batch_v2+files/upload+files/upload_session/finish+files/upload_session/finish_batch_v2"])
+            let stagedBefore = MountFixture.requests(try await m.routeStats(), ["files/upload_session/start"])
             #expect(try await m.sh("echo kept > \"$M/kept.txt\"").status == 0)
+            try await eventually("kept.txt's bytes to be staged") {
+                MountFixture.requests(try await m.routeStats(), ["files/upload_session/start"]) > stagedBefore
+            }
             let bothLeft = try await m.unmount()
             #expect(bothLeft.stderr.contains("left in the queue for the next mount: 1 file(s) (/kept.txt: access denied"), "\(bothLeft.stderr)")
             #expect(bothLeft.stderr.contains(", 1 new folder(s), removal(s) and rename(s) (access denied"), "\(bothLeft.stderr)")
