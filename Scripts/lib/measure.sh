@@ -1,6 +1,7 @@
 # Shell helpers the benchmarks share. Source this file (after emulator.sh for reset_stats).
 #   ratio A B        -> A / B with two decimals
 #   seconds CMD...   -> the command's wall time in seconds (its output discarded)
+#   median A B C     -> the middle of three numbers (the benches' figures are medians of 3 rounds)
 #   reset_stats      -> zeroes the emulator's per-route counters
 #   server_data_dir  -> where the emulator keeps its data: in memory (/dev/shm) when it has
 #                       room, else under $work. The emulator stands for Dropbox's servers,
@@ -16,6 +17,8 @@ seconds() {
     start=$(date +%s.%N); "$@" >/dev/null 2>&1; end=$(date +%s.%N)
     python3 -c "print(f'{float(\"$end\") - float(\"$start\"):.3f}')"
 }
+
+median() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
 
 reset_stats() { curl -s -X POST "$EMULATOR_URL/_emulator/stats/reset" >/dev/null; }
 
