@@ -29,7 +29,7 @@ final class CoreKernel: SystemCalls, Sendable {
 
     // MARK: Descriptors
 
-    func open(_ path: String, _ flags: Int32) -> Sys.Outcome<Int32> {
+    func open(_ path: String, _ flags: Int32, _ mode: mode_t) -> Sys.Outcome<Int32> {
         let access = flags & O_ACCMODE
         let writes = access != O_RDONLY || flags & O_TRUNC != 0
         let append = flags & O_APPEND != 0
@@ -44,7 +44,7 @@ final class CoreKernel: SystemCalls, Sendable {
                 let (parent, name) = try await self.resolveParent(path)
                 // The mode open(2) asks for (`Sys.open`'s), with the process's umask, as the kernel sends it.
                 let created = try await self.fs.create(parent: parent, name: name, exclusive: flags & O_EXCL != 0,
-                                                       mode: UInt32(0o644 & ~Sys.processUmask))
+                                                       mode: UInt32(mode & ~Sys.processUmask))
                 return self.add(Descriptor(inode: created.inode, handle: created.handle, readable: access != O_WRONLY,
                                            writable: access != O_RDONLY, append: append))
             }

@@ -7,7 +7,7 @@ import Synchronization
 /// returns its value or the errno it failed with. Calls block: a side with state keeps it
 /// in a class.
 public protocol SystemCalls {
-    func open(_ path: String, _ flags: Int32) -> Sys.Outcome<Int32>
+    func open(_ path: String, _ flags: Int32, _ mode: mode_t) -> Sys.Outcome<Int32>
     func close(_ fd: Int32) -> Sys.Outcome<Int32>
     func pwrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int64) -> Sys.Outcome<Int>
     func pread(_ fd: Int32, count: Int, at offset: Int64) -> Sys.Outcome<[UInt8]>
@@ -36,6 +36,8 @@ public protocol SystemCalls {
 
 extension SystemCalls {
     public func isGone(_ path: String) -> Bool { stat(path) == .failure(Sys.Errno(code: ENOENT)) }
+    /// open(2) asking for mode 0644 if it creates the file.
+    public func open(_ path: String, _ flags: Int32) -> Sys.Outcome<Int32> { open(path, flags, 0o644) }
 }
 
 extension SystemCalls {
@@ -54,7 +56,7 @@ extension SystemCalls {
 /// The kernel's system calls (on a mount, or on local disk).
 public struct Kernel: SystemCalls, Sendable {
     public init() {}
-    public func open(_ path: String, _ flags: Int32) -> Sys.Outcome<Int32> { Sys.open(path, flags) }
+    public func open(_ path: String, _ flags: Int32, _ mode: mode_t) -> Sys.Outcome<Int32> { Sys.open(path, flags, mode) }
     public func close(_ fd: Int32) -> Sys.Outcome<Int32> { Sys.close(fd) }
     public func pwrite(_ fd: Int32, _ bytes: [UInt8], at offset: Int64) -> Sys.Outcome<Int> { Sys.pwrite(fd, bytes, at: offset) }
     public func pread(_ fd: Int32, count: Int, at offset: Int64) -> Sys.Outcome<[UInt8]> { Sys.pread(fd, count: count, at: offset) }
@@ -242,7 +244,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         switch operation {
         case .open(let path, let mode):
             let (t, l) = paths(path)
-            let (tested, local) = both({ self.tested.open(t, mode.flags) }, { self.local.open(l, mode.flags) })
+            let (tested, local) = both({ self.tested.open(t, mode.flags, mode.createMode) }, { self.local.open(l, mode.flags, mode.createMode) })
             guard let local else { return ("out of reach: skipped", "out of reach: skipped") }
             if case .success(let tfd) = tested, case .success(let lfd) = local {
                 open.append((tfd, lfd, path))

@@ -71,6 +71,8 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     /// Open flags worth combining (the ones tools use).
     public struct OpenMode: Sendable, Equatable, CustomStringConvertible {
         public let flags: Int32
+        /// The mode a file it creates asks for (before the umask).
+        public var createMode: mode_t = 0o644
         public let description: String
         public static let all = [
             OpenMode(flags: O_RDONLY, description: "RDONLY"),
@@ -82,6 +84,10 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
             OpenMode(flags: O_WRONLY | O_CREAT | O_APPEND, description: "WRONLY|CREAT|APPEND"),
             OpenMode(flags: O_RDWR | O_CREAT | O_EXCL, description: "RDWR|CREAT|EXCL"),
             OpenMode(flags: O_RDWR | O_APPEND, description: "RDWR|APPEND"),
+            // Files made with other than the default mode, as `tar x` as root (0600, set to
+            // the archive's mode before the close) and a script's output (0755).
+            OpenMode(flags: O_WRONLY | O_CREAT | O_EXCL, createMode: 0o600, description: "WRONLY|CREAT|EXCL, 0600"),
+            OpenMode(flags: O_RDWR | O_CREAT, createMode: 0o755, description: "RDWR|CREAT, 0755"),
         ]
     }
 
