@@ -92,7 +92,10 @@ public final class DropboxFileSystem: Sendable {
         self.store = store
         self.reader = Reader(client: client, cache: cache)
         self.watcher = ChangeWatcher(client: client, store: store)
-        self.writeBack = try WriteBack(queue: queue, stagingDirectory: stagingDirectory, reader: reader, openFiles: openFiles)
+        let modes = try FileModes(store: store, umask: options.umask)
+        self.modes = modes
+        self.writeBack = try WriteBack(queue: queue, stagingDirectory: stagingDirectory, reader: reader, openFiles: openFiles,
+                                       beforeSeal: { modes.persist($0) })
         let pages = KernelPages(), inodes = inodes
         self.pages = pages
         let tree = TreeCalls(client: client, watcher: watcher)
@@ -111,7 +114,6 @@ public final class DropboxFileSystem: Sendable {
             if cache.isPinned(pathLower) { pinSignal.notify() }  // its bytes now live in the cache by their hash
         }
         self.options = options
-        self.modes = try FileModes(store: store, umask: options.umask)
         watcher.setCoreListener { [weak self] changes, page in self?.modesFollow(changes, page: page) }
     }
 

@@ -15,6 +15,9 @@ public final class MetadataStore: @unchecked Sendable {
     /// entry's attributes. Emptied by every write.
     /// Keyed by bytes (`ExactKey`): Dropbox keeps NFC and NFD spellings of a name apart.
     private var nodeCache: [ExactKey: Node?] = [:]
+    /// Transactions that changed kept modes (`replaceModes`), for tests to count.
+    private var modeWrites = 0
+    var modeWritesMade: Int { lock.withLock { modeWrites } }
     private var listedCache: [ExactKey: Bool] = [:]
     /// Folders this mount's mkdir made and Dropbox may not have yet (a count per path): such
     /// a folder is empty when made, so when its entry comes through the change feed it counts
@@ -394,6 +397,7 @@ public final class MetadataStore: @unchecked Sendable {
     /// Drops the modes of `removing`, then keeps `setting`'s, in one transaction.
     func replaceModes(removing: [String], setting: [(path: String, mode: UInt32)]) throws {
         try lock.withLock {
+            modeWrites += 1
             try db.transaction {
                 for path in removing { try db.run("DELETE FROM modes WHERE path_lower = ?", [.text(path)]) }
                 for (path, mode) in setting {

@@ -47,4 +47,53 @@ struct KeptModeTests {
             }
         }
     }
+
+    /// `tar x` as root creates each file 0600 and sets its mode (0644 here) before closing it:
+    /// the store was written twice a file, for a mode that ends as the default. A new file's
+    /// mode now goes to the store once, when the file is sealed (before its queue record, so
+    /// that a queued file never comes back from a crash without it); one renamed or removed
+    /// before its close goes with the rename or removal. Counted, not timed.
+    @Test func aNewFilesModeGoesToTheStoreOnceWhenTheFileIsSealed() async throws {
+        try await Scratch.with { scratch in
+            let fs = try scratch.filesystem()
+            try await fs.watcher.catchUp()
+            let root = InodeTable.root
+            let writes = { fs.store.modeWritesMade }
+            let shown = { (path: String, inode: UInt64) in fs.modes.mode(of: path, inode: inode, attached: true, isFolder: false) }
+
+            // As tar x: created 0600, set to the default before the close.
+            let before = writes()
+            let tarred = try await fs.create(parent: root, name: "tarred.c", exclusive: true, mode: 0o600)
+            _ = try fs.setAttributesWithoutWaiting(tarred.inode, modified: nil, mode: 0o644)
+            try await fs.release(handle: tarred.handle)
+            #expect(writes() == before)
+            #expect(try fs.store.modes()["/tarred.c"] == nil)
+            #expect(shown("/tarred.c", tarred.inode) == 0o644)
+
+            // A secret: 0600 in the store by the time its close returns.
+            let secret = try await fs.create(parent: root, name: "secret.txt", exclusive: true, mode: 0o600)
+            #expect(shown("/secret.txt", secret.inode) == 0o600)
+            try await fs.release(handle: secret.handle)
+            #expect(writes() == before + 1)
+            #expect(try fs.store.modes()["/secret.txt"] == 0o600)
+            // A chmod of a sealed file goes to the store at once, as before.
+            _ = try fs.setAttributesWithoutWaiting(secret.inode, modified: nil, mode: 0o640)
+            #expect(try fs.store.modes()["/secret.txt"] == 0o640)
+
+            // Renamed while still open: the store holds the mode at the new name, not the old.
+            let renamed = try await fs.create(parent: root, name: "draft.txt", exclusive: true, mode: 0o700)
+            try await fs.rename(parent: root, name: "draft.txt", newParent: root, newName: "final.txt", noReplace: false)
+            #expect(try fs.store.modes()["/final.txt"] == 0o700)
+            #expect(try fs.store.modes()["/draft.txt"] == nil)
+            try await fs.release(handle: renamed.handle)
+            #expect(try fs.store.modes()["/final.txt"] == 0o700)
+            #expect(shown("/final.txt", renamed.inode) == 0o700)
+
+            // Removed while still open: nothing of it stays in the store.
+            let removed = try await fs.create(parent: root, name: "gone.txt", exclusive: true, mode: 0o600)
+            try await fs.remove(parent: root, name: "gone.txt", folder: false)
+            try await fs.release(handle: removed.handle)
+            #expect(try fs.store.modes()["/gone.txt"] == nil)
+        }
+    }
 }

@@ -88,8 +88,13 @@ public final class WriteBack: Sendable {
     /// True while Dropbox is out of reach (`Reachability`).
     let isOffline: @Sendable () -> Bool
 
-    init(queue: UploadQueue, stagingDirectory: String, reader: Reader, openFiles: OpenFiles) throws {
+    /// Called with a version's path before its seal is queued (`FileModes.persist`).
+    let beforeSeal: @Sendable (String) -> Void
+
+    init(queue: UploadQueue, stagingDirectory: String, reader: Reader, openFiles: OpenFiles,
+         beforeSeal: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.queue = queue
+        self.beforeSeal = beforeSeal
         let reachability = reader.client.reachability
         isOffline = { reachability.offlineSince != nil }
         self.openFiles = openFiles
@@ -525,6 +530,7 @@ public final class WriteBack: Sendable {
 
     /// Records a version whose file was just sealed in the queue (see `seal`).
     private func recordSeal(_ version: LocalVersion) throws {
+        beforeSeal(version.pathLower)
         let wakesUploader: Bool
         do {
             wakesUploader = try state.withLock { state in
