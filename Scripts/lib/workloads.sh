@@ -17,7 +17,7 @@ make_small_files() {
     for i in $(seq 1 1000); do head -c 4096 /dev/urandom > "$1/file-$i.bin"; done
 }
 
-make_tree() {  # $1: folder, $2: files, $3: archive. A source tree, sizes mixed up to 1 MiB.
+make_tree() {
     python3 - "$@" <<'PY'
 import os, random, sys, tarfile
 root, count, archive = sys.argv[1], int(sys.argv[2]), sys.argv[3]

@@ -103,10 +103,8 @@ final class FileModes: @unchecked Sendable {
         let kept: UInt32? = mode == defaultMode(isFolder: isFolder) ? nil : mode
         try lock.withLock {
             guard modes[pathLower] != kept else { return }
-            if untilSealed || unsaved.index(forKey: pathLower) != nil {
-                if unsaved.index(forKey: pathLower) == nil { unsaved[pathLower] = .some(modes[pathLower]) }
-            } else {
-                try store.replaceModes(removing: kept == nil ? [pathLower] : [], setting: kept.map { [(pathLower, $0)] } ?? [])
+            if unsaved.index(forKey: pathLower) == nil {  // else it stays in memory until its seal
+                if untilSealed { unsaved[pathLower] = .some(modes[pathLower]) } else { try write([(pathLower, kept)]) }
             }
             keep(pathLower, kept)
         }
@@ -133,11 +131,7 @@ final class FileModes: @unchecked Sendable {
             guard !unsaved.isEmpty, let stored = unsaved.removeValue(forKey: pathLower) else { return }
             let kept = modes[pathLower]
             guard kept != stored else { return }
-            do {
-                try store.replaceModes(removing: kept == nil ? [pathLower] : [], setting: kept.map { [(pathLower, $0)] } ?? [])
-            } catch {
-                FuseLog.error("mode of \(pathLower) not kept: \(error)")
-            }
+            do { try write([(pathLower, kept)]) } catch { FuseLog.error("mode of \(pathLower) not kept: \(error)") }
         }
     }
 
@@ -205,14 +199,15 @@ final class FileModes: @unchecked Sendable {
     /// Writes every mode kept in memory alone to the store. Call with `lock` held.
     private func saveUnsavedLocked() {
         guard !unsaved.isEmpty else { return }
-        let saving = unsaved.filter { path, stored in modes[path] != stored }.map(\.key)
+        let saving = unsaved.filter { path, stored in modes[path] != stored }.map { path, _ in (path: path, mode: modes[path]) }
         unsaved.removeAll()
         guard !saving.isEmpty else { return }
-        do {
-            try store.replaceModes(removing: saving.filter { modes[$0] == nil },
-                                   setting: saving.compactMap { path in modes[path].map { (path: path, mode: $0) } })
-        } catch {
-            FuseLog.error("modes of \(saving[0]) not kept: \(error)")
-        }
+        do { try write(saving) } catch { FuseLog.error("modes of \(saving[0].path) not kept: \(error)") }
+    }
+
+    /// Gives each path its mode in the store (nil: none kept), in one transaction.
+    private func write(_ values: [(path: String, mode: UInt32?)]) throws {
+        try store.replaceModes(removing: values.filter { $0.mode == nil }.map(\.path),
+                               setting: values.compactMap { value in value.mode.map { (path: value.path, mode: $0) } })
     }
 }
