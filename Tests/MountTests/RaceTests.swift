@@ -138,10 +138,13 @@ struct RaceTests {
     /// the renames: each rename costs more with every entry below the folder and every rename
     /// not yet on Dropbox, and on a loaded machine the makers, unbounded, made ever more while
     /// the renames slowed (238 s beside a build, 35-63 s alone).
-    /// Once (a clean-clone CI run, 231 s under the whole suite; not seen in ten runs after), a
-    /// file the final listing showed could not be opened (ENOENT): a failure now says whether
-    /// a second listing still shows it and whether it opens once the kernel's cached entries
-    /// (1 s) have expired, that is whether the kernel or the mount holds the stale answer.
+    /// Twice in clean-clone CI runs, a file the final listing showed could not be opened
+    /// (ENOENT) until the kernel's entry for it expired (1 s): a rename of the folder had come
+    /// between the create's answer and its hand-over, and the kernel was handed an inode of the
+    /// folder's old path (`HandedEntryTests`). Each file is now read back at once, through the
+    /// entry its create gave (with 3 ms slept before each create's answer, every read back
+    /// failed before the fix). A failure at the end says whether a second listing still shows
+    /// the file and whether it opens once the kernel's entries have expired.
     @Test func entriesMadeInAFolderBeingRenamedLandInIt() async throws {
         try await MountFixture.with { m in
             let script = """
@@ -167,6 +170,12 @@ struct RaceTests {
                         fd = os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=folders[k])
                         os.write(fd, name.encode())
                         os.close(fd)
+                        # Read back at once, while the kernel holds the entry the create gave
+                        # it (for 1 s): it must be the file's inode, wherever the folder went.
+                        fd = os.open(name, os.O_RDONLY, dir_fd=folders[k])
+                        back = os.read(fd, 100)
+                        os.close(fd)
+                        assert back == name.encode(), '%s read back %r' % (name, back)
                         made.append(name)
                         if i % 3 == 0:
                             os.mkdir(name + '.d', dir_fd=folders[k])

@@ -18,20 +18,20 @@ enum FuseOperations {
         ops.lookup = { req, parent, name in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
-            guard let name = FuseOperations.name(name!) else { return mount.answerLookup(request, .failure(FSError.notFound)) }
+            guard let name = FuseOperations.name(name!) else { return mount.answerLookup(request, in: parent, .failure(FSError.notFound)) }
             do {
                 // Answered at once when the parent folder is in the store.
                 if let found = try mount.fs.cachedLookup(parent: UInt64(parent), name: name) {
-                    return mount.answerLookup(request, .success(found))
+                    return mount.answerLookup(request, in: parent, .success(found))
                 }
             } catch {
-                return mount.answerLookup(request, .failure(error))
+                return mount.answerLookup(request, in: parent, .failure(error))
             }
             mount.answerLater(request) {
                 do {
-                    mount.answerLookup(request, .success(try await mount.fs.lookup(parent: UInt64(parent), name: name)))
+                    mount.answerLookup(request, in: parent, .success(try await mount.fs.lookup(parent: UInt64(parent), name: name)))
                 } catch {
-                    mount.answerLookup(request, .failure(error))
+                    mount.answerLookup(request, in: parent, .failure(error))
                 }
             }
         }
@@ -106,7 +106,7 @@ enum FuseOperations {
             let info = FileInfo(fi!.pointee)
             let exclusive = info.value.flags & O_EXCL != 0
             let reply = { @Sendable (created: (inode: UInt64, node: Node, handle: UInt64)) in
-                var entry = mount.entryParam(created.inode, created.node)
+                var entry = mount.entryParam(created.inode, created.node, in: parent)
                 var copy = info.value
                 copy.fh = created.handle
                 fuse_reply_create(request.raw, &entry, &copy)
@@ -130,7 +130,7 @@ enum FuseOperations {
             guard mode & S_IFMT == S_IFREG else { return request.fail(FSError.notPermitted) }  // no devices, fifos or sockets
             mount.answerLater(request) {
                 let (inode, node) = try await mount.fs.makeFile(parent: UInt64(parent), name: name, mode: UInt32(mode))
-                var entry = mount.entryParam(inode, node)
+                var entry = mount.entryParam(inode, node, in: parent)
                 fuse_reply_entry(request.raw, &entry)
             }
         }
@@ -294,7 +294,7 @@ enum FuseOperations {
             guard let name = FuseOperations.name(name!) else { return request.fail(FSError.nameNotUnicode) }
             mount.answerLater(request) {
                 let (inode, node) = try await mount.fs.makeDirectory(parent: UInt64(parent), name: name, mode: UInt32(mode))
-                var entry = mount.entryParam(inode, node)
+                var entry = mount.entryParam(inode, node, in: parent)
                 fuse_reply_entry(request.raw, &entry)
             }
         }
@@ -367,9 +367,11 @@ extension FuseMount {
     /// a cost `find` pays for nothing.
     static let plusBytes = 4 << 10
 
-    /// The reply for a lookup or readdirplus entry: the kernel now holds one more reference.
-    func entryParam(_ inode: UInt64, _ node: Node) -> fuse_entry_param {
-        attributesOnly(fs.inodes.retain(inode, path: node.pathLower, isFolder: node.isFolder), node)
+    /// The reply for an entry found or made in the folder `parent`: the kernel now holds
+    /// one more reference (`DropboxFileSystem.handOut`).
+    func entryParam(_ inode: UInt64, _ node: Node, in parent: fuse_ino_t) -> fuse_entry_param {
+        let (inode, node) = fs.handOut(inode, node, in: UInt64(parent))
+        return attributesOnly(inode, node)
     }
 
     func attributesOnly(_ inode: UInt64, _ node: Node) -> fuse_entry_param {
@@ -407,12 +409,8 @@ extension FuseMount {
             room -= needed
             fitting += 1
         }
-        let shown = children[first ..< first + fitting]
-        // readdirplus makes each entry exist in the kernel: of a snapshot taken before names
-        // went, only those the view still shows (`ls` begun before an `rm` made the removed
-        // file exist again for a second); the others go as plain entries (number and type).
-        let now: [Node?] = !plus ? [] : namesWent ? shown.map { fs.shownNow($0) } : shown.map { $0 }
-        let numbers = numbers(of: shown, handing: now, plus: plus)
+        // readdirplus makes each entry it hands exist in the kernel (`listedEntries`).
+        let entries = fs.listedEntries(children[first ..< first + fitting], in: ino, plus: plus, namesWent: namesWent)
         // As large as what fits needs, not as the kernel's buffer: zeroing `find`'s or `rm`'s
         // buffer for each answer was 2 % of an `rm -r`. Only what is filled is sent.
         let capacity = size - max(room, 0)
@@ -429,9 +427,9 @@ extension FuseMount {
             } else {
                 let node = children[position - 2]
                 name = node.name
-                let number = numbers[position - 2 - first]
-                if plus, let current = now[position - 2 - first] {
-                    entry = attributesOnly(number, current)
+                let (number, handed) = entries[position - 2 - first]
+                if let handed {
+                    entry = attributesOnly(number, handed)
                 } else {  // the number and the type are all a plain entry shows
                     entry.attr.st_ino = UInt(number)
                     entry.attr.st_mode = node.isFolder ? S_IFDIR : S_IFREG
@@ -468,17 +466,6 @@ extension FuseMount {
         return (open.children, open.namesGoneThen != gone)
     }
 
-    /// The numbers of a readdir answer's entries; readdirplus hands the kernel those `now`
-    /// shows (non-nil), as a lookup would, under one lock; the rare others are only numbered.
-    private func numbers(of shown: ArraySlice<Node>, handing now: [Node?], plus: Bool) -> [UInt64] {
-        let entry = { (node: Node) in (path: node.pathLower, isFolder: node.isFolder) }
-        guard plus else { return fs.inodes.numbers(for: shown.lazy.map(entry), handed: false) }
-        var handed = fs.inodes.numbers(for: now.compactMap { $0.map(entry) }, handed: true).makeIterator()
-        return zip(shown, now).map { node, current in
-            current == nil ? fs.inodes.numbers(for: [entry(node)], handed: false)[0] : handed.next()!
-        }
-    }
-
     /// Answers an opendir with a handle for the folder's snapshot.
     func answerOpenDirectory(_ request: Request, _ info: FileInfo, _ children: [Node], namesGoneThen gone: UInt64) {
         var copy = info.value
@@ -497,10 +484,10 @@ extension FuseMount {
     }
 
     /// Answers a lookup: the entry, a negative entry the kernel may cache briefly, or the error.
-    func answerLookup(_ request: Request, _ found: Result<(UInt64, Node), any Error>) {
+    func answerLookup(_ request: Request, in parent: fuse_ino_t, _ found: Result<(UInt64, Node), any Error>) {
         switch found {
         case .success(let (inode, node)):
-            var entry = entryParam(inode, node)
+            var entry = entryParam(inode, node, in: parent)
             fuse_reply_entry(request.raw, &entry)
             dropOldInodesIfOver()
         case .failure(FSError.notFound):

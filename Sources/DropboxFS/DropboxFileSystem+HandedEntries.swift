@@ -1,0 +1,60 @@
+/// The entries the kernel is handed (a lookup's, create's, mkdir's or mknod's answer, and
+/// readdirplus's), counted as held in the inode table at the path their folder has *now*.
+///
+/// The kernel attaches an answer under the folder's inode by name. It locks that folder
+/// against renames in it while it waits, not against a rename of the folder itself or of
+/// one above it: such a rename can come between the call's answer and the answer's hand-over.
+/// Handed at the path the call found, the entry was numbered for a path that no longer
+/// was (`InodeTable.retain`): the kernel got an inode whose file the mount could not find, and
+/// for a second (until its entry expired) a file just made in a folder being renamed, listed
+/// by `ls`, could not be opened (ENOENT; the race test in the CI, twice). Under
+/// `pathChanges`, taken by every rename, the entry is put under its folder's path of now.
+extension DropboxFileSystem {
+    /// The entry a call found for `name` in the folder `parent`, handed to the kernel:
+    /// its number (the one given, unless `InodeTable.retain` numbers it anew) and its node at
+    /// the folder's path now.
+    public func handOut(_ inode: UInt64, _ node: Node, in parent: UInt64) -> (inode: UInt64, node: Node) {
+        pathChanges.withLock {
+            let node = Self.rebased(node, under: inodes.path(of: parent))
+            return (inodes.retain(inode, path: node.pathLower, isFolder: node.isFolder), node)
+        }
+    }
+
+    /// A readdir answer's entries, from the snapshot an open folder's handle took: each one's
+    /// number and, for readdirplus, the node handed to the kernel with it (nil: sent plain,
+    /// with its number and type only). Of a snapshot taken before names went, only entries
+    /// the view still shows are handed (`ls` begun before an `rm` made the removed file exist
+    /// again for a second), each as it is now.
+    public func listedEntries(_ listed: ArraySlice<Node>, in folder: UInt64, plus: Bool, namesWent: Bool) -> [(number: UInt64, handed: Node?)] {
+        pathChanges.withLock {
+            // All or none moved: a snapshot is of one folder.
+            let folderPath = inodes.path(of: folder)
+            guard let first = listed.first, Self.rebased(first, under: folderPath).pathLower != first.pathLower else {
+                return numberedLocked(listed, plus: plus, namesWent: namesWent)
+            }
+            return numberedLocked(listed.map { Self.rebased($0, under: folderPath) }, plus: plus, namesWent: namesWent)
+        }
+    }
+
+    /// `listedEntries` of nodes at their folder's path now, `pathChanges` held.
+    private func numberedLocked(_ nodes: some Collection<Node>, plus: Bool, namesWent: Bool) -> [(number: UInt64, handed: Node?)] {
+        let entry = { (node: Node) in (path: node.pathLower, isFolder: node.isFolder) }
+        guard plus else { return inodes.numbers(for: nodes.lazy.map(entry), handed: false).map { ($0, nil) } }
+        let now: [Node?] = namesWent ? nodes.map { shownNow($0) } : nodes.map { $0 }
+        var handed = inodes.numbers(for: now.compactMap { $0.map(entry) }, handed: true).makeIterator()
+        return zip(nodes, now).map { node, current in
+            guard let current else { return (inodes.numbers(for: [entry(node)], handed: false)[0], nil) }
+            return (handed.next()!, current)
+        }
+    }
+
+    /// The node at its folder's path now (nil: unknown or detached; the node as found).
+    private static func rebased(_ node: Node, under folderPath: String?) -> Node {
+        guard let folderPath else { return node }
+        let slash = Node.lastSlash(node.pathLower) ?? node.pathLower.startIndex
+        if node.pathLower[..<slash].utf8.elementsEqual(folderPath.utf8) { return node }
+        var moved = node
+        moved.pathLower = folderPath + node.pathLower[slash...]
+        return moved
+    }
+}
