@@ -10,8 +10,8 @@
 /// by `ls`, could not be opened (ENOENT; the race test in the CI, twice). Under
 /// `pathChanges`, taken by every rename, the entry is put under its folder's path of now.
 extension DropboxFileSystem {
-    /// The entry a call found for `name` in the folder `parent`, handed to the kernel:
-    /// its number (the one given, unless `InodeTable.retain` numbers it anew) and its node at
+    /// An entry a call found or made in the folder `parent`, handed to the kernel: its
+    /// number (the one given, unless `InodeTable.retain` numbers it anew) and its node at
     /// the folder's path now.
     public func handOut(_ inode: UInt64, _ node: Node, in parent: UInt64) -> (inode: UInt64, node: Node) {
         pathChanges.withLock {
@@ -48,11 +48,11 @@ extension DropboxFileSystem {
         }
     }
 
-    /// The node at its folder's path now (nil: unknown or detached; the node as found).
+    /// The node under its folder's path now; as found when the folder has none (unknown,
+    /// or detached).
     private static func rebased(_ node: Node, under folderPath: String?) -> Node {
-        guard let folderPath else { return node }
-        let slash = Node.lastSlash(node.pathLower) ?? node.pathLower.startIndex
-        if node.pathLower[..<slash].utf8.elementsEqual(folderPath.utf8) { return node }
+        guard let folderPath, let slash = Node.lastSlash(node.pathLower),
+              !node.pathLower[..<slash].utf8.elementsEqual(folderPath.utf8) else { return node }
         var moved = node
         moved.pathLower = folderPath + node.pathLower[slash...]
         return moved
