@@ -22,10 +22,11 @@ extension DropboxFileSystem {
 
     /// A readdir answer's entries, from the snapshot an open folder's handle took: each one's
     /// number and, for readdirplus, the node handed to the kernel with it (nil: sent plain,
-    /// with its number and type only). Of a snapshot taken before names went, only entries
+    /// with its number and type only; none at all for a plain readdir, which `find` reads
+    /// a million of: numbers only, as they were before this moved here). Of a snapshot taken before names went, only entries
     /// the view still shows are handed (`ls` begun before an `rm` made the removed file exist
     /// again for a second), each as it is now.
-    public func listedEntries(_ listed: ArraySlice<Node>, in folder: UInt64, plus: Bool, namesWent: Bool) -> [(number: UInt64, handed: Node?)] {
+    public func listedEntries(_ listed: ArraySlice<Node>, in folder: UInt64, plus: Bool, namesWent: Bool) -> (numbers: [UInt64], handed: [Node?]) {
         pathChanges.withLock {
             // All or none moved: a snapshot is of one folder.
             let folderPath = inodes.path(of: folder)
@@ -37,15 +38,15 @@ extension DropboxFileSystem {
     }
 
     /// `listedEntries` of nodes at their folder's path now, `pathChanges` held.
-    private func numberedLocked(_ nodes: some Collection<Node>, plus: Bool, namesWent: Bool) -> [(number: UInt64, handed: Node?)] {
+    private func numberedLocked(_ nodes: some Collection<Node>, plus: Bool, namesWent: Bool) -> (numbers: [UInt64], handed: [Node?]) {
         let entry = { (node: Node) in (path: node.pathLower, isFolder: node.isFolder) }
-        guard plus else { return inodes.numbers(for: nodes.lazy.map(entry), handed: false).map { ($0, nil) } }
+        guard plus else { return (inodes.numbers(for: nodes.lazy.map(entry), handed: false), []) }
         let now: [Node?] = namesWent ? nodes.map { shownNow($0) } : nodes.map { $0 }
         var handed = inodes.numbers(for: now.compactMap { $0.map(entry) }, handed: true).makeIterator()
-        return zip(nodes, now).map { node, current in
-            guard let current else { return (inodes.numbers(for: [entry(node)], handed: false)[0], nil) }
-            return (handed.next()!, current)
+        let numbers = zip(nodes, now).map { node, current in
+            current == nil ? inodes.numbers(for: [entry(node)], handed: false)[0] : handed.next()!
         }
+        return (numbers, now)
     }
 
     /// The node under its folder's path now; as found when the folder has none (unknown,

@@ -44,8 +44,8 @@ struct HandedEntryTests {
             let again = try await offPool { try kernel.open("/a/f", O_CREAT | O_WRONLY, 0o644).value("create another a/f") }
             _ = try await offPool { try kernel.close(again).value("close the other a/f") }
             let entries = fs.listedEntries(snapshot[...], in: folder, plus: true, namesWent: true)
-            #expect(entries.count == 1)
-            let (number, handed) = try #require(entries.first)
+            #expect(entries.numbers.count == 1 && entries.handed.count == 1)
+            let (number, handed) = (try #require(entries.numbers.first), try #require(entries.handed.first))
             try expectHanded(fs, (number, try #require(handed)), as: fs.inodes.inode(for: "/b/f"), at: "/b/f")
             #expect(number != fs.inodes.inode(for: "/a/f"))
         }

@@ -427,8 +427,8 @@ extension FuseMount {
             } else {
                 let node = children[position - 2]
                 name = node.name
-                let (number, handed) = entries[position - 2 - first]
-                if let handed {
+                let number = entries.numbers[position - 2 - first]
+                if plus, let handed = entries.handed[position - 2 - first] {
                     entry = attributesOnly(number, handed)
                 } else {  // the number and the type are all a plain entry shows
                     entry.attr.st_ino = UInt(number)
