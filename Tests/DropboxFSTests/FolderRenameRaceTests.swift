@@ -65,7 +65,7 @@ struct FolderRenameRaceTests {
                         return found == inode || made.wrong("\(name): inode \(found), handed as \(inode)")
                     }
                     // Not listed in the store: the mount asks Dropbox.
-                    if case .failure(let error) = blocking({ try await fs.lookup(parent: folder, name: name) }) {
+                    do { _ = try blocking { try await fs.lookup(parent: folder, name: name) } } catch {
                         return made.wrong("\(name): \(error) (asked Dropbox)")
                     }
                     return true
@@ -85,20 +85,6 @@ struct FolderRenameRaceTests {
             #expect(try await scratch.client.listAll("/a").count == Self.files + Self.files / 3)
             #expect(looks.wrong.load(ordering: .relaxed) == 0, "\(looks.summary) went wrong, first: \(made.firstWrongs)")
         }
-    }
-
-    /// An async call's outcome, waited for on a thread that may block (`offPool`).
-    private func blocking<T: Sendable>(_ call: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
-        let outcome = Mutex<Result<T, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            let result: Result<T, any Error>
-            do { result = .success(try await call()) } catch { result = .failure(error) }
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        done.wait()
-        return outcome.withLock { $0! }
     }
 
     /// Entries made so far (handed to the looking threads in turn), the renames begun and

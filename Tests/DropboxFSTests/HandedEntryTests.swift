@@ -14,7 +14,7 @@ import TestSupport
 @Suite("core: entries handed to the kernel after their folder moved", .serialized, .timeLimit(.minutes(5)))
 struct HandedEntryTests {
     @Test func aFileMadeInAFolderRenamedBeforeTheAnswerIsTheFileAtItsNewPath() async throws {
-        try await withRenamedFolder { fs, kernel, folder in
+        try await withNewFolder { fs, kernel, folder in
             let created = try #require(try fs.createWithoutWaiting(parent: folder, name: "New.txt", exclusive: true))
             _ = try await fs.write(handle: created.handle, Array("new".utf8), at: 0)
             try await fs.release(handle: created.handle)
@@ -24,7 +24,7 @@ struct HandedEntryTests {
     }
 
     @Test func aFileLookedUpInAFolderRenamedBeforeTheAnswerIsTheFileAtItsNewPath() async throws {
-        try await withRenamedFolder { fs, kernel, folder in
+        try await withNewFolder { fs, kernel, folder in
             _ = try await offPool { try kernel.mkdir("/a/sub").value("mkdir a/sub") }
             let found = try #require(try fs.cachedLookup(parent: folder, name: "sub"))
             _ = try await offPool { try kernel.rename("/a", "/b").value("rename a to b") }
@@ -35,7 +35,7 @@ struct HandedEntryTests {
     /// readdirplus hands the entries of the snapshot taken at opendir: after a rename of the
     /// folder, at its new path; and a new folder made at the old path is not what it hands.
     @Test func aListingReadAfterItsFolderWasRenamedHandsTheFilesAtTheirNewPaths() async throws {
-        try await withRenamedFolder { fs, kernel, folder in
+        try await withNewFolder { fs, kernel, folder in
             let fd = try await offPool { try kernel.open("/a/f", O_CREAT | O_WRONLY, 0o644).value("create a/f") }
             _ = try await offPool { try kernel.close(fd).value("close a/f") }
             let snapshot = try #require(try fs.openDirectoryWithoutWaiting(folder))
@@ -52,7 +52,7 @@ struct HandedEntryTests {
     }
 
     /// A folder `/a` made here and listed, its inode, and a kernel to rename it with.
-    private func withRenamedFolder(_ body: @escaping @Sendable (DropboxFileSystem, CoreKernel, UInt64) async throws -> Void) async throws {
+    private func withNewFolder(_ body: @escaping @Sendable (DropboxFileSystem, CoreKernel, UInt64) async throws -> Void) async throws {
         try await Scratch.with { scratch in
             let fs = try scratch.filesystem()
             try await fs.watcher.catchUp()
