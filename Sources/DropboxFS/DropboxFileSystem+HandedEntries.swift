@@ -22,10 +22,10 @@ extension DropboxFileSystem {
 
     /// A readdir answer's entries, from the snapshot an open folder's handle took: each one's
     /// number and, for readdirplus, the node handed to the kernel with it (nil: sent plain,
-    /// with its number and type only; none at all for a plain readdir, which `find` reads
-    /// a million of: numbers only, as they were before this moved here). Of a snapshot taken before names went, only entries
-    /// the view still shows are handed (`ls` begun before an `rm` made the removed file exist
-    /// again for a second), each as it is now.
+    /// with its number and type only). A plain readdir, which `find` asks for a million
+    /// entries at a time, gets numbers alone (`handed` empty). Of a snapshot taken before
+    /// names went, only entries the view still shows are handed (`ls` begun before an `rm`
+    /// made the removed file exist again for a second), each as it is now.
     public func listedEntries(_ listed: ArraySlice<Node>, in folder: UInt64, plus: Bool, namesWent: Bool) -> (numbers: [UInt64], handed: [Node?]) {
         pathChanges.withLock {
             // All or none moved: a snapshot is of one folder.
