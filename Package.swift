@@ -90,7 +90,7 @@ let package = Package(
         .testTarget(
             name: "DropboxFSTests",
             dependencies: [
-                "DropboxFS", "DropboxAPI", "DropboxEmulator", "TestSupport",
+                "DropboxFS", "DropboxAPI", "DropboxEmulator", "TestSupport", "CFuseShim",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: strictSettings

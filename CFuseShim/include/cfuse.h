@@ -38,4 +38,22 @@ int cfuse_heap_trim(void);
 /// filesystem holding `fd`, for the daemon's cache.
 int cfuse_syncfs(int fd);
 
+/// Takes over from the kernel the clearing of set-user-ID and set-group-ID bits
+/// (FUSE_HANDLE_KILLPRIV_V2, which libfuse 3.14 cannot ask for; see setid.c): call after
+/// fuse_session_mount. The kernel then asks for no GETXATTR before each write, only before
+/// the first write to each inode.
+int cfuse_take_setid_clearing(struct fuse_session *session);
+
+/// Whether the kernel marked the request this thread is answering as one that clears the
+/// file's set-ID bits (a write or truncate by a caller without CAP_FSETID, a chown, an
+/// open with O_TRUNC). Ask at the start of the operation, on the thread libfuse called.
+int cfuse_request_clears_setid(void);
+
+/// Whether the kernel accepted (its INIT was answered with the flag).
+int cfuse_setid_clearing_taken(void);
+
+/// The reading and answering functions the session is given, open to tests.
+ssize_t cfuse_setid_read(int fd, void *buffer, size_t size, void *userdata);
+ssize_t cfuse_setid_writev(int fd, struct iovec *parts, int count, void *userdata);
+
 #endif

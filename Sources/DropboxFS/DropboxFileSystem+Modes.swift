@@ -1,7 +1,25 @@
 import DropboxAPI
+import Foundation
 
 /// Permission modes kept here (`FileModes`) follow what other clients do to the files.
 extension DropboxFileSystem {
+    /// Clears a file's set-user-ID and set-group-ID bits, which the kernel leaves to the mount
+    /// (`cfuse_take_setid_clearing`): on a write or truncate by a caller without CAP_FSETID,
+    /// on a chown and on an open with O_TRUNC. As the VFS does, set-group-ID goes only with
+    /// group execute or when the caller is not in the file's group (`callerInGroup`, asked
+    /// only then). Returns whether the mode changed.
+    public func clearSetIDBits(_ inode: UInt64, callerInGroup: () -> Bool) throws -> Bool {
+        guard modes.keepsAnyAtAll else { return false }
+        let node = try node(inode)
+        if node.isFolder { return false }
+        let mode = modes.mode(of: node.pathLower, inode: inode, attached: showsEntry(inode), isFolder: false)
+        var cleared = mode & ~UInt32(S_ISUID)
+        if mode & UInt32(S_ISGID) != 0 && (mode & UInt32(S_IXGRP) != 0 || !callerInGroup()) { cleared &= ~UInt32(S_ISGID) }
+        if cleared == mode { return false }
+        _ = try setAttributesWithoutWaiting(inode, modified: nil, mode: cleared)
+        return true
+    }
+
     /// Another client's changes, applied to the store (`page`: every entry they came with).
     /// A mode belongs to the file, which Dropbox names by id: a file or folder moved
     /// elsewhere takes its mode to where it went (the feed brings the removal and the

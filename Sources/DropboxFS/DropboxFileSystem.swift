@@ -449,7 +449,7 @@ public final class DropboxFileSystem: Sendable {
     }
 
     /// Whether an inode has a path, and the path shows an entry.
-    private func showsEntry(_ inode: UInt64) -> Bool {
+    func showsEntry(_ inode: UInt64) -> Bool {
         guard let path = inodes.path(of: inode) else { return false }
         return ((try? node(at: path, remember: false)) ?? nil) != nil
     }

@@ -85,6 +85,10 @@ final class FileModes: @unchecked Sendable {
 
     var keepsAny: Bool { lock.withLock { !modes.isEmpty } }
 
+    /// Whether any mode is kept, by name or by inode: with none, every file shows the default
+    /// mode, which has no set-ID bit.
+    var keepsAnyAtAll: Bool { lock.withLock { !modes.isEmpty || !detached.isEmpty } }
+
     /// Whether a mode is kept at a path, or below it for a folder.
     func keeps(atOrUnder pathLower: String, isFolder: Bool) -> Bool {
         lock.withLock { !modes.isEmpty && !keys(atOrUnder: pathLower, isFolder: isFolder).isEmpty }

@@ -31,6 +31,25 @@ struct ModeTests {
         }
     }
 
+    /// Set-user-ID and set-group-ID bits go as on a local disk: a write, a truncate or an
+    /// open with O_TRUNC by another user clears them (set-group-ID only with group execute),
+    /// root's write keeps them, a chown clears them even for root; `stat` says so at once.
+    /// The mount clears them itself (the kernel leaves it the job, `CFuseShim/setid.c`): with
+    /// that job taken and not done, the bits stayed; before it was taken, an open with
+    /// O_TRUNC by another user left them.
+    @Test func setIDBitsGoAsOnALocalDiskWhenFilesAreWrittenTruncatedOrChowned() async throws {
+        try await MountFixture.with(options: ["allow_other"]) { m in
+            let other = "setpriv --reuid=65534 --regid=65534 --clear-groups"
+            try await ToolWorkloadTests.same(m, "setid", """
+                for mode in 4777 2777 2767 6777; do echo x > w$mode && chmod $mode w$mode; done && \
+                echo x > trunc && chmod 6777 trunc && echo x > open && chmod 4777 open && \
+                echo x > root && chmod 4777 root && echo x > owner && chmod 6775 owner && \
+                \(other) sh -c 'for f in w*; do echo y >> $f; done; truncate -s 1 trunc; : > open' && \
+                echo y >> root && chown root:root owner && stat -c '%a %s %n' * | sort
+                """)
+        }
+    }
+
     /// Kept in the cache: a remount shows them, and an executable still runs.
     @Test func modesSurviveARemount() async throws {
         try await MountFixture.with { m in

@@ -59,6 +59,8 @@ public final class FuseMount: @unchecked Sendable {
             fuse_session_destroy(created)
             throw FSError.io("cannot mount on \(mountpoint) (is it an existing, empty, unused directory? is /dev/fuse usable?)")
         }
+        // Without it the kernel clears set-ID bits itself, asking first before every write.
+        if cfuse_take_setid_clearing(created) != 0 { FuseLog.error("the kernel keeps clearing set-ID bits itself (custom I/O refused)") }
         lock.withLock {
             session = created
             self.mountpoint = mountpoint
@@ -244,6 +246,15 @@ public final class FuseMount: @unchecked Sendable {
         case .inode(let inode, let pages):
             _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(inode), pages ? 0 : -1, 0)
         }
+    }
+
+    /// Tells the kernel at once that an inode's attributes changed, from the thread answering
+    /// one of its requests: attributes only (no pages), which takes no lock the kernel may
+    /// hold for that request. For set-ID bits cleared by a write or an open: the kernel keeps
+    /// the mode it had cached until it times out, and a `stat` just after showed them still.
+    func attributesChanged(_ inode: UInt64) {
+        guard let session = lock.withLock({ self.session }) else { return }
+        _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(inode), -1, 0)
     }
 
     static func from(_ request: fuse_req_t?) -> FuseMount {

@@ -90,6 +90,7 @@ enum FuseOperations {
             let flags = fi!.pointee.flags
             let writable = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) != 0
             do {
+                if cfuse_request_clears_setid() != 0, try mount.fs.clearSetIDBits(UInt64(ino), callerInGroup: { FuseOperations.callerInFilesGroup(req, mount) }) { mount.attributesChanged(UInt64(ino)) }
                 let (handle, keep, direct) = try mount.fs.open(UInt64(ino), writable: writable, truncate: writable && flags & O_TRUNC != 0)
                 fi!.pointee.fh = handle
                 cfuse_file_info_set_keep_cache(fi, keep ? 1 : 0)
@@ -134,12 +135,13 @@ enum FuseOperations {
                 fuse_reply_entry(request.raw, &entry)
             }
         }
-        ops.write = { req, _, buffer, size, offset, fi in
+        ops.write = { req, ino, buffer, size, offset, fi in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let handle = fi!.pointee.fh
             let bytes = UnsafeRawBufferPointer(start: buffer, count: size)
             do {
+                if cfuse_request_clears_setid() != 0, try mount.fs.clearSetIDBits(UInt64(ino), callerInGroup: { FuseOperations.callerInFilesGroup(req, mount) }) { mount.attributesChanged(UInt64(ino)) }
                 // Straight to the staging file when no byte must come from Dropbox first.
                 if let written = try mount.fs.tryWrite(handle: handle, bytes, at: Int64(offset)) {
                     fuse_reply_write(request.raw, written)
@@ -160,6 +162,10 @@ enum FuseOperations {
             let size: Int64? = toSet & setAttrSize != 0 ? Int64(attr!.pointee.st_size) : nil
             let modified: timespec? = toSet & setAttrMtimeNow != 0 ? LocalVersion.now() : toSet & setAttrMtime != 0 ? attr!.pointee.st_mtim : nil
             let mode: UInt32? = toSet & setAttrMode != 0 ? UInt32(attr!.pointee.st_mode) : nil
+            // A chown, or a truncate by a caller without CAP_FSETID (a mode set with it wins).
+            if mode == nil && cfuse_request_clears_setid() != 0 {
+                do { _ = try mount.fs.clearSetIDBits(UInt64(ino), callerInGroup: { FuseOperations.callerInFilesGroup(req, mount) }) } catch { return request.fail(error) }  // the answer has the mode
+            }
             if size == nil {
                 do {
                     let node = try mount.fs.setAttributesWithoutWaiting(UInt64(ino), modified: modified, mode: mode)
@@ -340,6 +346,17 @@ enum FuseOperations {
 }
 
 extension FuseOperations {
+    /// Whether the caller of a request may keep a set-group-ID bit on the mount's files (the
+    /// VFS's `in_group_or_capable`): root, or a member of their group.
+    static func callerInFilesGroup(_ req: fuse_req_t?, _ mount: FuseMount) -> Bool {
+        guard let caller = fuse_req_ctx(req)?.pointee else { return true }
+        let group = mount.fs.options.gid
+        if caller.uid == 0 || caller.gid == group { return true }
+        var groups = [gid_t](repeating: 0, count: 256)
+        let count = fuse_req_getgroups(req, Int32(groups.count), &groups)
+        return count > 0 && groups.prefix(Int(min(count, 256))).contains(group)
+    }
+
     /// A name the kernel passed, or nil if it is not UTF-8. Dropbox names are Unicode, so no
     /// entry has such a name; decoded with replacement characters (`String(cString:)`),
     /// `caf\xe9` and `caf\xea` would both be `caf\u{FFFD}`, one file for two names.
