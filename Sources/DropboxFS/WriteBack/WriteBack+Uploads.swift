@@ -12,19 +12,31 @@ extension WriteBack {
         state.withLock { state in
             let now = ContinuousClock.now
             let mayStage = mayStage && !isOffline() && state.earlyStagePausedUntil.map { $0 <= now } ?? true
-            let uploadingPaths = Set(state.versions.values.filter { $0.phase == .uploading }.map(\.pathLower))
-            let queued = state.versions.values.filter { $0.phase == .queued }.sorted { $0.id < $1.id }
+            // Under the lock every operation on a file takes, and over the whole queue (2,000
+            // files and more during `tar x`): one pass, ids sorted rather than references (a
+            // sort of references retained and released at each comparison), tables sized once.
+            // This took 6 % of the daemon's CPU in a profile of `tar x`, the lock held meanwhile.
+            var uploadingPaths: Set<String> = []
+            var queuedIDs: [Int64] = []
+            queuedIDs.reserveCapacity(state.versions.count)
+            for (id, version) in state.versions {
+                if version.phase == .queued { queuedIDs.append(id) } else if version.phase == .uploading { uploadingPaths.insert(version.pathLower) }
+            }
+            queuedIDs.sort()
             // One version of a path at a time, the oldest first: two in one batch would both
             // replace the same revision, and the second would conflict with the first.
-            var oldestAt: [String: Int64] = [:]
-            for version in queued where oldestAt[version.pathLower] == nil { oldestAt[version.pathLower] = version.id }
-            let candidates = queued.map { version in
-                UploadSchedule.Candidate(
-                    id: version.id, size: version.file.size, settledAt: version.settledAt, urgent: version.urgent,
-                    retryAt: version.retryAt, retriedInDrain: version.attempts > (state.drainStartedAttempts[version.id] ?? 0),
-                    blocked: uploadingPaths.contains(version.pathLower) || oldestAt[version.pathLower] != version.id || version.earlySends > 0
-                        || state.held.keys.contains { version.isAt(orUnder: $0) },
-                    stageable: version.earlyStage == .waiting && version.stagedBytes == nil)
+            var pathsSeen = Set<String>(minimumCapacity: queuedIDs.count)
+            var candidates: [UploadSchedule.Candidate] = []
+            candidates.reserveCapacity(queuedIDs.count)
+            for id in queuedIDs {
+                let version = state.versions[id]!
+                let oldestOfItsPath = pathsSeen.insert(version.pathLower).inserted
+                let blocked = !oldestOfItsPath || version.earlySends > 0 || uploadingPaths.contains(version.pathLower)
+                    || (!state.held.isEmpty && state.held.keys.contains { version.isAt(orUnder: $0) })
+                candidates.append(UploadSchedule.Candidate(
+                    id: id, size: version.file.size, settledAt: version.settledAt, urgent: version.urgent,
+                    retryAt: version.retryAt, retriedInDrain: version.attempts > (state.drainStartedAttempts[id] ?? 0),
+                    blocked: blocked, stageable: version.earlyStage == .waiting && version.stagedBytes == nil))
             }
             let decision = UploadSchedule.decide(candidates, draining: state.draining, freeBatches: freeBatches, freeLarge: freeLarge,
                                                  mayStage: mayStage, now: now)
