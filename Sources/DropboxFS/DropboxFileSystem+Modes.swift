@@ -9,7 +9,7 @@ extension DropboxFileSystem {
     /// group execute or when the caller is not in the file's group (`callerInGroup`, asked
     /// only then). Returns whether the mode changed.
     public func clearSetIDBits(_ inode: UInt64, callerInGroup: () -> Bool) throws -> Bool {
-        guard modes.keepsAnyAtAll else { return false }
+        guard modes.keepsSetIDBits else { return false }  // asked at every write by a user other than root
         let node = try node(inode)
         if node.isFolder { return false }
         let mode = modes.mode(of: node.pathLower, inode: inode, attached: showsEntry(inode), isFolder: false)

@@ -32,14 +32,19 @@ final class FileModes: @unchecked Sendable {
     private var detached: [UInt64: UInt32] = [:]
     private let store: MetadataStore
     private let umask: UInt32
+    /// How many of `modes` have a set-user-ID or set-group-ID bit: every write by a user
+    /// other than root asks (`keepsSetIDBits`), and nearly always none has.
+    private var setIDModes = 0
 
     static let permissionBits: UInt32 = 0o7777
+    static let setIDBits: UInt32 = 0o6000
 
     init(store: MetadataStore, umask: UInt32) throws {
         self.store = store
         self.umask = umask
         self.modes = try store.modes()
         self.ordered = SortedPaths(modes.keys)
+        self.setIDModes = modes.values.filter { $0 & Self.setIDBits != 0 }.count
     }
 
     /// The mode shown for a node; `attached`: whether its inode still has its path.
@@ -85,9 +90,11 @@ final class FileModes: @unchecked Sendable {
 
     var keepsAny: Bool { lock.withLock { !modes.isEmpty } }
 
-    /// Whether any mode is kept, by name or by inode: with none, every file shows the default
-    /// mode, which has no set-ID bit.
-    var keepsAnyAtAll: Bool { lock.withLock { !modes.isEmpty || !detached.isEmpty } }
+    /// Whether any file may show a set-user-ID or set-group-ID bit (the default modes have
+    /// none): one kept by name, or by the inode of a file whose name went.
+    var keepsSetIDBits: Bool {
+        lock.withLock { setIDModes > 0 || (!detached.isEmpty && detached.values.contains { $0 & Self.setIDBits != 0 }) }
+    }
 
     /// Whether a mode is kept at a path, or below it for a folder.
     func keeps(atOrUnder pathLower: String, isFolder: Bool) -> Bool {
@@ -173,11 +180,14 @@ final class FileModes: @unchecked Sendable {
 
     /// Sets or drops a path's mode in memory. Call with `lock` held.
     private func keep(_ pathLower: String, _ mode: UInt32?) {
-        switch (modes[pathLower], mode) {
+        let old = modes[pathLower]
+        switch (old, mode) {
         case (nil, .some): ordered.insert(pathLower)
         case (.some, nil): ordered.remove(pathLower)
         default: break
         }
+        if let old, old & Self.setIDBits != 0 { setIDModes -= 1 }
+        if let mode, mode & Self.setIDBits != 0 { setIDModes += 1 }
         modes[pathLower] = mode
     }
 

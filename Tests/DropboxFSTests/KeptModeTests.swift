@@ -48,6 +48,37 @@ struct KeptModeTests {
         }
     }
 
+    /// Every write by a user other than root asks whether the file has set-ID bits to clear
+    /// (`clearSetIDBits`): answered from a count unless some kept mode has one, by name or by
+    /// the inode of an open file whose name went. The count follows chmod, rename and unlink.
+    @Test func writesLookForSetIDBitsOnlyWhileSomeFileHasThem() async throws {
+        try await Scratch.with { scratch in
+            let fs = try scratch.filesystem()
+            try await fs.watcher.catchUp()
+            let kernel = CoreKernel(fs: fs)
+            let held: UInt64 = try await offPool {
+                for name in ["a", "b"] { _ = try kernel.close(try kernel.open("/\(name)", O_CREAT | O_WRONLY, 0o644).value("create")).value("close") }
+                _ = try kernel.chmod("/a", 0o700).value("chmod")
+                #expect(!fs.modes.keepsSetIDBits, "modes kept, none with a set-ID bit")
+                _ = try kernel.chmod("/a", 0o4755).value("chmod")
+                _ = try kernel.chmod("/b", 0o2775).value("chmod")
+                #expect(fs.modes.keepsSetIDBits)
+                _ = try kernel.chmod("/b", 0o775).value("chmod")
+                _ = try kernel.rename("/a", "/c").value("rename")
+                #expect(fs.modes.keepsSetIDBits, "moved with its file")
+                let descriptor = try kernel.open("/c", O_RDONLY, 0).value("open")
+                _ = try kernel.unlink("/c").value("unlink")
+                #expect(fs.modes.keepsSetIDBits, "kept by the inode of the open file")
+                let status = try kernel.fstat(descriptor).value("fstat")
+                #expect(status.permissions == 0o4755)
+                _ = try kernel.close(descriptor).value("close")
+                return status.inode
+            }
+            fs.modes.forget(held)  // the kernel let go of it
+            #expect(!fs.modes.keepsSetIDBits)
+        }
+    }
+
     /// `tar x` as root creates each file 0600 and sets its mode (0644 here) before closing it:
     /// the store was written twice a file, for a mode that ends as the default. A new file's
     /// mode now goes to the store once, when the file is sealed (before its queue record, so
