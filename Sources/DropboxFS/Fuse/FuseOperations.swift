@@ -90,7 +90,7 @@ enum FuseOperations {
             let flags = fi!.pointee.flags
             let writable = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) != 0
             do {
-                if cfuse_request_clears_setid() != 0, try mount.fs.clearSetIDBits(UInt64(ino), callerInGroup: { FuseOperations.callerInFilesGroup(req, mount) }) { mount.attributesChanged(UInt64(ino)) }
+                if try FuseOperations.clearSetIDBitsIfMarked(req, mount, ino) { mount.attributesChanged(UInt64(ino)) }
                 let (handle, keep, direct) = try mount.fs.open(UInt64(ino), writable: writable, truncate: writable && flags & O_TRUNC != 0)
                 fi!.pointee.fh = handle
                 cfuse_file_info_set_keep_cache(fi, keep ? 1 : 0)
@@ -141,7 +141,7 @@ enum FuseOperations {
             let handle = fi!.pointee.fh
             let bytes = UnsafeRawBufferPointer(start: buffer, count: size)
             do {
-                if cfuse_request_clears_setid() != 0, try mount.fs.clearSetIDBits(UInt64(ino), callerInGroup: { FuseOperations.callerInFilesGroup(req, mount) }) { mount.attributesChanged(UInt64(ino)) }
+                if try FuseOperations.clearSetIDBitsIfMarked(req, mount, ino) { mount.attributesChanged(UInt64(ino)) }
                 // Straight to the staging file when no byte must come from Dropbox first.
                 if let written = try mount.fs.tryWrite(handle: handle, bytes, at: Int64(offset)) {
                     fuse_reply_write(request.raw, written)
@@ -163,8 +163,9 @@ enum FuseOperations {
             let modified: timespec? = toSet & setAttrMtimeNow != 0 ? LocalVersion.now() : toSet & setAttrMtime != 0 ? attr!.pointee.st_mtim : nil
             let mode: UInt32? = toSet & setAttrMode != 0 ? UInt32(attr!.pointee.st_mode) : nil
             // A chown, or a truncate by a caller without CAP_FSETID (a mode set with it wins).
-            if mode == nil && cfuse_request_clears_setid() != 0 {
-                do { _ = try mount.fs.clearSetIDBits(UInt64(ino), callerInGroup: { FuseOperations.callerInFilesGroup(req, mount) }) } catch { return request.fail(error) }  // the answer has the mode
+            // The answer carries the mode: the kernel needs no word of it.
+            if mode == nil {
+                do { _ = try FuseOperations.clearSetIDBitsIfMarked(req, mount, ino) } catch { return request.fail(error) }
             }
             if size == nil {
                 do {
@@ -346,6 +347,14 @@ enum FuseOperations {
 }
 
 extension FuseOperations {
+    /// Clears the file's set-ID bits if the kernel marked the request being answered so
+    /// (`cfuse_request_clears_setid`: ask before any other work on this thread). Returns
+    /// whether the mode changed.
+    static func clearSetIDBitsIfMarked(_ req: fuse_req_t?, _ mount: FuseMount, _ ino: fuse_ino_t) throws -> Bool {
+        guard cfuse_request_clears_setid() != 0 else { return false }
+        return try mount.fs.clearSetIDBits(UInt64(ino), callerInGroup: { callerInFilesGroup(req, mount) })
+    }
+
     /// Whether the caller of a request may keep a set-group-ID bit on the mount's files (the
     /// VFS's `in_group_or_capable`): root, or a member of their group.
     static func callerInFilesGroup(_ req: fuse_req_t?, _ mount: FuseMount) -> Bool {
