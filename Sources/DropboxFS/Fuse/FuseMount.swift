@@ -254,7 +254,7 @@ public final class FuseMount: @unchecked Sendable {
     /// the mode it had cached until it times out, and a `stat` just after showed them still.
     func attributesChanged(_ inode: UInt64) {
         guard let session = lock.withLock({ self.session }) else { return }
-        _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(inode), -1, 0)
+        send(.inode(inode, pages: false), to: session)
     }
 
     static func from(_ request: fuse_req_t?) -> FuseMount {
