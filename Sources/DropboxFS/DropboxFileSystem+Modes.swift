@@ -20,6 +20,25 @@ extension DropboxFileSystem {
         return true
     }
 
+    /// `access(2)` of `mask` (R_OK, W_OK, X_OK bits; none: existence) by a caller, judged by
+    /// the shown mode as the kernel's own check does. Asked only where the mount runs without
+    /// `default_permissions` (`MountOptions`: root's mount that only root can reach); the kernel
+    /// sends `access` and `chdir` here, and answers `open`, `exec` and the rest itself. Root
+    /// may read and write anything, and execute what has an execute bit or is a folder.
+    public func checkAccess(_ inode: UInt64, mask: Int32, uid: UInt32, inGroup: () -> Bool) throws {
+        let node = try node(inode)
+        let wanted = UInt32(mask & (R_OK | W_OK | X_OK))
+        guard wanted != 0 else { return }
+        let mode = attributes(inode, node).st_mode
+        if uid == 0 {
+            if wanted & UInt32(X_OK) == 0 || node.isFolder || mode & (S_IXUSR | S_IXGRP | S_IXOTH) != 0 { return }
+            throw FSError.accessDenied
+        }
+        // The owner's bits for the owner, else the group's for a member, else the others'.
+        let shift: UInt32 = uid == options.uid ? 6 : (inGroup() ? 3 : 0)
+        if (mode >> shift) & wanted != wanted { throw FSError.accessDenied }
+    }
+
     /// Another client's changes, applied to the store (`page`: every entry they came with).
     /// A mode belongs to the file, which Dropbox names by id: a file or folder moved
     /// elsewhere takes its mode to where it went (the feed brings the removal and the

@@ -11,9 +11,8 @@ struct ModeTests {
     /// What tools do with modes, compared with a local folder: scripts made executable and
     /// run, a private file, modes set at creation (install, mkdir -m, umask), and kept by
     /// mv, cp -a, tar and rsync -a; a removed file's mode does not pass to a new one; and
-    /// access(2) (`test -r/-w/-x`) answers by them: the kernel asks the mount nothing for it
-    /// only while the mount keeps `default_permissions` (without it, a missing ACCESS
-    /// operation would make every `test -x` true).
+    /// access(2) (`test -r/-w/-x`) answers by them (root's mount runs without
+    /// `default_permissions`: the kernel asks the mount, `checkAccess`).
     @Test func toolsSeeTheModesTheySetAsOnALocalDisk() async throws {
         try await MountFixture.with { m in
             try await ToolWorkloadTests.same(m, "modes", """
@@ -49,6 +48,47 @@ struct ModeTests {
                 """)
         }
     }
+
+    /// What root may do, as on a local disk, on a mount only root can reach: it runs without
+    /// `default_permissions` (a round trip fewer for each create and removal, `MountOptions`),
+    /// so the kernel asks the mount about `access(2)` and `cd`, and checks `exec` itself. Root
+    /// reads and writes whatever the modes say, enters any folder, and runs only what has an
+    /// execute bit. Without an answer to `access`, every `test -x` here was true.
+    @Test func rootAloneChecksAsOnALocalDiskWithoutTheKernelCheckingModes() async throws {
+        try await MountFixture.with { m in
+            let options = try await m.sh("grep \" $M fuse\" /proc/mounts")
+            #expect(options.stdout.contains("fuse.dropboxfs") && !options.stdout.contains("default_permissions"), "\(options.stdout)")
+            try await ToolWorkloadTests.same(m, "root-access", Self.accessScript)
+        }
+    }
+
+    /// Shared with other users (`allow_other`), the kernel checks the shown modes itself, and
+    /// `nobody` is refused what they refuse, as on a local disk; root still is not.
+    @Test func otherUsersAreRefusedWhatTheModesRefuse() async throws {
+        try await MountFixture.with(options: ["allow_other"]) { m in
+            let options = try await m.sh("grep \" $M fuse\" /proc/mounts")
+            #expect(options.stdout.contains("default_permissions"), "\(options.stdout)")
+            let other = "setpriv --reuid=65534 --regid=65534 --clear-groups"
+            try await ToolWorkloadTests.same(m, "shared-access", Self.accessScript + """
+                 && \(other) sh -c 'for f in plain ro none tool locked shut; do \
+                    test -r $f && echo nobody r $f; test -w $f && echo nobody w $f; test -x $f && echo nobody x $f; :; done; \
+                    (echo no >> plain) 2>/dev/null || echo nobody may not write plain; \
+                    (: > locked/new) 2>/dev/null || echo nobody may not create in locked; ./tool'
+                """)
+        }
+    }
+
+    /// Files and folders of every kind of mode, what `test` says of each for root, and what
+    /// root manages to do with them.
+    static let accessScript = """
+        echo x > plain && echo y > ro && chmod 444 ro && echo z > none && chmod 000 none && \
+        printf '#!/bin/sh\\necho ran\\n' > tool && chmod 755 tool && mkdir locked && chmod 700 locked && \
+        mkdir shut && chmod 000 shut && \
+        for f in plain ro none tool locked shut; do \
+            test -r $f && echo r $f; test -w $f && echo w $f; test -x $f && echo x $f; :; done && \
+        echo more >> ro && cat none ro && cd shut && cd .. && : > shut/made && ls shut && ./tool && \
+        { ./plain 2>/dev/null || echo plain does not run; }
+        """
 
     /// Kept in the cache: a remount shows them, and an executable still runs.
     @Test func modesSurviveARemount() async throws {

@@ -56,6 +56,17 @@ enum FuseOperations {
                 request.fail(error)
             }
         }
+        ops.access = { req, ino, mask in
+            let mount = FuseMount.from(req)
+            let request = Request(raw: req!)
+            do {
+                let uid = fuse_req_ctx(req)?.pointee.uid ?? 0
+                try mount.fs.checkAccess(UInt64(ino), mask: mask, uid: uid, inGroup: { FuseOperations.callerInFilesGroup(req, mount) })
+                request.ok()
+            } catch {
+                request.fail(error)
+            }
+        }
         ops.opendir = { req, ino, fi in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
