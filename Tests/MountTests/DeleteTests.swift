@@ -159,6 +159,45 @@ struct DeleteTests {
         }
     }
 
+    /// The same file written again by the next mount (offline) before it is removed, renamed
+    /// or simply uploaded, that mount killed too in one case: the new bytes replace the
+    /// queued ones, which stand for the killed daemon's commit. They handed that on to the
+    /// new version (and the queue keeps it across the second kill): `mv` or `rm` removes the
+    /// file it left on Dropbox, and the upload replaces it rather than leaving it beside as
+    /// another client's change. Before, the replaced version took it away: `mv` left an
+    /// empty `a` on Dropbox (the differential suite's fault soak, seed 283311261278559898).
+    @Test(arguments: ["write", "write, rm", "write, mv", "write, kill, mv"])
+    func aFileWhoseCommitMayHaveHappenedWrittenAgainLeavesNoCopyOfIt(_ steps: String) async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let commits = "files/upload+files/upload_session/finish+files/upload_session/finish_batch_v2"
+            try await m.emulator.setFaults(["503:routes=\(commits)"])
+            #expect(try await m.sh("printf 'bytes of d' > \"$M/d.txt\"").status == 0)
+            try await m.emulator.setFaults(["drop:times=1,routes=\(commits)", "503:skip=1,routes=\(commits)",
+                                            "503:routes=files/list_folder/continue+files/get_metadata"])
+            try await eventually("the file to be committed", timeout: 120) {
+                try await m.client.listAll("").map(\.name) == ["d.txt"]
+            }
+            try await m.killDaemon()
+            try await m.emulator.setReachable(false)
+            try await m.mount()
+            #expect(try await m.sh("printf 'new bytes of d' > \"$M/d.txt\"").status == 0)
+            if steps.contains("kill") {
+                try await m.killDaemon()
+                try await m.mount()
+            }
+            let last = steps.hasSuffix("rm") ? "rm \"$M/d.txt\"" : steps.hasSuffix("mv") ? "mv \"$M/d.txt\" \"$M/e.txt\"" : "true"
+            #expect(try await m.sh(last).status == 0)
+            try await m.emulator.setReachable(true)
+            try await m.emulator.setFaults([])
+            try await eventually("the mount to see Dropbox again", timeout: 120) { try m.statusReport()["offline_since"] == nil }
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            let expected = steps.hasSuffix("rm") ? [] : steps.hasSuffix("mv") ? ["e.txt"] : ["d.txt"]
+            #expect(try await m.client.listAll("").map(\.name) == expected, "\(m.log.suffix(4000))")
+            #expect(try await m.sh("ls -A \"$M\"").stdout == expected.map { $0 + "\n" }.joined())
+            if let name = expected.first { #expect(try await m.remoteText("/" + name) == "new bytes of d") }
+        }
+    }
+
     /// `mv` of a new file over one whose edit Dropbox committed without answering (the daemon
     /// then killed, the next mount offline): the target holds the moved bytes, and that lost
     /// commit of ours is replaced, not kept beside as another client's change.

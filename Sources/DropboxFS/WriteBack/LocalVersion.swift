@@ -68,12 +68,15 @@ final class LocalVersion: @unchecked Sendable {
     var attempts = 0
     /// Content hashes of this path's versions (this one, or older ones it replaced) whose
     /// commit may have happened without the mount hearing of it: the answer was lost and
-    /// Dropbox was out of reach to ask. Finding one of them on Dropbox is finding our own
-    /// commit, not another client's change (`Uploader.saveConflictedCopy`).
+    /// Dropbox was out of reach to ask, or a previous mount was killed with it in its queue.
+    /// Finding one of them on Dropbox is finding our own commit, not another client's change
+    /// (`Uploader.saveConflictedCopy`); a removal or rename of the path deletes it there
+    /// (`WriteBack.ownCommitsUnheardOf`). Kept in the queue's record.
     var maybeCommitted: [String] = []
-    /// Taken up from a previous mount's queue: that mount may have committed it before it
-    /// stopped, unheard of (`WriteBack.ownCommitsUnheardOf`).
-    var recovered = false
+    /// Taken up from a previous mount's queue with no content hash recorded: that mount may
+    /// have committed these bytes before it stopped. Once they are hashed (their first flush,
+    /// or `WriteBack.hashRecovered`) the hash joins `maybeCommitted`.
+    var recoveredUnhashed = false
     /// A concurrent upload session under way (large files), to resume after a crash.
     var sessionID: String?
     var sentChunks: Set<Int64> = []
@@ -186,9 +189,14 @@ final class LocalVersion: @unchecked Sendable {
         return node
     }
 
+    /// Adds to `maybeCommitted` the hashes it lacks.
+    func mayHaveCommitted(_ hashes: [String]) {
+        for hash in hashes where !maybeCommitted.contains(hash) { maybeCommitted.append(hash) }
+    }
+
     var record: QueuedUpload {
         QueuedUpload(id: id, path: path, staging: file.path, size: file.size, modified: modified, baseRev: baseRev,
-                     sessionID: sessionID, sentChunks: sentChunks, flushed: flushed, contentHash: flushedHash)
+                     sessionID: sessionID, sentChunks: sentChunks, flushed: flushed, contentHash: flushedHash, ownCommits: maybeCommitted)
     }
 
     static func now() -> timespec {

@@ -25,11 +25,14 @@ public struct QueuedUpload: Sendable, Equatable {
     /// that no longer match it are not uploaded (nil: not flushed yet, flushed by an fsync,
     /// which waits for Dropbox instead, or an older record).
     public var contentHash: String?
+    /// Content hashes of commits of ours at this path that may have happened unheard of
+    /// (`LocalVersion.maybeCommitted`): kept so that a mount killed again still knows them.
+    public var ownCommits: [String] = []
 
     public static func == (a: QueuedUpload, b: QueuedUpload) -> Bool {
         a.id == b.id && a.path == b.path && a.staging == b.staging && a.size == b.size && a.modified.tv_sec == b.modified.tv_sec
             && a.modified.tv_nsec == b.modified.tv_nsec && a.baseRev == b.baseRev && a.sessionID == b.sessionID && a.sentChunks == b.sentChunks
-            && a.bootID == b.bootID && a.flushed == b.flushed && a.contentHash == b.contentHash
+            && a.bootID == b.bootID && a.flushed == b.flushed && a.contentHash == b.contentHash && a.ownCommits == b.ownCommits
     }
 
     /// Written in an earlier boot of the machine (a power loss or a reboot since).
@@ -78,6 +81,7 @@ public final class UploadQueue: @unchecked Sendable {
         if !columns.contains("boot_id") { try db.execute("ALTER TABLE uploads ADD COLUMN boot_id TEXT NOT NULL DEFAULT ''") }
         if !columns.contains("flushed") { try db.execute("ALTER TABLE uploads ADD COLUMN flushed INTEGER NOT NULL DEFAULT 0") }
         if !columns.contains("content_hash") { try db.execute("ALTER TABLE uploads ADD COLUMN content_hash TEXT") }
+        if !columns.contains("own_commits") { try db.execute("ALTER TABLE uploads ADD COLUMN own_commits TEXT NOT NULL DEFAULT ''") }
         try createDeletesTable()
         try createFoldersTable()
         try createMovesTable()
@@ -93,12 +97,13 @@ public final class UploadQueue: @unchecked Sendable {
     public func all() throws -> [QueuedUpload] {
         try lock.withLock {
             var result: [QueuedUpload] = []
-            try db.query("SELECT id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks, boot_id, flushed, content_hash FROM uploads ORDER BY id") { row in
+            try db.query("SELECT id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks, boot_id, flushed, content_hash, own_commits FROM uploads ORDER BY id") { row in
                 result.append(QueuedUpload(
                     id: row.int(0), path: row.text(1), staging: row.text(2), size: row.int(3),
                     modified: timespec(tv_sec: Int(row.int(4)), tv_nsec: Int(row.int(5))), baseRev: row.optionalText(6),
                     sessionID: row.optionalText(7), sentChunks: Set(row.text(8).split(separator: ",").compactMap { Int64($0) }),
-                    bootID: row.text(9), flushed: row.int(10) != 0, contentHash: row.optionalText(11)))
+                    bootID: row.text(9), flushed: row.int(10) != 0, contentHash: row.optionalText(11),
+                    ownCommits: row.text(12).split(separator: ",").map(String.init)))
             }
             return result
         }
@@ -123,11 +128,11 @@ public final class UploadQueue: @unchecked Sendable {
     }
 
     private func insert(_ upload: QueuedUpload) throws {
-        try db.run("INSERT OR REPLACE INTO uploads (id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks, boot_id, flushed, content_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        try db.run("INSERT OR REPLACE INTO uploads (id, path, staging, size, modified, modified_nsec, base_rev, session_id, sent_chunks, boot_id, flushed, content_hash, own_commits) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                    [.int(upload.id), .text(upload.path), .text(upload.staging), .int(upload.size), .int(Int64(upload.modified.tv_sec)),
                     .int(Int64(upload.modified.tv_nsec)), .optional(upload.baseRev), .optional(upload.sessionID),
                     .text(upload.sentChunks.sorted().map(String.init).joined(separator: ",")), .text(upload.bootID),
-                    .int(upload.flushed ? 1 : 0), .optional(upload.contentHash)])
+                    .int(upload.flushed ? 1 : 0), .optional(upload.contentHash), .text(upload.ownCommits.joined(separator: ","))])
     }
 
     /// Records that these uploads' staging files reached the disk, holding bytes of this hash.

@@ -27,7 +27,7 @@ extension WriteBack {
     static let emptyContentHash = ContentHasher().finish()
 
     /// Flushes every sealed version whose bytes are not known to be on disk yet, at once (those
-    /// a killed mount left get their content hashes, `ownCommitsUnheardOf`), then every
+    /// a killed mount left get their content hashes, `LocalVersion.recoveredUnhashed`), then every
     /// `flushInterval` until cancelled (run by the uploader).
     func flushPeriodically() async {
         while !Task.isCancelled {
@@ -78,6 +78,10 @@ extension WriteBack {
             for (version, hash) in recorded {
                 version.flushed = true
                 version.flushedHash = hash
+                if version.recoveredUnhashed, let hash {
+                    version.recoveredUnhashed = false
+                    version.mayHaveCommitted([hash])
+                }
             }
             try? queue.markFlushed(recorded.map { ($0.version.id, $0.hash) })
         }

@@ -76,28 +76,36 @@ extension WriteBack {
         changed()
     }
 
-    /// Content hashes our own commits at a path may have left on Dropbox unheard of: those
-    /// of its versions whose commit's answer was lost, and the bytes of versions a previous
-    /// mount left (it may have committed them before it stopped). A removal or rename of the
-    /// path deletes such a file there too (`QueuedDelete.ifContent`). A recovered version's
-    /// hash is recorded by the flush the uploader starts with (`flushPeriodically`); one
-    /// removed before that is hashed here, on the caller's thread, whatever its size (a
-    /// removal that does not know the bytes would leave the killed mount's commit there).
+    /// Content hashes our own commits at a path may have left on Dropbox unheard of
+    /// (`LocalVersion.maybeCommitted`): those of its versions whose commit's answer was lost,
+    /// and the bytes of versions a previous mount left (it may have committed them before it
+    /// stopped). A removal or rename of the path deletes such a file there too
+    /// (`QueuedDelete.ifContent`).
     func ownCommitsUnheardOf(at pathLower: String) -> [String] {
-        // Read under the lock; recovered files without a flushed hash are hashed after it.
-        var (hashes, unhashed): ([String], [StagedFile]) = state.withLock { state in
-            var hashes: [String] = [], unhashed: [StagedFile] = []
+        hashRecovered(at: pathLower)
+        return state.withLock { state in
+            var hashes: [String] = []
             for version in Self.versionsLocked(state, at: pathLower) where !version.detached {
-                hashes += version.maybeCommitted
-                guard version.recovered else { continue }
-                if let hash = version.flushedHash { hashes.append(hash) } else { unhashed.append(version.file) }
+                hashes += version.maybeCommitted.filter { !hashes.contains($0) }
             }
-            return (hashes, unhashed)
+            return hashes
         }
-        for file in unhashed {
-            if let hash = try? ContentHasher.hash(file: file.bytesPath) { hashes.append(hash) }
+    }
+
+    /// Hashes the bytes of versions at a path that a previous mount left unhashed, so that
+    /// their hashes are among the path's own commits unheard of before anything replaces,
+    /// renames or removes them (the flush the uploader starts with hashes the rest). On the
+    /// caller's thread, whatever their size: once per recovered file, at most.
+    func hashRecovered(at pathLower: String) {
+        let unhashed = state.withLock { state in Self.versionsLocked(state, at: pathLower).filter(\.recoveredUnhashed) }
+        guard !unhashed.isEmpty else { return }
+        let hashed = unhashed.map { ($0, try? ContentHasher.hash(file: $0.file.bytesPath)) }
+        state.withLock { _ in
+            for case let (version, hash?) in hashed where version.recoveredUnhashed {
+                version.recoveredUnhashed = false
+                version.mayHaveCommitted([hash])
+            }
         }
-        return hashes.reduce(into: []) { unique, hash in if !unique.contains(hash) { unique.append(hash) } }
     }
 
     /// A rename brought the versions at `pathLower` over a file our own commits may be at
@@ -106,9 +114,10 @@ extension WriteBack {
     func inheritOwnCommits(_ hashes: [String], at pathLower: String) {
         guard !hashes.isEmpty else { return }
         state.withLock { state in
-            for version in Self.versionsLocked(state, at: pathLower) where !version.detached {
-                version.maybeCommitted += hashes.filter { !version.maybeCommitted.contains($0) }
-            }
+            let versions = Self.versionsLocked(state, at: pathLower).filter { !$0.detached }
+            for version in versions { version.mayHaveCommitted(hashes) }
+            // Kept across a kill too.
+            try? queue.save(versions.filter { $0.phase == .queued || $0.phase == .uploading }.map(\.record))
         }
     }
 

@@ -208,8 +208,12 @@ extension WriteBack {
         let unknown = (error as? any OutcomeUnknownError)?.outcomeUnknown == true
         let hash = unknown ? try? ContentHasher.hash(file: version.file.bytesPath) : nil
         let offline = mapped == .networkUnreachable || (unknown && isOffline())
+        hashRecovered(at: version.pathLower)
         let dropped: Bool = state.withLock { state in
-            if let hash, !version.maybeCommitted.contains(hash) { version.maybeCommitted.append(hash) }
+            if let hash, !version.maybeCommitted.contains(hash) {
+                version.maybeCommitted.append(hash)
+                try? queue.save(version.record)  // known to the next mount too
+            }
             setCommittingLocked(&state, version, false)
             version.phase = .queued
             // A newer version of the path was sealed while this one was uploading: it carries
@@ -217,7 +221,8 @@ extension WriteBack {
             // one been waiting (and takes its unknown commits along).
             if let newer = Self.versionsLocked(state, at: version.pathLower).filter({ $0.phase == .queued && $0.id > version.id }).max(by: { $0.id < $1.id }) {
                 version.replacedBy = newer
-                newer.maybeCommitted += version.maybeCommitted.filter { !newer.maybeCommitted.contains($0) }
+                newer.mayHaveCommitted(version.maybeCommitted)
+                try? queue.save(newer.record)
                 unqueueLocked([version])
                 finishLocked(&state, version)
                 return true

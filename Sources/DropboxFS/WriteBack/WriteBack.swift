@@ -140,7 +140,9 @@ public final class WriteBack: Sendable {
                 version.flushed = record.flushed
                 version.flushedHash = record.contentHash
                 version.settledAt = .now - .seconds(60)
-                version.recovered = true
+                // The killed mount may have committed these bytes, unheard of.
+                version.maybeCommitted = record.ownCommits
+                if let hash = record.contentHash { version.mayHaveCommitted([hash]) } else { version.recoveredUnhashed = true }
                 addLocked(&state, version)
                 if let older = state.current[version.pathLower], older.id > version.id { continue }
                 state.current[version.pathLower] = version
@@ -531,6 +533,7 @@ public final class WriteBack: Sendable {
     /// Records a version whose file was just sealed in the queue (see `seal`).
     private func recordSeal(_ version: LocalVersion) throws {
         beforeSeal(version.pathLower)
+        hashRecovered(at: version.pathLower)
         let wakesUploader: Bool
         do {
             wakesUploader = try state.withLock { state in
@@ -542,13 +545,14 @@ public final class WriteBack: Sendable {
                     version.flushed = true
                     version.flushedHash = Self.emptyContentHash
                 }
+                // Their commits unheard of are the path's still: this version takes them on.
+                version.mayHaveCommitted(replaced.flatMap(\.maybeCommitted))
                 try queue.save(version.record, replacing: replaced.map(\.id))
                 version.phase = .queued
                 version.settledAt = .now
                 version.earlyStage = UploadSchedule.stagesEarly(size: version.file.size, replacing: replaced.map(\.file.size)) ? .waiting : .never
                 for old in replaced {
                     old.replacedBy = version
-                    version.maybeCommitted += old.maybeCommitted
                     finishLocked(&state, old)
                 }
                 catchUpHandlesLocked(&state, to: version)
