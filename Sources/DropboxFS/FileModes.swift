@@ -93,7 +93,7 @@ final class FileModes: @unchecked Sendable {
     /// Whether any file may show a set-user-ID or set-group-ID bit (the default modes have
     /// none): one kept by name, or by the inode of a file whose name went.
     var keepsSetIDBits: Bool {
-        lock.withLock { setIDModes > 0 || (!detached.isEmpty && detached.values.contains { $0 & Self.setIDBits != 0 }) }
+        lock.withLock { setIDModes > 0 || detached.values.contains { $0 & Self.setIDBits != 0 } }
     }
 
     /// Whether a mode is kept at a path, or below it for a folder.
