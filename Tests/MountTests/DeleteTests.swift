@@ -198,6 +198,37 @@ struct DeleteTests {
         }
     }
 
+    /// The commits a file's old name may hold unheard of stay with that name when the file
+    /// is renamed (its removal there is queued): at the new name, another client's file that
+    /// happens to hold those bytes is that client's, and the renamed file goes beside it as
+    /// a conflicted copy instead of replacing it as if it were a commit of ours.
+    @Test func aRenamedFileTakesNoFileAtItsNewNameForACommitOfItsOldName() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let commits = "files/upload+files/upload_session/finish+files/upload_session/finish_batch_v2"
+            try await m.emulator.setFaults(["503:routes=\(commits)"])
+            #expect(try await m.sh("printf 'bytes of d' > \"$M/d.txt\"").status == 0)
+            try await m.emulator.setFaults(["drop:times=1,routes=\(commits)", "503:skip=1,routes=\(commits)",
+                                            "503:routes=files/list_folder/continue+files/get_metadata"])
+            try await eventually("the file to be committed", timeout: 120) {
+                try await m.client.listAll("").map(\.name) == ["d.txt"]
+            }
+            try await m.killDaemon()
+            // Another client's file with the same bytes, at the name the file is renamed to.
+            try await m.emulator.setFaults([])
+            _ = try await m.client.upload(Routes.upload, UploadArgument(CommitInfo(path: "/e.txt"), contentHash: nil), body: .bytes(Array("bytes of d".utf8)))
+            try await m.emulator.setReachable(false)
+            try await m.mount()
+            #expect(try await m.sh("printf 'new bytes of d' > \"$M/d.txt\" && mv \"$M/d.txt\" \"$M/e.txt\"").status == 0)
+            try await m.emulator.setReachable(true)
+            try await eventually("the mount to see Dropbox again", timeout: 120) { try m.statusReport()["offline_since"] == nil }
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            let names = try await m.client.listAll("").map(\.name).sorted()
+            #expect(names.count == 2 && names.last == "e.txt" && names.first?.hasPrefix("e (conflicted copy") == true, "\(names)")
+            #expect(try await m.remoteText("/e.txt") == "bytes of d")
+            if let copy = names.first { #expect(try await m.remoteText("/" + copy) == "new bytes of d") }
+        }
+    }
+
     /// `mv` of a new file over one whose edit Dropbox committed without answering (the daemon
     /// then killed, the next mount offline): the target holds the moved bytes, and that lost
     /// commit of ours is replaced, not kept beside as another client's change.

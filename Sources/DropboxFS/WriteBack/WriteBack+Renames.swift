@@ -163,7 +163,12 @@ extension WriteBack {
                     version.path = Node.parent(of: to) + "/" + toName
                     switch rebase {
                     case .none: break
-                    case .target(let rev): version.baseRev = rev
+                    case .target(let rev):
+                        version.baseRev = rev
+                        // Commits of ours the old name may hold unheard of stay there: the
+                        // rename queued their removal (`ownCommitsUnheardOf`). Found at the
+                        // new name, those bytes are someone else's.
+                        version.maybeCommitted = []
                     case .moved(let old, let new):
                         if version.baseRev == old { version.baseRev = new }
                         if version.committedRev != nil && version.committedRev == old { version.committedRev = new }
