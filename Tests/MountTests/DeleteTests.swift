@@ -121,6 +121,24 @@ struct DeleteTests {
         }
     }
 
+    /// `d.txt` written ("bytes of d") and committed by Dropbox without an answer, then the
+    /// daemon killed: made and unanswered once, then refused, with the change feed and
+    /// lookups failing, so neither this mount nor the next learns that the file is there.
+    /// The faults stay in force. (How many commit requests that takes depends on the route:
+    /// a lone file whose bytes were staged early is committed by upload_session/finish.)
+    static func commitUnansweredThenKill(_ m: MountFixture) async throws {
+        let commits = "files/upload+files/upload_session/finish+files/upload_session/finish_batch_v2"
+        try await m.emulator.setFaults(["503:routes=\(commits)"])
+        #expect(try await m.sh("printf 'bytes of d' > \"$M/d.txt\"").status == 0)
+        try await m.emulator.resetStats()
+        try await m.emulator.setFaults(["drop:times=1,routes=\(commits)", "503:skip=1,routes=\(commits)",
+                                        "503:routes=files/list_folder/continue+files/get_metadata"])
+        try await eventually("the file to be committed", timeout: 120) {
+            try await m.client.listAll("").map(\.name) == ["d.txt"]
+        }
+        try await m.killDaemon()
+    }
+
     /// A new file whose commit Dropbox carried out without answering, the daemon then killed
     /// before it learnt so: the next mount (offline) holds it as never sent. `rm` of it must
     /// remove it from Dropbox too, and `mv` must leave it only at the new name, not also at
@@ -128,20 +146,7 @@ struct DeleteTests {
     @Test(arguments: ["rm", "mv"])
     func aFileWhoseCommitMayHaveHappenedLeavesDropboxWhenRemovedOrRenamed(_ command: String) async throws {
         try await MountFixture.with(seeds: []) { m in
-            let commits = "files/upload+files/upload_session/finish+files/upload_session/finish_batch_v2"
-            try await m.emulator.setFaults(["503:routes=\(commits)"])
-            #expect(try await m.sh("printf 'bytes of d' > \"$M/d.txt\"").status == 0)
-            // Made and unanswered once, then refused, with the change feed and lookups failing:
-            // neither this mount nor the next (offline) learns that the file is there.
-            try await m.emulator.resetStats()
-            try await m.emulator.setFaults(["drop:times=1,routes=\(commits)", "503:skip=1,routes=\(commits)",
-                                            "503:routes=files/list_folder/continue+files/get_metadata"])
-            // (How many commit requests that takes depends on the route: a lone file whose
-            // bytes were staged early is committed by upload_session/finish.)
-            try await eventually("the file to be committed", timeout: 120) {
-                try await m.client.listAll("").map(\.name) == ["d.txt"]
-            }
-            try await m.killDaemon()
+            try await Self.commitUnansweredThenKill(m)
             try await m.emulator.setReachable(false)
             try await m.mount()
             let changed = try await m.sh(command == "rm" ? "rm \"$M/d.txt\" && ls -A \"$M\"" : "mv \"$M/d.txt\" \"$M/e.txt\" && ls -A \"$M\"")
@@ -169,15 +174,7 @@ struct DeleteTests {
     @Test(arguments: ["write", "write, rm", "write, mv", "write, kill, mv"])
     func aFileWhoseCommitMayHaveHappenedWrittenAgainLeavesNoCopyOfIt(_ steps: String) async throws {
         try await MountFixture.with(seeds: []) { m in
-            let commits = "files/upload+files/upload_session/finish+files/upload_session/finish_batch_v2"
-            try await m.emulator.setFaults(["503:routes=\(commits)"])
-            #expect(try await m.sh("printf 'bytes of d' > \"$M/d.txt\"").status == 0)
-            try await m.emulator.setFaults(["drop:times=1,routes=\(commits)", "503:skip=1,routes=\(commits)",
-                                            "503:routes=files/list_folder/continue+files/get_metadata"])
-            try await eventually("the file to be committed", timeout: 120) {
-                try await m.client.listAll("").map(\.name) == ["d.txt"]
-            }
-            try await m.killDaemon()
+            try await Self.commitUnansweredThenKill(m)
             try await m.emulator.setReachable(false)
             try await m.mount()
             #expect(try await m.sh("printf 'new bytes of d' > \"$M/d.txt\"").status == 0)
@@ -204,15 +201,7 @@ struct DeleteTests {
     /// a conflicted copy instead of replacing it as if it were a commit of ours.
     @Test func aRenamedFileTakesNoFileAtItsNewNameForACommitOfItsOldName() async throws {
         try await MountFixture.with(seeds: []) { m in
-            let commits = "files/upload+files/upload_session/finish+files/upload_session/finish_batch_v2"
-            try await m.emulator.setFaults(["503:routes=\(commits)"])
-            #expect(try await m.sh("printf 'bytes of d' > \"$M/d.txt\"").status == 0)
-            try await m.emulator.setFaults(["drop:times=1,routes=\(commits)", "503:skip=1,routes=\(commits)",
-                                            "503:routes=files/list_folder/continue+files/get_metadata"])
-            try await eventually("the file to be committed", timeout: 120) {
-                try await m.client.listAll("").map(\.name) == ["d.txt"]
-            }
-            try await m.killDaemon()
+            try await Self.commitUnansweredThenKill(m)
             // Another client's file with the same bytes, at the name the file is renamed to.
             try await m.emulator.setFaults([])
             _ = try await m.client.upload(Routes.upload, UploadArgument(CommitInfo(path: "/e.txt"), contentHash: nil), body: .bytes(Array("bytes of d".utf8)))
