@@ -129,8 +129,12 @@ extension Namespace {
             return ListPage(entries: entries, cursor: cursor, hasMore: more)
         }
 
-        var sql = "SELECT \(Entry.columns) FROM entries WHERE (change_seq > ? OR (change_seq = ? AND path_lower > ?))"
-        var values: [SQLValue] = [.int(cursor.seq), .int(cursor.seq), .text(cursor.after ?? "\u{10FFFF}")]
+        // One row value, which the index (change_seq, path_lower) seeks to: SQLite plans a
+        // statement before its values are bound, and under `change_seq > ? OR (change_seq = ?
+        // AND path_lower > ?)` it found no range, and read the whole feed from the oldest
+        // change at every call.
+        var sql = "SELECT \(Entry.columns) FROM entries WHERE (change_seq, path_lower) > (?, ?)"
+        var values: [SQLValue] = [.int(cursor.seq), .text(cursor.after ?? "\u{10FFFF}")]
         appendScope(cursor, to: &sql, values: &values)
         sql += " ORDER BY change_seq, path_lower LIMIT ?"
         values.append(.int(Int64(limit + 1)))

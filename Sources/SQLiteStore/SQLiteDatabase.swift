@@ -126,6 +126,13 @@ public final class SQLiteDatabase {
 
     public var changes: Int { Int(sqlite3_changes(handle)) }
 
+    /// Steps SQLite's virtual machine has taken in every statement run so far: what a query
+    /// read grows with it, so a test can check that a query reads only what it needs,
+    /// however much the tables hold.
+    public var steps: Int {
+        statements.values.reduce(0) { $0 + Int(sqlite3_stmt_status($1, Int32(SQLITE_STMTSTATUS_VM_STEP), 0)) }
+    }
+
     private func prepare(_ sql: String) throws -> OpaquePointer {
         if let cached = statements[sql] { return cached }
         var statement: OpaquePointer?

@@ -41,6 +41,31 @@ struct EmulatorChangeTests {
         }
     }
 
+    /// The change feed's page is a range query from the cursor on: an account-wide cursor read
+    /// every change ever made (its statement, prepared before the cursor's values are bound,
+    /// used no range of the index), and after a long soak each catch-up of the mount took
+    /// 0.26 s with nothing to bring. A deleted folder's 1,000 files share one change number:
+    /// the cursor's place among them is part of the range.
+    @Test func aCursorReadsOnlyWhatChangedAfterItWhateverCameBefore() async throws {
+        try await withEmulator({ $0.seeds = ["files=3000,dirs=3,depth=1,size=10"] }) { client in
+            for dir in ["/dir-000", "/dir-001", "/dir-002"] {
+                _ = try await client.rpc("files/delete_v2", #"{"path":"\#(dir)"}"#)
+            }
+            let latest = try await client.rpc("files/list_folder/get_latest_cursor", #"{"path":"","recursive":true}"#)
+            let cursor = try #require(latest.json["cursor"]?.stringValue)
+            _ = try await client.put("/after.txt", "x")
+            let namespace = client.emulator.namespace
+            let before = namespace.locked { namespace.database.steps }
+            let page = try await client.rpc("files/list_folder/continue", #"{"cursor":"\#(cursor)"}"#)
+            let stepped = namespace.locked { namespace.database.steps } - before
+            let entries = try #require(page.json["entries"]?.arrayValue)
+            #expect(entries.map { $0["path_lower"]?.stringValue } == ["/after.txt"])
+            // Reading past the 3,003 earlier changes took 22,571 steps; the one after the
+            // cursor, and checking the token, take a few hundred.
+            #expect(stepped < 1_000, "list_folder/continue took \(stepped) SQLite steps")
+        }
+    }
+
     @Test func everyFileVersionHasItsOwnRevision() async throws {
         try await withEmulator({ $0.seeds = ["files=3000,dirs=3,depth=1,size=10"] }) { client in
             var revs: [String] = []
