@@ -762,6 +762,47 @@ struct WriteTests {
         }
     }
 
+    /// The same, with another client's folder at the file's own path by the time the mount
+    /// looks (the file in the way removed, a folder made in its place): the upload to the
+    /// path meets a conflict of its own, and the bytes go beside as a conflicted copy. Before,
+    /// that second conflict was taken for a failure: the upload waited for its next try and
+    /// the fsync failed with EIO (seen with two mounts writing in one tree).
+    @Test func aFileWhosePathBecameAFolderWhileItsConflictWasSettledGoesBeside() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/b\" && sync \"$M/b\"").status == 0)
+            let (ready, go) = (m.root.appendingPathComponent("ready").path, m.root.appendingPathComponent("go").path)
+            async let written = m.python("""
+                import os, time
+                fd = os.open(os.environ['M'] + '/b/x', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                os.write(fd, b'written here\\n')
+                open('\(ready)', 'w').close()
+                while not os.path.exists('\(go)'): time.sleep(0.02)
+                os.close(fd)
+                os.fsync(os.open(os.environ['M'], os.O_RDONLY))
+                """)
+            try await eventually("the file to be open") { FileManager.default.fileExists(atPath: ready) }
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/b"))
+            try await m.uploadElsewhere("their file", to: "/b")
+            try await m.emulator.setFaults(["silent:routes=files/get_metadata"])
+            try await m.emulator.resetStats()
+            FileManager.default.createFile(atPath: go, contents: nil)
+            try await eventually("the mount to look for the file in the way") {
+                try await m.routeStats()["files/get_metadata"]?["requests"] ?? 0 > 0
+            }
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/b"))
+            _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/b/x"))
+            try await m.emulator.setFaults([])
+            let result = try await written
+            #expect(result.status == 0, "\(result.stderr)\n\(m.log.suffix(2000))")
+            let day = try await m.sh("date +%F").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(try await m.remoteText("/b/x (conflicted copy \(day))") == "written here\n")
+            let inB = try await m.client.listAll("/b")
+            #expect(inB.first { $0.name == "x" }?.folderMetadata != nil, "\(inB.map(\.name))")
+            let status = try await m.status()
+            #expect(status.contains("uploads     0 pending"), "\(status)")
+        }
+    }
+
     /// Closed files survive a kill -9 of the daemon in the middle of their uploads.
     /// With `sessionsForgotten`, the mount stays down long enough for Dropbox to forget the
     /// large file's upload session (a week): the next mount starts it afresh.

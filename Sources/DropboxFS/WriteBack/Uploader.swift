@@ -312,16 +312,24 @@ public final class Uploader: Sendable {
     private func failed(_ version: LocalVersion, _ error: any Error) async {
         // A session Dropbox no longer knows: the next try sends the bytes again.
         if Self.isSessionError(error) { writeBack.forgetStaged(version) }
-        if Self.isConflict(error) {
+        var conflict = error
+        // Settling a conflict may meet another (the tree changed again meanwhile: the file in
+        // the way gone, a folder at the path itself): settled in turn, not left to the next
+        // try, which failed an fsync waiting meanwhile with EIO.
+        for _ in 0..<Self.conflictsSettledAtOnce where Self.isConflict(conflict) {
             do {
-                let (file, isCopy) = Self.isFileInTheWay(error) ? try await saveBesideFileInTheWay(version) : try await saveConflictedCopy(version)
+                let (file, isCopy) = Self.isFileInTheWay(conflict) ? try await saveBesideFileInTheWay(version) : try await saveConflictedCopy(version)
                 return await complete(version, file, asConflictedCopy: isCopy)
             } catch {
-                return writeBack.failed(version, error)
+                conflict = error
             }
         }
-        writeBack.failed(version, error)
+        writeBack.failed(version, conflict)
     }
+
+    /// Conflicts one upload settles in a row before it waits for its next try (a tree another
+    /// client keeps changing).
+    static let conflictsSettledAtOnce = 5
 
     /// The path changed on Dropbox since the version's base revision (or a new file's name
     /// was taken): unless it already holds these very bytes, they go beside it as
