@@ -312,19 +312,19 @@ public final class Uploader: Sendable {
     private func failed(_ version: LocalVersion, _ error: any Error) async {
         // A session Dropbox no longer knows: the next try sends the bytes again.
         if Self.isSessionError(error) { writeBack.forgetStaged(version) }
-        var conflict = error
+        var lastError = error
         // Settling a conflict may meet another (the tree changed again meanwhile: the file in
         // the way gone, a folder at the path itself): settled in turn, not left to the next
         // try, which failed an fsync waiting meanwhile with EIO.
-        for _ in 0..<Self.conflictsSettledAtOnce where Self.isConflict(conflict) {
+        for _ in 0..<Self.conflictsSettledAtOnce where Self.isConflict(lastError) {
             do {
-                let (file, isCopy) = Self.isFileInTheWay(conflict) ? try await saveBesideFileInTheWay(version) : try await saveConflictedCopy(version)
+                let (file, isCopy) = Self.isFileInTheWay(lastError) ? try await saveBesideFileInTheWay(version) : try await saveConflictedCopy(version)
                 return await complete(version, file, asConflictedCopy: isCopy)
             } catch {
-                conflict = error
+                lastError = error
             }
         }
-        writeBack.failed(version, conflict)
+        writeBack.failed(version, lastError)
     }
 
     /// Conflicts one upload settles in a row before it waits for its next try (a tree another
