@@ -730,32 +730,12 @@ struct WriteTests {
     /// The same, with the file in the way gone by the time the mount looks for it (another
     /// client removed it): the upload goes to its own path at once. Before, it failed and
     /// waited for its next try, a fsync meanwhile failing with EIO (seen with another client
-    /// racing the mount). The look is held (a silent server) until the file is gone.
+    /// racing the mount).
     @Test func aFileWrittenInAFolderWhoseFileInTheWayIsGoneByTheLookGoesToItsPath() async throws {
         try await MountFixture.with(seeds: []) { m in
-            #expect(try await m.sh("mkdir \"$M/b\" && sync \"$M/b\"").status == 0)
-            let (ready, go) = (m.root.appendingPathComponent("ready").path, m.root.appendingPathComponent("go").path)
-            async let written = m.python("""
-                import os, time
-                fd = os.open(os.environ['M'] + '/b/x', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-                os.write(fd, b'written here\\n')
-                open('\(ready)', 'w').close()
-                while not os.path.exists('\(go)'): time.sleep(0.02)
-                os.close(fd)
-                os.fsync(os.open(os.environ['M'], os.O_RDONLY))
-                """)
-            try await eventually("the file to be open") { FileManager.default.fileExists(atPath: ready) }
-            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/b"))
-            try await m.uploadElsewhere("their file", to: "/b")
-            try await m.emulator.setFaults(["silent:routes=files/get_metadata"])
-            try await m.emulator.resetStats()
-            FileManager.default.createFile(atPath: go, contents: nil)
-            try await eventually("the mount to look for the file in the way") {
-                try await m.routeStats()["files/get_metadata"]?["requests"] ?? 0 > 0
+            let result = try await Self.writeBelowAFileInTheWay(m) {
+                _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/b"))
             }
-            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/b"))
-            try await m.emulator.setFaults([])
-            let result = try await written
             #expect(result.status == 0, "\(result.stderr)\n\(m.log.suffix(2000))")
             #expect(try await m.remoteText("/b/x") == "written here\n")
             #expect(try await m.client.listAll("").map(\.name) == ["b"])
@@ -769,30 +749,10 @@ struct WriteTests {
     /// the fsync failed with EIO (seen with two mounts writing in one tree).
     @Test func aFileWhosePathBecameAFolderWhileItsConflictWasSettledGoesBeside() async throws {
         try await MountFixture.with(seeds: []) { m in
-            #expect(try await m.sh("mkdir \"$M/b\" && sync \"$M/b\"").status == 0)
-            let (ready, go) = (m.root.appendingPathComponent("ready").path, m.root.appendingPathComponent("go").path)
-            async let written = m.python("""
-                import os, time
-                fd = os.open(os.environ['M'] + '/b/x', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-                os.write(fd, b'written here\\n')
-                open('\(ready)', 'w').close()
-                while not os.path.exists('\(go)'): time.sleep(0.02)
-                os.close(fd)
-                os.fsync(os.open(os.environ['M'], os.O_RDONLY))
-                """)
-            try await eventually("the file to be open") { FileManager.default.fileExists(atPath: ready) }
-            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/b"))
-            try await m.uploadElsewhere("their file", to: "/b")
-            try await m.emulator.setFaults(["silent:routes=files/get_metadata"])
-            try await m.emulator.resetStats()
-            FileManager.default.createFile(atPath: go, contents: nil)
-            try await eventually("the mount to look for the file in the way") {
-                try await m.routeStats()["files/get_metadata"]?["requests"] ?? 0 > 0
+            let result = try await Self.writeBelowAFileInTheWay(m) {
+                _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/b"))
+                _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/b/x"))
             }
-            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/b"))
-            _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/b/x"))
-            try await m.emulator.setFaults([])
-            let result = try await written
             #expect(result.status == 0, "\(result.stderr)\n\(m.log.suffix(2000))")
             let day = try await m.sh("date +%F").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(try await m.remoteText("/b/x (conflicted copy \(day))") == "written here\n")
@@ -801,6 +761,35 @@ struct WriteTests {
             let status = try await m.status()
             #expect(status.contains("uploads     0 pending"), "\(status)")
         }
+    }
+
+    /// `b/x` written and kept open here while another client replaces the folder `b` with a
+    /// file; then closed and its folder fsynced, the mount's look for the file in the way held
+    /// (a silent server) while `meanwhile` changes Dropbox again. Returns the writer's outcome.
+    static func writeBelowAFileInTheWay(_ m: MountFixture, meanwhile: () async throws -> Void) async throws -> ProcessRunner.Result {
+        #expect(try await m.sh("mkdir \"$M/b\" && sync \"$M/b\"").status == 0)
+        let (ready, go) = (m.root.appendingPathComponent("ready").path, m.root.appendingPathComponent("go").path)
+        async let written = m.python("""
+            import os, time
+            fd = os.open(os.environ['M'] + '/b/x', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.write(fd, b'written here\\n')
+            open('\(ready)', 'w').close()
+            while not os.path.exists('\(go)'): time.sleep(0.02)
+            os.close(fd)
+            os.fsync(os.open(os.environ['M'], os.O_RDONLY))
+            """)
+        try await eventually("the file to be open") { FileManager.default.fileExists(atPath: ready) }
+        _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/b"))
+        try await m.uploadElsewhere("their file", to: "/b")
+        try await m.emulator.setFaults(["silent:routes=files/get_metadata"])
+        try await m.emulator.resetStats()
+        FileManager.default.createFile(atPath: go, contents: nil)
+        try await eventually("the mount to look for the file in the way") {
+            try await m.routeStats()["files/get_metadata"]?["requests"] ?? 0 > 0
+        }
+        try await meanwhile()
+        try await m.emulator.setFaults([])
+        return try await written
     }
 
     /// Closed files survive a kill -9 of the daemon in the middle of their uploads.
