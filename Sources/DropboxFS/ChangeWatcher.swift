@@ -153,7 +153,7 @@ public final class ChangeWatcher: Sendable {
             while true {
                 let page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
                 FuseLog.trace("change feed: \(page.entries.count) entries\(page.entries.prefix(8).map { " " + ($0.pathLower ?? "?") + (Node($0) == nil ? " deleted" : "") }.joined())")
-                let changes = try store.apply(page.entries)
+                let changes = try store.apply(page.entries, fromChangeFeed: true)
                 cursor = page.cursor
                 try store.setValue("cursor", cursor)
                 if !changes.isEmpty { notify(changes, page: page.entries, everything: false) }

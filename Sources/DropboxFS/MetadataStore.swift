@@ -31,10 +31,8 @@ public final class MetadataStore: @unchecked Sendable {
     /// when its entry comes, so the entries below it are kept (dropped as children of a
     /// folder not listed, a file the kernel held in it was "not found").
     private var landingFolders: [String: Int] = [:]
-    /// The moves under way, by ticket, with the keys they counted in `landingFolders`: a
-    /// folder whose listing finishes below a source meanwhile lands as well (the listing
-    /// began before the move; `finishListing`).
-    private var landings: [Int: (source: String, target: String, keys: [String])] = [:]
+    /// The moves under way, by ticket (`Landing`).
+    private var landings: [Int: Landing] = [:]
     private var landingsBegun = 0
 
     public init(path: String) throws {
@@ -224,9 +222,12 @@ public final class MetadataStore: @unchecked Sendable {
     }
 
     /// Applies a page of changes from the cursor; returns what changed, for invalidation.
-    public func apply(_ changes: [Metadata]) throws -> [StoreChange] {
+    /// `fromChangeFeed`: a page of the account's change feed, which tells the moves under way
+    /// whether it has brought them (`Landing.arrived`).
+    public func apply(_ changes: [Metadata], fromChangeFeed: Bool = false) throws -> [StoreChange] {
         try lock.withLock {
             forgetCachedLocked()
+            if fromChangeFeed && !landings.isEmpty { noteArrivalsLocked(changes) }
             return try db.transaction {
                 var applied: [StoreChange] = []
                 for change in changes {
@@ -283,13 +284,13 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
-    /// A move of `source` to `target` starts: the folders listed at or below the source
-    /// count as listed where they land, should the change feed bring them first, and so do
-    /// those listed there until `endLanding`.
-    public func beginLanding(from source: String, to target: String) throws -> LandingTicket {
+    /// A move of `source` (the entry `id`) to `target` starts: the folders listed at or
+    /// below the source count as listed where they land, should the change feed bring them
+    /// first, and so do those listed there until `endLanding`. Begun before the call is made.
+    public func beginLanding(from source: String, to target: String, id: String) throws -> LandingTicket {
         try lock.withLock {
             landingsBegun += 1
-            landings[landingsBegun] = (source, target, [])
+            landings[landingsBegun] = Landing(source: source, target: target, id: id)
             try db.query("SELECT path_lower FROM listed WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)",
                          [.text(source), .text(source + "/"), .text(source + "0")]) { row in
                 landLocked(row.text(0), ticket: landingsBegun)
@@ -299,6 +300,34 @@ public final class MetadataStore: @unchecked Sendable {
     }
 
     public struct LandingTicket: Sendable { fileprivate let number: Int }
+
+    /// A move under way: the keys it counted in `landingFolders` (a folder whose listing
+    /// finishes below the source meanwhile lands as well: the listing began before the move;
+    /// `finishListing`), and whether the change feed has brought the move.
+    private struct Landing {
+        let source: String
+        let target: String
+        /// The moved entry's id (empty when not known yet: a folder made here).
+        let id: String
+        var keys: [String] = []
+        /// The change feed brought the source's removal, or the entry at its new path: the
+        /// store has the move, and maybe changes made after it (`applyMove`).
+        var arrived = false
+    }
+
+    /// Marks the moves under way that a page of the change feed brings (`Landing.arrived`).
+    private func noteArrivalsLocked(_ changes: [Metadata]) {
+        let bySource = Dictionary(grouping: landings.keys) { landings[$0]!.source }
+        let byTarget = Dictionary(grouping: landings.keys) { landings[$0]!.target }
+        for change in changes {
+            guard let lower = change.pathLower else { continue }
+            if case .deleted = change {
+                for ticket in bySource[lower] ?? [] { landings[ticket]!.arrived = true }
+            } else if let id = Node(change)?.id, !id.isEmpty {
+                for ticket in byTarget[lower] ?? [] where landings[ticket]!.id == id { landings[ticket]!.arrived = true }
+            }
+        }
+    }
 
     /// A folder listed at or below a moving source counts as listed where it lands.
     private func landLocked(_ listed: String, ticket: Int) {
@@ -340,9 +369,15 @@ public final class MetadataStore: @unchecked Sendable {
     /// below, and which folders are listed) move to `moved`'s path, and `moved` replaces the
     /// top one. The change feed brings the same later; until then, older changes it brings
     /// for the source's paths find nothing listed there and are dropped (the move's own
-    /// entries at the new paths carry what they changed).
-    public func applyMove(from sourceLower: String, to moved: Node) throws {
+    /// entries at the new paths carry what they changed). Nothing is done when the feed
+    /// brought the move during the call (`landing`; nil for a move found made already).
+    public func applyMove(from sourceLower: String, to moved: Node, landing: LandingTicket?) throws {
         try lock.withLock {
+            // The change feed brought the move already, and perhaps what changed after it:
+            // the store is past the move. (Moved again here, the source's name taken by a new
+            // folder of another client's meanwhile took that folder to the target, wiping
+            // what had been put there since; a target deleted since came back.)
+            if let landing, landings[landing.number]?.arrived == true { return }
             forgetCachedLocked()
             try db.transaction {
                 let target = moved.pathLower

@@ -27,7 +27,7 @@ struct MetadataStoreTests {
         try Self.withStore { store in
             _ = try store.apply(Self.entries(.folder("/a"), .folder("/b")))
             try store.markListed("/b")
-            let ticket = try store.beginLanding(from: "/a", to: "/b/a")
+            let ticket = try store.beginLanding(from: "/a", to: "/b/a", id: "id:a")
             defer { store.endLanding(ticket) }
             let listing = try store.listingStarts("/a")
             try store.storeListingPage([Node(pathLower: "/a/x", name: "x", isFolder: false)], of: listing)
@@ -45,7 +45,7 @@ struct MetadataStoreTests {
             _ = try store.apply(Self.entries(.folder("/a"), .folder("/b")))
             let listing = try store.listingStarts("/a")
             try store.storeListingPage([Node(pathLower: "/a/x", name: "x", isFolder: false)], of: listing)
-            try store.applyMove(from: "/a", to: Node(pathLower: "/b/a", name: "a", isFolder: true))
+            try store.applyMove(from: "/a", to: Node(pathLower: "/b/a", name: "a", isFolder: true), landing: nil)
             #expect(throws: FSError.notFound) { try store.storeListingPage([Node(pathLower: "/a/y", name: "y", isFolder: false)], of: listing) }
             #expect(throws: FSError.notFound) { try store.finishListing(listing, children: ["/a/x", "/a/y"]) }
             #expect(try store.node("/a/x") == nil && store.node("/a/y") == nil && !store.isListed("/a"))
@@ -63,7 +63,7 @@ struct MetadataStoreTests {
             let listing = try store.listingStarts("/a")
             try store.storeListingPage([Node(pathLower: "/a/x", name: "x", isFolder: false)], of: listing)
             try store.finishListing(listing, children: ["/a/x"])
-            let ticket = try store.beginLanding(from: "/a", to: "/b")
+            let ticket = try store.beginLanding(from: "/a", to: "/b", id: "id:a")
             defer { store.endLanding(ticket) }
             try store.applyListingReplay(Self.entries(.deleted("/a/x"), .file("/c/y")), of: "/a")
             #expect(try store.node("/a/x") != nil)
@@ -97,9 +97,66 @@ struct MetadataStoreTests {
             try store.markListed("/c")
             let listing = try store.listingStarts("/a")
             try store.storeListingPage([Node(pathLower: "/a/x", name: "x", isFolder: false)], of: listing)
-            try store.applyMove(from: "/c/m", to: Node(pathLower: "/a/m", name: "m", isFolder: false))
+            try store.applyMove(from: "/c/m", to: Node(pathLower: "/a/m", name: "m", isFolder: false), landing: nil)
             try store.finishListing(listing, children: ["/a/x"])
             #expect(try store.node("/a/m") != nil && store.node("/a/x") != nil)
+        }
+    }
+
+    /// A move of this mount's whose call the change feed answered first, with what other
+    /// clients did after it: the store keeps what the feed brought when the move's answer is
+    /// applied. It moved again whatever held the source's name by then (another client's new
+    /// folder), over what had been made in the target (both mounts of one account were
+    /// stressing one tree: one of them never showed a folder Dropbox had), brought back a
+    /// target deleted since, and took an edited file back to its older revision (failed
+    /// before).
+    @Test func aMoveTheChangeFeedBroughtDuringItsCallKeepsWhatCameAfter() throws {
+        try Self.withStore { store in
+            _ = try store.apply(Self.entries(.folder("/a", id: "id:moved"), .file("/f", id: "id:file"), .folder("/d", id: "id:gone")))
+            try store.markListed("/a")
+            let folder = try store.beginLanding(from: "/a", to: "/n5", id: "id:moved")
+            let file = try store.beginLanding(from: "/f", to: "/g", id: "id:file")
+            let gone = try store.beginLanding(from: "/d", to: "/e", id: "id:gone")
+            defer { [folder, file, gone].forEach(store.endLanding) }
+            _ = try store.apply(Self.entries(
+                .deleted("/a"), .folder("/n5", id: "id:moved"), .deleted("/f"), .file("/g", id: "id:file"), .deleted("/d"), .folder("/e", id: "id:gone"),
+                // Then another client: a new folder at the old name, one in the moved folder,
+                // an edit of the moved file, the other moved folder deleted.
+                .folder("/a", id: "id:new"), .folder("/n5/n8", id: "id:inside"), .file("/g", id: "id:file", rev: "0123456790", size: 5), .deleted("/e")),
+                fromChangeFeed: true)
+
+            var moved = Node(pathLower: "/n5", name: "n5", isFolder: true)
+            moved.id = "id:moved"
+            try store.applyMove(from: "/a", to: moved, landing: folder)
+            var movedFile = Node(pathLower: "/g", name: "g", isFolder: false)
+            (movedFile.id, movedFile.rev, movedFile.size) = ("id:file", "0123456789", 1)
+            try store.applyMove(from: "/f", to: movedFile, landing: file)
+            var movedGone = Node(pathLower: "/e", name: "e", isFolder: true)
+            movedGone.id = "id:gone"
+            try store.applyMove(from: "/d", to: movedGone, landing: gone)
+
+            #expect(try store.node("/a")?.id == "id:new")
+            #expect(try store.node("/n5")?.id == "id:moved")
+            #expect(try store.node("/n5/n8") != nil)
+            #expect(try store.node("/g")?.rev == "0123456790" && store.node("/g")?.size == 5)
+            #expect(try store.node("/e") == nil && store.node("/d") == nil)
+        }
+    }
+
+    /// A move whose call ends before the change feed brings it is learnt at once, as before.
+    @Test func aMoveAnsweredBeforeTheChangeFeedIsLearntAtOnce() throws {
+        try Self.withStore { store in
+            _ = try store.apply(Self.entries(.folder("/a", id: "id:moved"), .folder("/other")))
+            try store.markListed("/a")
+            _ = try store.apply(Self.entries(.file("/a/x")))
+            let landing = try store.beginLanding(from: "/a", to: "/b", id: "id:moved")
+            defer { store.endLanding(landing) }
+            _ = try store.apply(Self.entries(.folder("/other/y")), fromChangeFeed: true)  // older changes only
+            var moved = Node(pathLower: "/b", name: "b", isFolder: true)
+            moved.id = "id:moved"
+            try store.applyMove(from: "/a", to: moved, landing: landing)
+            #expect(try store.node("/a") == nil && store.node("/b")?.id == "id:moved")
+            #expect(try store.node("/b/x") != nil && store.isListed("/b"))
         }
     }
 
@@ -110,23 +167,25 @@ struct MetadataStoreTests {
     }
 
     private enum Entry {
-        case folder(String), file(String), deleted(String)
+        case folder(String, id: String? = nil)
+        case file(String, id: String? = nil, rev: String = "0123456789", size: Int = 1)
+        case deleted(String)
     }
 
-    /// Entries as Dropbox's JSON gives them (ids from the names: a moved entry keeps its
-    /// id only in tests that say so; none here needs it).
+    /// Entries as Dropbox's JSON gives them (ids from the names unless given: a moved entry
+    /// keeps its id only in tests that say so).
     private static func entries(_ list: Entry...) throws -> [Metadata] {
         try list.map { entry in
-            let (tag, path): (String, String) = switch entry {
-            case .folder(let path): ("folder", path)
-            case .file(let path): ("file", path)
-            case .deleted(let path): ("deleted", path)
+            let (tag, path, id, rev, size): (String, String, String?, String, Int) = switch entry {
+            case .folder(let path, let id): ("folder", path, id, "", 0)
+            case .file(let path, let id, let rev, let size): ("file", path, id, rev, size)
+            case .deleted(let path): ("deleted", path, nil, "", 0)
             }
             let name = String(path.split(separator: "/").last ?? "")
             var json: [String: Any] = [".tag": tag, "name": name, "path_lower": path, "path_display": path]
-            if tag != "deleted" { json["id"] = "id:\(name)" }
+            if tag != "deleted" { json["id"] = id ?? "id:\(name)" }
             if tag == "file" {
-                json.merge(["rev": "0123456789", "size": 1, "client_modified": "2026-01-01T00:00:00Z",
+                json.merge(["rev": rev, "size": size, "client_modified": "2026-01-01T00:00:00Z",
                             "server_modified": "2026-01-01T00:00:00Z", "content_hash": String(repeating: "0", count: 64)]) { $1 }
             }
             let decoder = JSONDecoder()

@@ -84,7 +84,9 @@ final class MoveSender: Sendable {
             return
         }
         let sources = zip(batch, stored).map { move, node in node.map { Self.renamed(move, $0) } }
-        let landings = try batch.map { try store.beginLanding(from: $0.fromLower, to: $0.toLower) }
+        let landings = try zip(batch, sources).map { move, source in
+            try store.beginLanding(from: move.fromLower, to: move.toLower, id: source?.id ?? move.sourceID)
+        }
         defer { landings.forEach(store.endLanding) }
         pending.setInFlight(Dictionary(uniqueKeysWithValues: batch.map { ($0.id, $0.toLower) }))
         defer { pending.setInFlight([:]) }
@@ -98,7 +100,7 @@ final class MoveSender: Sendable {
         for (index, (move, result)) in zip(batch, results).enumerated() {
             guard case .success(let entry) = result, Node(entry) != nil else { again.append(move); continue }
             if let lower = entry.pathLower, lower != move.toLower { calls.watcher.expectOwn(lower, .subtree) }
-            try await finish(move, entry, sourceRev: sources[index]?.rev)
+            try await finish(move, entry, sourceRev: sources[index]?.rev, landing: landings[index])
             made.append((move, entry))
         }
         defer { for (move, _) in made { pending.settled(move) } }
@@ -128,7 +130,7 @@ final class MoveSender: Sendable {
             // its path the move would take whatever is there now (the folder another client
             // made at the name, seen under load).
             let there = try await calls.client.metadataIfExists(move.sourceID)
-            if let there, there.pathLower == move.toLower { return try await done(move, there, sourceRev: nil) }
+            if let there, there.pathLower == move.toLower { return try await done(move, there, sourceRev: nil, landing: nil) }
             FuseLog.error("rename of \(move.fromLower) to \(move.toPath) not made: it is gone from Dropbox")
             return try await dropped(move)
         }
@@ -150,17 +152,17 @@ final class MoveSender: Sendable {
                     move = try pending.park(move, at: move.freshHiddenStep(sourceID: move.sourceID))
                     let temporary = move.parkedAt
                     pending.setInFlight([move.id: Node.key(of: temporary)])
-                    let landing = try store.beginLanding(from: move.fromLower, to: Node.key(of: temporary))
+                    let landing = try store.beginLanding(from: move.fromLower, to: Node.key(of: temporary), id: source.id)
                     defer { store.endLanding(landing) }
                     guard let step = Node(try await calls.moveOnce(source, to: temporary, byPath: true)) else { throw FSError.io("move_v2 returned a deleted entry") }
-                    move = try await advance(move, to: step)
+                    move = try await advance(move, to: step, landing: landing)
                     source = step
                 }
                 pending.setInFlight([move.id: move.toLower])
-                let landing = try store.beginLanding(from: move.fromLower, to: move.toLower)
+                let landing = try store.beginLanding(from: move.fromLower, to: move.toLower, id: source.id)
                 defer { store.endLanding(landing) }
                 let entry = try await calls.moveOnce(source, to: move.toPath)
-                return try await done(move, entry, sourceRev: sourceRev)
+                return try await done(move, entry, sourceRev: sourceRev, landing: landing)
             } catch let error as CallError<RelocationError> {
                 pending.setInFlight([:])
                 guard case .route(let refusal, _, _, _) = error else { throw error }
@@ -182,7 +184,7 @@ final class MoveSender: Sendable {
                 case .fromLookup(.notFound):
                     // Done already (the daemon stopped before it learnt so)?
                     if !source.id.isEmpty, let there = try await calls.client.metadataIfExists(move.toPath), there.id == source.id {
-                        return try await done(move, there, sourceRev: sourceRev)
+                        return try await done(move, there, sourceRev: sourceRev, landing: nil)
                     }
                     // A case-only rename whose step to its hidden name was made, the answer
                     // lost with Dropbox out of reach before the mount could look: on from there
@@ -190,7 +192,7 @@ final class MoveSender: Sendable {
                     if move.isParked, !source.id.isEmpty,
                        let parked = try await calls.client.metadataIfExists(move.parkedAt).flatMap(Node.init),
                        parked.id == source.id {
-                        move = try await advance(move, to: parked)
+                        move = try await advance(move, to: parked, landing: nil)
                         source = parked
                         continue
                     }
@@ -222,17 +224,17 @@ final class MoveSender: Sendable {
 
     /// A case-only rename's first step is done: the rename goes on from the hidden name,
     /// which the store learns in the change feed's order (`ChangeWatcher.inFeedOrder`).
-    private func advance(_ move: QueuedMove, to step: Node) async throws -> QueuedMove {
+    private func advance(_ move: QueuedMove, to step: Node, landing: MetadataStore.LandingTicket?) async throws -> QueuedMove {
         try await calls.watcher.inFeedOrder { [pending, store] in
-            try pending.advance(move, from: step.pathLower) { try store.applyMove(from: move.fromLower, to: step) }
+            try pending.advance(move, from: step.pathLower) { try store.applyMove(from: move.fromLower, to: step, landing: landing) }
         }
     }
 
     /// The move is done on Dropbox: the store learns it as the rename leaves the queue, and
     /// the change feed is caught up past it.
-    private func done(_ move: QueuedMove, _ entry: Metadata, sourceRev: String?) async throws {
+    private func done(_ move: QueuedMove, _ entry: Metadata, sourceRev: String?, landing: MetadataStore.LandingTicket?) async throws {
         defer { pending.settled(move) }
-        try await finish(move, entry, sourceRev: sourceRev)
+        try await finish(move, entry, sourceRev: sourceRev, landing: landing)
         await calls.watcher.catchUp(after: [Node.deletion(name: entry.name, pathLower: move.fromLower), entry])
     }
 
@@ -240,10 +242,10 @@ final class MoveSender: Sendable {
     /// once the caller has caught up with the change feed), in the feed's order: after the
     /// pages a catch-up under way may have read before the move was made. Until then the
     /// rename, in flight, shows its source wherever the store has it.
-    private func finish(_ move: QueuedMove, _ entry: Metadata, sourceRev: String?) async throws {
+    private func finish(_ move: QueuedMove, _ entry: Metadata, sourceRev: String?, landing: MetadataStore.LandingTicket?) async throws {
         guard let moved = Node(entry) else { throw FSError.io("move_v2 returned a deleted entry") }
         try await calls.watcher.inFeedOrder { [pending, store] in
-            try pending.finished(move) { try store.applyMove(from: move.fromLower, to: moved) }
+            try pending.finished(move) { try store.applyMove(from: move.fromLower, to: moved, landing: landing) }
         }
         FuseLog.trace("moved \(move.fromLower) to \(moved.pathLower) on Dropbox")
         // A revision Dropbox renumbered: what was based on the old one is based on the new.
