@@ -325,7 +325,12 @@ public final class InodeTable: Sendable {
     private static func detachLocked(_ state: inout State, _ pathLower: String, folder: Bool) -> (inode: UInt64?, below: [UInt64]) {
         let key = PathKey(pathLower)
         var below: [PathKey] = []
-        if folder && !state.nothingElseWithin(key) {  // compared as bytes, the prefix made once
+        // What the kernel was given as a folder takes what lies below along, whatever the
+        // caller took the path for: left at their paths, entries below a detached folder the
+        // kernel still holds were handed again under the folder's next inode, and the kernel
+        // answered ESTALE finding a folder's inode under a second parent.
+        let heldAsFolder = state.byPath[key].flatMap { state.byInode[$0]?.isFolder } ?? false
+        if (folder || heldAsFolder) && !state.nothingElseWithin(key) {  // compared as bytes, the prefix made once
             let prefix = Array((pathLower + "/").utf8)
             below = state.byPath.keys.filter { $0.path.utf8.starts(with: prefix) }
         }

@@ -33,6 +33,20 @@ struct InodeTableTests {
         #expect(table.subtreeScans == 2)
     }
 
+    /// A folder the kernel holds, detached as a file (the change feed's removal of a file
+    /// renamed away from its path, before a folder was renamed there): what lies below goes
+    /// too, or a lookup below the path's next inode hands a folder's inode the kernel holds
+    /// under the old one (ESTALE).
+    @Test func aFolderDetachedAsAFileTakesWhatLiesBelowAlong() {
+        let table = InodeTable()
+        let folder = table.retain(table.inode(for: "/r/a"), path: "/r/a", isFolder: true)
+        let below = table.retain(table.inode(for: "/r/a/sub"), path: "/r/a/sub", isFolder: true)
+        table.detach("/r/a", folder: false)
+        #expect(table.path(of: folder) == nil)
+        #expect(table.path(of: below) == nil)
+        #expect(table.inode(for: "/r/a/sub") != below)
+    }
+
     /// Random operations on a table with the counts and on one that always scans (the
     /// reference): every path leads to the same inode and every inode has the same path.
     /// Another client replaced a folder the kernel holds by a file (or a file by a folder),
