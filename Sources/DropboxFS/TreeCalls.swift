@@ -15,6 +15,7 @@ struct TreeCalls: Sendable {
     /// path all the same (a case-only rename's first step, whose retry after a lost answer
     /// must find nothing there, not move the entry on from where the lost step put it).
     func moveOnce(_ source: Node, to destination: String, byPath: Bool = false) async throws -> Metadata {
+        FuseLog.trace("move \(source.pathLower) (\(byPath ? "by path" : Self.name(of: source))) to \(destination)")
         let moved = try await watcher.changingOwn([(source.pathLower, .absent), (Node.key(of: destination), .subtree)]) {
             try await client.settle(check: { () -> Metadata? in
                 // Done if the source is gone and the destination holds the same entry.
@@ -117,6 +118,7 @@ struct TreeCalls: Sendable {
     /// does a rename's target another client changed (the kernel hears of that as of
     /// another client's change).
     func moveNumbered(_ pathLower: String, to path: String, sourceIsOwn: Bool) async throws {
+        FuseLog.trace("move \(pathLower) to \(path) or a numbered name beside")
         let move = {
             try await client.settle(check: { try await self.client.metadataIfExists(pathLower) == nil ? () : nil }) {
                 _ = try await self.client.rpc(Routes.move, RelocationArgument(from: pathLower, to: path, autorename: true))
