@@ -238,6 +238,11 @@ public final class MetadataStore: @unchecked Sendable {
                         let parentListed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(node.parentLower)]) { _ in true } ?? false
                         let parentKnown = node.parentLower.isEmpty || parentListed
                         if parentKnown || old != nil {
+                            // The feed gives each path's latest entry only: a folder removed
+                            // (or moved away) and another entry put at its path comes as that
+                            // entry alone. What the store had below the old folder is not the
+                            // new entry's, nor is its listing.
+                            if let old, old.isFolder, Self.isAnotherEntry(node, than: old) { try removeSubtreeLocked(lower) }
                             try upsertLocked(node)
                             if node.isFolder, foldersBeingMade[lower] != nil || landingFolders[lower] != nil {
                                 try markListedLocked(lower)
@@ -252,6 +257,12 @@ public final class MetadataStore: @unchecked Sendable {
                 return applied
             }
         }
+    }
+
+    /// Whether `node` is another entry than `old` at the same path: another kind, or another
+    /// id (an entry not yet given one, a folder made here, is the same).
+    static func isAnotherEntry(_ node: Node, than old: Node) -> Bool {
+        node.isFolder != old.isFolder || (!node.id.isEmpty && !old.id.isEmpty && node.id != old.id)
     }
 
     /// Applies what a folder's own cursor brought after its listing: the changes the change

@@ -143,6 +143,29 @@ struct MetadataStoreTests {
         }
     }
 
+    /// The change feed gives each path's latest entry only: a listed folder removed and
+    /// another entry put at its path comes as that entry alone. What the store had below the
+    /// old folder goes, and the new folder is not taken as listed: the old children stayed,
+    /// and a listing marked meanwhile kept the new folder's own children from the store for
+    /// good (two mounts stressing one tree: one never showed a folder's entries Dropbox had).
+    @Test func aFolderReplacedAtItsPathLeavesNothingOfItsOwnBelow() throws {
+        try Self.withStore { store in
+            _ = try store.apply(Self.entries(.folder("/p", id: "id:old"), .folder("/q")))
+            try store.markListed("/p")
+            try store.markListed("/q")
+            _ = try store.apply(Self.entries(.file("/p/c"), .folder("/q/c")))
+            _ = try store.apply(Self.entries(.folder("/p", id: "id:new"), .file("/q")), fromChangeFeed: true)
+            #expect(try store.node("/p")?.id == "id:new" && store.node("/q")?.isFolder == false)
+            #expect(try store.node("/p/c") == nil && store.node("/q/c") == nil)
+            #expect(try !store.isListed("/p") && !store.isListed("/q"))
+            // The same folder (its id), changed or not, keeps what it has.
+            try store.markListed("/p")
+            _ = try store.apply(Self.entries(.file("/p/d")))
+            _ = try store.apply(Self.entries(.folder("/p", id: "id:new")), fromChangeFeed: true)
+            #expect(try store.node("/p/d") != nil && store.isListed("/p"))
+        }
+    }
+
     /// A move whose call ends before the change feed brings it is learnt at once, as before.
     @Test func aMoveAnsweredBeforeTheChangeFeedIsLearntAtOnce() throws {
         try Self.withStore { store in
