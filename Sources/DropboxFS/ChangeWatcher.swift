@@ -152,7 +152,7 @@ public final class ChangeWatcher: Sendable {
         do {
             while true {
                 let page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
-                FuseLog.trace("change feed: \(page.entries.count) entries\(page.entries.prefix(8).map { " " + ($0.pathLower ?? "?") + (Node($0) == nil ? " deleted" : "") }.joined())")
+                FuseLog.trace("change feed: \(page.entries.count) entries\(page.entries.prefix(64).map { " " + ($0.pathLower ?? "?") + (Node($0) == nil ? " deleted" : "") }.joined())")
                 let changes = try store.apply(page.entries, fromChangeFeed: true)
                 cursor = page.cursor
                 try store.setValue("cursor", cursor)

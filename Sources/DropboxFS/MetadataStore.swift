@@ -201,6 +201,7 @@ public final class MetadataStore: @unchecked Sendable {
                         let key = row.text(0)
                         if !listed.contains(key) { gone.append(key) }
                     }
+                    if !gone.isEmpty { FuseLog.trace("store: listed \(folderLower) again without \(gone.prefix(8))") }
                     for key in gone { try removeSubtreeLocked(key) }
                 }
                 try markListedLocked(folderLower)
@@ -242,7 +243,10 @@ public final class MetadataStore: @unchecked Sendable {
                             // (or moved away) and another entry put at its path comes as that
                             // entry alone. What the store had below the old folder is not the
                             // new entry's, nor is its listing.
-                            if let old, old.isFolder, Self.isAnotherEntry(node, than: old) { try removeSubtreeLocked(lower) }
+                            if let old, old.isFolder, Self.isAnotherEntry(node, than: old) {
+                                FuseLog.trace("store: \(lower) replaced by another entry, what was below it goes")
+                                try removeSubtreeLocked(lower)
+                            }
                             try upsertLocked(node)
                             if node.isFolder, foldersBeingMade[lower] != nil || landingFolders[lower] != nil {
                                 try markListedLocked(lower)
@@ -388,7 +392,10 @@ public final class MetadataStore: @unchecked Sendable {
             // the store is past the move. (Moved again here, the source's name taken by a new
             // folder of another client's meanwhile took that folder to the target, wiping
             // what had been put there since; a target deleted since came back.)
-            if let landing, landings[landing.number]?.arrived == true { return }
+            if let landing, landings[landing.number]?.arrived == true {
+                return FuseLog.trace("store: move of \(sourceLower) to \(moved.pathLower) came through the change feed already")
+            }
+            FuseLog.trace("store: move of \(sourceLower) to \(moved.pathLower) learnt")
             forgetCachedLocked()
             try db.transaction {
                 let target = moved.pathLower
