@@ -394,6 +394,37 @@ struct RenameQueueTests {
         }
     }
 
+    /// A rename onto a name another client took meanwhile moves their file aside; gone by the
+    /// time it moves (removed elsewhere after the mount looked at it), the name is simply
+    /// free. The move's refusal failed the round, and the fsync waiting for it got EIO (two
+    /// mounts stressing one tree).
+    @Test func aRenameWhoseOccupantLeavesBeforeItIsMovedAsideLands() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/q\" && printf 'mine\\n' > \"$M/q/src\"").status == 0)
+            #expect(try await m.syncFolder("\"$M/q\"").status == 0)
+            // Their file at the new name, unheard of here; the rename held until all is set.
+            let feed = "silent:routes=files/list_folder/continue+files/list_folder/longpoll"
+            let moves = "403:p=1,routes=files/move_v2+files/move_batch_v2"
+            try await m.emulator.setFaults([feed, moves])
+            try await m.uploadElsewhere("theirs\n", to: "/q/dst")
+            #expect(try await m.sh("mv \"$M/q/src\" \"$M/q/dst\"").status == 0)
+            // The look at what holds the name is answered late: their file goes meanwhile.
+            try await m.emulator.resetStats()
+            try await m.emulator.setFaults(["latency:ms=1500,answer=1,routes=files/get_metadata"])
+            async let synced = m.syncFolder("\"$M/q\"")
+            try await eventually("the mount to look at what holds the name", timeout: 60) {
+                try await m.routeStats()["files/get_metadata"]?["requests"] ?? 0 > 0
+            }
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/q/dst"))
+            let result = try await synced
+            #expect(result.status == 0, "\(result.stderr)\n\(m.log.suffix(2000))")
+            try await m.emulator.setFaults([])
+            #expect(try await m.remoteText("/q/dst") == "mine\n")
+            let onDropbox = try await m.client.listAll("/q").compactMap(\.pathLower).filter { $0 != "/q" }
+            #expect(onDropbox == ["/q/dst"], "\(onDropbox)")
+        }
+    }
+
     /// A completed rename survives a kill -9 of the daemon before Dropbox heard of it (its
     /// move calls are refused meanwhile): the next mount shows the new names and sends it.
     @Test func renamesSurviveAKillOfTheDaemon() async throws {

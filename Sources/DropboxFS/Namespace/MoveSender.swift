@@ -177,8 +177,14 @@ final class MoveSender: Sendable {
                     // Something else holds the name: it goes beside, as a conflicted copy.
                     if let occupant = try await calls.client.metadataIfExists(move.toPath).flatMap(Node.init) {
                         let aside = Node.parent(of: occupant.pathLower) + "/" + Uploader.conflictedName(occupant.name, on: Date())
-                        try await calls.moveNumbered(occupant.pathLower, to: aside, sourceIsOwn: false)
-                        FuseLog.error("rename to \(move.toPath): Dropbox held another version there; it is kept as a conflicted copy")
+                        do {
+                            try await calls.moveNumbered(occupant.pathLower, to: aside, sourceIsOwn: false)
+                            FuseLog.error("rename to \(move.toPath): Dropbox held another version there; it is kept as a conflicted copy")
+                        } catch where TreeCalls.isNotFound(error) {
+                            // Gone since it was looked at (another client moved or removed it):
+                            // the name is free. The refusal failed the round, and a waiting
+                            // fsync got EIO.
+                        }
                     }
                     movedAside = true
                 case .fromLookup(.notFound):
