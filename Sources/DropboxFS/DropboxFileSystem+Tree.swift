@@ -291,10 +291,21 @@ extension DropboxFileSystem {
 
     /// The path of a folder inode, listed in the store.
     private func listedFolder(_ inode: UInt64) async throws -> String {
-        let folder = try node(inode)
-        guard folder.isFolder else { throw FSError.notDirectory }
+        let folder = try folderInPlace(inode)
         try await ensureListed(folder.pathLower)
         return folder.pathLower
+    }
+
+    /// The folder an inode names, where its inode is now. One known only as it was opened
+    /// (`openNode`), whose inode's path shows something else now (removed or replaced there
+    /// by another client), takes nothing new, as a removed folder still open takes nothing:
+    /// ENOENT. (Its old path never matched the inode's: the call started again until it
+    /// gave up with EAGAIN, two mounts stressing one tree.)
+    func folderInPlace(_ inode: UInt64) throws -> Node {
+        let (folder, path) = try pathChanges.withLock { (try node(inode), inodes.path(of: inode)) }
+        guard folder.isFolder else { throw FSError.notDirectory }
+        guard path == folder.pathLower else { throw FSError.notFound }
+        return folder
     }
 
     /// ENOTEMPTY unless the folder shows no entries (listed first, if it was not). Another

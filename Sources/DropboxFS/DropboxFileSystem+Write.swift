@@ -11,8 +11,7 @@ extension DropboxFileSystem {
         if options.readOnly { throw FSError.readOnly }
         try refuseChanges(in: parent)
         return try await startingAgain {
-            let folder = try node(parent)
-            guard folder.isFolder else { throw FSError.notDirectory }
+            let folder = try folderInPlace(parent)
             try await ensureListed(folder.pathLower)
             return try pathChanges.withLock {
                 try requireUnmoved([(parent, folder.pathLower)])
