@@ -166,6 +166,26 @@ struct MetadataStoreTests {
         }
     }
 
+    /// A move of this mount's whose source name another entry holds in the store by the time
+    /// its answer is applied (the change feed gave that name's latest entry alone, not the
+    /// move's removal there): that entry stays with what is below it. It went to the
+    /// move's target, and its own name showed nothing of it for good (two mounts stressing
+    /// one tree; failed before).
+    @Test func aMoveWhoseSourceNameAnotherEntryHoldsLeavesThatEntryAlone() throws {
+        try Self.withStore { store in
+            _ = try store.apply(Self.entries(.folder("/a", id: "id:theirs")))
+            try store.markListed("/a")
+            _ = try store.apply(Self.entries(.file("/a/c")))
+            let landing = try store.beginLanding(from: "/a", to: "/b", id: "id:moved")
+            defer { store.endLanding(landing) }
+            var moved = Node(pathLower: "/b", name: "b", isFolder: true)
+            moved.id = "id:moved"
+            try store.applyMove(from: "/a", to: moved, landing: landing)
+            #expect(try store.node("/a")?.id == "id:theirs" && store.node("/a/c") != nil && store.isListed("/a"))
+            #expect(try store.node("/b/c") == nil)
+        }
+    }
+
     /// A move whose call ends before the change feed brings it is learnt at once, as before.
     @Test func aMoveAnsweredBeforeTheChangeFeedIsLearntAtOnce() throws {
         try Self.withStore { store in
