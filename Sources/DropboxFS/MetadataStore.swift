@@ -402,14 +402,13 @@ public final class MetadataStore: @unchecked Sendable {
                 // alone, not the move's removal there): the moved one is not there to take
                 // along, and the feed brings it where it went. Moved all the same, that
                 // other folder's entries went to the target and were lost from their own.
-                if !moved.id.isEmpty, let atSource = try db.first(Self.selectByPath, [.text(sourceLower)], map: Self.node),
-                   !atSource.id.isEmpty, atSource.id != moved.id {
+                let atSource = try db.first(Self.selectByPath, [.text(sourceLower)], map: Self.node)
+                if let atSource, Self.isAnotherEntry(moved, than: atSource) {
                     return FuseLog.trace("store: move of \(sourceLower) to \(target) left to the change feed (another entry holds the name)")
                 }
                 FuseLog.trace("store: move of \(sourceLower) to \(target) learnt")
                 // The change feed brought the move already: the store has it where it went.
-                let sourceKnown = try db.first("SELECT 1 FROM nodes WHERE path_lower = ?", [.text(sourceLower)]) { _ in true } ?? false
-                if !sourceKnown, try db.first("SELECT 1 FROM nodes WHERE path_lower = ?", [.text(target)], map: { _ in true }) == true {
+                if atSource == nil, try db.first("SELECT 1 FROM nodes WHERE path_lower = ?", [.text(target)], map: { _ in true }) == true {
                     return try upsertLocked(moved)
                 }
                 if target != sourceLower { try removeSubtreeLocked(target) }
