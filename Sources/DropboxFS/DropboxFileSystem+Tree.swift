@@ -244,6 +244,15 @@ extension DropboxFileSystem {
         }
         let sendFirst = try await writeBack.holding([source.pathLower, targetLower]) { try pathChanges.withLock { () throws -> Bool in
             try requireUnmoved(parents)
+            // The change feed may have changed either name while the rename waited (for the
+            // target's listing, for a commit there): it starts again on what the view shows
+            // now. Gone, the source was moved all the same (taken for a folder made here), to
+            // a name the view then lacked: the kernel's copy of the removal, planned at the
+            // old name, missed the inode the rename moved, and a file made at the new name
+            // got that folder's inode (EIO).
+            guard Self.sameEntry(try child(of: fromParent, named: name), source),
+                  Self.sameEntry(try child(of: toParent, named: newName).flatMap { $0.pathLower == source.pathLower ? nil : $0 }, target)
+            else { throw StartAgain() }
             // A new folder at the target not sent yet is taken back (no request): the rename
             // replaces it. One being sent is on Dropbox next, and removed before the move.
             if target?.isFolder == true, try showsNewFolderMadeHere(targetLower), try !takeBackNewFolder(targetLower) { return true }
@@ -287,6 +296,13 @@ extension DropboxFileSystem {
         changeTimes.entriesChanged(parent)
         changeTimes.entriesChanged(newParent)
         if let moved = inodes.existing(targetLower) { changeTimes.statusChanged(moved) }
+    }
+
+    /// Whether a name shows the entry it showed before (or nothing still): the same path,
+    /// kind and Dropbox id, whatever its content did meanwhile.
+    private static func sameEntry(_ now: Node?, _ before: Node?) -> Bool {
+        guard let now, let before else { return now == nil && before == nil }
+        return now.pathLower == before.pathLower && now.isFolder == before.isFolder && now.id == before.id
     }
 
     /// The path of a folder inode, listed in the store.

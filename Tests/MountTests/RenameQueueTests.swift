@@ -425,6 +425,42 @@ struct RenameQueueTests {
         }
     }
 
+    /// A rename whose source another client removes while the rename waits (here for the
+    /// listing of the folder it replaces) finds it gone when it takes its paths: ENOENT, as
+    /// on a disk where the removal came first, and the folder it would have replaced stays.
+    /// It went on with a source the view no longer had: the removal, planned for the
+    /// kernel at the old name, missed the inode the rename had moved to the new one, and a
+    /// file made there was answered with that folder's inode and failed with EIO (two
+    /// mounts stressing one tree).
+    @Test func aRenameWhoseSourceIsRemovedElsewhereWhileItWaitsFailsWithENOENT() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir -p \"$M/p/d\" \"$M/z\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/e"))
+            try await eventually("the mount to hear of their folder") { try await m.sh("test -d \"$M/e\"").status == 0 }
+            // The rename waits for the listing of the folder it replaces (is it empty?).
+            try await m.emulator.setFaults(["silent:routes=files/list_folder"])
+            async let renamed = m.sh("mv -T \"$M/p/d\" \"$M/e\"")
+            try await eventually("the rename to ask for the listing") {
+                try await m.routeStats()["files/list_folder"]?["delayed"] ?? 0 > 0
+            }
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/p/d"))
+            try await m.uploadElsewhere("after\n", to: "/z/marker")
+            // The change feed brings the removal, then the marker (the rename holds /p).
+            try await eventually("the mount to hear of the removal") { try await m.sh("test -e \"$M/z/marker\"").status == 0 }
+            try await m.emulator.setFaults([])
+            let result = try await renamed
+            #expect(result.status != 0 && result.stderr.contains("No such file"), "\(result)\n\(m.log.suffix(3000))")
+            let synced = try await m.syncFolder("\"$M\"")
+            #expect(synced.status == 0, "\(synced.stderr)\n\(m.log.suffix(2000))")
+            let held = try await m.client.listAll("", recursive: true).compactMap(\.pathLower).sorted()
+            #expect(held == ["/e", "/p", "/z", "/z/marker"], "\(held)")
+            try await eventually("the mount to show what Dropbox holds") {
+                try await m.sh("cd \"$M\" && find . | sort").stdout == ".\n./e\n./p\n./z\n./z/marker\n"
+            }
+        }
+    }
+
     /// A completed rename survives a kill -9 of the daemon before Dropbox heard of it (its
     /// move calls are refused meanwhile): the next mount shows the new names and sends it.
     @Test func renamesSurviveAKillOfTheDaemon() async throws {

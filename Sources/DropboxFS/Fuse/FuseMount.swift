@@ -142,7 +142,11 @@ public final class FuseMount: @unchecked Sendable {
         guard let session = lock.withLock({ self.session }).map(SessionPointer.init) else { return }
         // A folder's snapshot may list what another client removed, or replaced by the other kind.
         if everything || changes.contains(where: \.tookNameAwayOrChangedKind) { fs.inodes.nameWent() }
-        let plan = everything ? [Invalidation.inode(InodeTable.root, pages: true)] : planInvalidations(fs.viewChanges(changes))
+        // Planned under `pathChanges`, which renames hold while they move names and inodes:
+        // a rename between the changes' view paths and the inode table's look would leave
+        // the inode it moved out of the plan.
+        let plan = everything ? [Invalidation.inode(InodeTable.root, pages: true)]
+            : fs.pathChanges.withLock { planInvalidations(fs.viewChanges(changes)) }
         guard !plan.isEmpty else { return }
         invalidations.async { [self] in
             guard notifying.load(ordering: .sequentiallyConsistent) else { return }
