@@ -36,7 +36,7 @@ extension DropboxFileSystem {
                 guard let node = folders.node(pathLower) else { throw FSError.io("mkdir \(pathLower): not queued") }
                 modes.created(pathLower, isFolder: true, requested: mode)
                 changeTimes.entriesChanged(parent)
-                return (inodes.inode(for: pathLower), node)
+                return (inodes.inode(forNew: pathLower), node)
             }
         }
     }

@@ -42,7 +42,7 @@ extension DropboxFileSystem {
             return (inode, try node(inode), handle)
         }
         let pathLower = Node.child(folder.pathLower, name)
-        let inode = inodes.inode(for: pathLower)
+        let inode = inodes.inode(forNew: pathLower)
         let handle = openFiles.open(inode: inode, node: Node(pathLower: pathLower, name: name, isFolder: false))
         do {
             let lineage = try writeBack.attach(handle: handle, path: folder.pathLower + "/" + name, base: nil, writable: true, truncate: true)

@@ -199,6 +199,24 @@ public final class InodeTable: Sendable {
         }
     }
 
+    /// The number for an entry just made at `pathLower` (create, mkdir), where the view
+    /// showed nothing. An inode still at that path is what was there before, which the view
+    /// lost without it being detached (a race with the change feed): it is detached now,
+    /// with what lies below it. Numbered the old inode, a file made where a folder the
+    /// kernel held had been was answered as that folder, and the kernel failed the create
+    /// with EIO (two mounts stressing one tree).
+    public func inode(forNew pathLower: String) -> UInt64 {
+        state.withLock { state in
+            if let old = state.byPath[PathKey(pathLower)], let entry = state.byInode[old] {
+                // Never handed to the kernel (a number readdir showed): simply forgotten.
+                if entry.lookups > 0 { Self.detachLocked(&state, pathLower, folder: false) } else { Self.removeLocked(&state, old, pathLower) }
+            }
+            let ino = Self.numberLocked(&state, pathLower)
+            publishLocked(state)
+            return ino
+        }
+    }
+
     private static func numberLocked(_ state: inout State, _ pathLower: String) -> UInt64 {
         let key = PathKey(pathLower)
         if let existing = state.byPath[key] { return existing }
