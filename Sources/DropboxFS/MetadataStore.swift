@@ -248,7 +248,10 @@ public final class MetadataStore: @unchecked Sendable {
                                 try removeSubtreeLocked(lower)
                             }
                             try upsertLocked(node)
-                            if node.isFolder, foldersBeingMade[lower] != nil || landingFolders[lower] != nil {
+                            // A folder being made here is listed and empty when it comes, not
+                            // when the store knew it before unlisted (`beginMakingFolder`).
+                            let new = old.map { Self.isAnotherEntry(node, than: $0) } ?? true
+                            if node.isFolder, (foldersBeingMade[lower] != nil && new) || landingFolders[lower] != nil {
                                 try markListedLocked(lower)
                             }
                             applied.append(StoreChange(pathLower: lower, name: node.name, old: old, new: node))
@@ -291,11 +294,17 @@ public final class MetadataStore: @unchecked Sendable {
     /// A folder mkdir made here, not yet on Dropbox or being made there: it counts as listed
     /// and empty now, and again when its entry comes through the change feed (a removal of
     /// the name before it unlists it), so what lands in it meanwhile is kept.
+    /// A folder the store holds at the name already (another client's, hidden behind a
+    /// removal pending here) keeps its own listing state: what the change feed brought into
+    /// it before was dropped, its folder not being listed, and marked listed it would have
+    /// shown empty for good (two mounts stressing one tree).
     public func beginMakingFolder(_ pathLower: String) throws {
         try lock.withLock {
             foldersBeingMade[pathLower, default: 0] += 1
             forgetCachedLocked()
-            try markListedLocked(pathLower)
+            if try db.first(Self.selectByPath, [.text(pathLower)], map: Self.node)?.isFolder != true {
+                try markListedLocked(pathLower)
+            }
         }
     }
 

@@ -127,4 +127,32 @@ struct NewFolderTests {
             #expect(try await m.sh("ls -A \"$M\"").stdout == "")
         }
     }
+
+    /// A mkdir at a name whose removal is pending here, where another client has meanwhile
+    /// put a folder with files: that folder is what the name holds on Dropbox (the removal
+    /// is refused, their folder changed), and once that is settled the new folder shows
+    /// their files. The mkdir counted the store's entry of their folder as listed and
+    /// empty: the files the change feed had brought before, dropped as below a folder not
+    /// listed, never showed (two mounts stressing one tree).
+    @Test func aFolderMadeWhereAnotherClientsFolderHidesBehindAPendingRemovalShowsTheirFiles() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("printf 'mine\\n' > \"$M/f\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            // The mount removes in batches; their removal is a `delete_v2`.
+            try await m.emulator.setFaults(["403:p=1,routes=files/delete_batch"])
+            #expect(try await m.sh("rm \"$M/f\"").status == 0)
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/f"))
+            try await m.uploadElsewhere("theirs\n", to: "/f/x")
+            // The change feed brings their folder, then this file (the root is listed: the
+            // mount does not ask Dropbox for a name it lacks there).
+            try await m.uploadElsewhere("after\n", to: "/marker")
+            try await eventually("the mount to hear of their folder") { try await m.sh("test -e \"$M/marker\"").status == 0 }
+            #expect(try await m.sh("mkdir \"$M/f\"").status == 0)
+            try await m.emulator.setFaults([])
+            let synced = try await m.syncFolder("\"$M\"")
+            #expect(synced.status == 0, "\(synced.stderr)\n\(m.log.suffix(2000))")
+            #expect(try await m.remoteText("/f/x") == "theirs\n")
+            try await eventually("the mount to show their file") { try await m.sh("cat \"$M/f/x\"").stdout == "theirs\n" }
+        }
+    }
 }
