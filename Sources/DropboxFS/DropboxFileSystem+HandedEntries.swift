@@ -16,7 +16,7 @@ extension DropboxFileSystem {
     public func handOut(_ inode: UInt64, _ node: Node, in parent: UInt64) -> (inode: UInt64, node: Node) {
         pathChanges.withLock {
             let node = Self.rebased(node, under: inodes.path(of: parent))
-            return (inodes.retain(inode, path: node.pathLower, isFolder: node.isFolder), node)
+            return (inodes.retain(inode, path: node.pathLower, isFolder: node.isFolder, parent: parent), node)
         }
     }
 

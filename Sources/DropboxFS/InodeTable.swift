@@ -269,16 +269,17 @@ public final class InodeTable: Sendable {
     /// marks its inode bad, and a call through it in another thread fails with EIO (seen
     /// with a `rename` and a `create` racing another client's changes).
     @discardableResult
-    public func retain(_ inode: UInt64, path: String, isFolder: Bool? = nil) -> UInt64 {
+    /// `parent`: the folder inode the kernel attaches it under, for the trace only.
+    public func retain(_ inode: UInt64, path: String, isFolder: Bool? = nil, parent: UInt64? = nil) -> UInt64 {
         guard inode != Self.root else { return inode }
         return state.withLock { state in
-            let ino = Self.retainLocked(&state, inode, path: path, isFolder: isFolder)
+            let ino = Self.retainLocked(&state, inode, path: path, isFolder: isFolder, parent: parent)
             publishLocked(state)
             return ino
         }
     }
 
-    private static func retainLocked(_ state: inout State, _ inode: UInt64, path: String, isFolder: Bool?) -> UInt64 {
+    private static func retainLocked(_ state: inout State, _ inode: UInt64, path: String, isFolder: Bool?, parent: UInt64? = nil) -> UInt64 {
         var inode = inode
         if let entry = state.byInode[inode], entry.path != path {
             // Numbered for this path before it moved away or was detached (a lookup that
@@ -304,7 +305,7 @@ public final class InodeTable: Sendable {
             state.setPath(key, inode)
         }
         if let isFolder { state.byInode[inode]!.isFolder = isFolder }
-        FuseLog.trace("handed \(inode) \(path) \(isFolder.map { $0 ? "folder" : "file" } ?? "?") lookups \(state.byInode[inode]!.lookups)")
+        FuseLog.trace("handed \(inode) \(path) \(isFolder.map { $0 ? "folder" : "file" } ?? "?") lookups \(state.byInode[inode]!.lookups)\(parent.map { " under \($0)" } ?? "")")
         return inode
     }
 
