@@ -267,9 +267,9 @@ public final class InodeTable: Sendable {
     /// file, or the reverse, and the change feed has not brought it yet) is detached, and the
     /// path gets a number of its own: given a number it holds with another type, the kernel
     /// marks its inode bad, and a call through it in another thread fails with EIO (seen
-    /// with a `rename` and a `create` racing another client's changes).
+    /// with a `rename` and a `create` racing another client's changes). `parent`: the
+    /// folder inode the kernel attaches it under, for the trace only.
     @discardableResult
-    /// `parent`: the folder inode the kernel attaches it under, for the trace only.
     public func retain(_ inode: UInt64, path: String, isFolder: Bool? = nil, parent: UInt64? = nil) -> UInt64 {
         guard inode != Self.root else { return inode }
         return state.withLock { state in

@@ -250,8 +250,8 @@ public final class MetadataStore: @unchecked Sendable {
                             try upsertLocked(node)
                             // A folder being made here is listed and empty when it comes, not
                             // when the store knew it before unlisted (`beginMakingFolder`).
-                            let new = old.map { Self.isAnotherEntry(node, than: $0) } ?? true
-                            if node.isFolder, (foldersBeingMade[lower] != nil && new) || landingFolders[lower] != nil {
+                            let newHere = old.map { Self.isAnotherEntry(node, than: $0) } ?? true
+                            if node.isFolder, (foldersBeingMade[lower] != nil && newHere) || landingFolders[lower] != nil {
                                 try markListedLocked(lower)
                             }
                             applied.append(StoreChange(pathLower: lower, name: node.name, old: old, new: node))
@@ -293,11 +293,11 @@ public final class MetadataStore: @unchecked Sendable {
 
     /// A folder mkdir made here, not yet on Dropbox or being made there: it counts as listed
     /// and empty now, and again when its entry comes through the change feed (a removal of
-    /// the name before it unlists it), so what lands in it meanwhile is kept.
-    /// A folder the store holds at the name already (another client's, hidden behind a
-    /// removal pending here) keeps its own listing state: what the change feed brought into
-    /// it before was dropped, its folder not being listed, and marked listed it would have
-    /// shown empty for good (two mounts stressing one tree).
+    /// the name before it unlists it), so what lands in it meanwhile is kept. Not so a folder
+    /// the store holds at the name already (another client's, hidden behind a removal
+    /// pending here): it keeps its own listing state. What the change feed brought into it
+    /// was dropped, it not being listed, and marked listed it showed empty for good (two
+    /// mounts stressing one tree).
     public func beginMakingFolder(_ pathLower: String) throws {
         try lock.withLock {
             foldersBeingMade[pathLower, default: 0] += 1
