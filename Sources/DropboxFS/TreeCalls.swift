@@ -98,6 +98,12 @@ struct TreeCalls: Sendable {
     }
 
     /// Whether a call failed because nothing was at the path it named.
+    /// A move refused because a folder of its destination is a file on Dropbox.
+    static func isUnderAFile(_ error: CallError<RelocationError>) -> Bool {
+        if case .route(.to(.conflict(.fileAncestor)), _, _, _) = error { return true }
+        return false
+    }
+
     static func isNotFound(_ error: any Error) -> Bool {
         switch error {
         case let error as CallError<PathLookupError>:

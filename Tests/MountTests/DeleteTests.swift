@@ -282,4 +282,33 @@ struct DeleteTests {
             }
         }
     }
+
+    /// A folder removed here whose parent another client replaces by a file (their folder
+    /// moved away with it) while the removal's move to the hidden name is on its way: the
+    /// move is refused (`to/conflict/file_ancestor`), and the name holds nothing of the
+    /// folder any more: the removal is done, and their folder stays where they moved it. The
+    /// refusal failed the round, and the fsync waiting for it got EIO (two mounts stressing
+    /// one tree). Their move goes as a `move_batch_v2`, which the delay does not hold.
+    @Test func aFolderWhoseParentBecomesAFileElsewhereWhileItIsRemovedIsRemoved() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir -p \"$M/p/d\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            try await m.emulator.setFaults(["latency:ms=2000,routes=files/move_v2"])
+            #expect(try await m.sh("rmdir \"$M/p/d\"").status == 0)
+            async let synced = m.syncFolder("\"$M\"")
+            try await eventually("the removal to move the folder aside") {
+                try await m.routeStats()["files/move_v2"]?["delayed"] ?? 0 > 0
+            }
+            _ = try await m.client.moveBatch([MoveBatchArgument.Entry(from: "/p", to: "/q")])
+            try await m.uploadElsewhere("their file\n", to: "/p")
+            let result = try await synced
+            #expect(result.status == 0, "\(result.stderr)\n\(m.log.suffix(2000))")
+            try await m.emulator.setFaults([])
+            let held = try await m.client.listAll("", recursive: true).compactMap(\.pathLower).sorted()
+            #expect(held == ["/p", "/q", "/q/d"], "\(held)")
+            try await eventually("the mount to show what Dropbox holds") {
+                try await m.sh("cd \"$M\" && find . | sort").stdout == ".\n./p\n./q\n./q/d\n"
+            }
+        }
+    }
 }
