@@ -30,6 +30,12 @@ extension DropboxFileSystem {
         pathChanges.withLock {
             // All or none moved: a snapshot is of one folder.
             let folderPath = inodes.path(of: folder)
+            // Its name went (removed, or replaced elsewhere): its entries are named and
+            // numbered, none handed. Their paths may be another folder's entries now, which
+            // the kernel would then hold under two parents (ESTALE).
+            if folderPath == nil && plus {
+                return (inodes.numbers(for: listed.lazy.map { ($0.pathLower, $0.isFolder) }, handed: false), listed.map { _ in nil })
+            }
             guard let first = listed.first, Self.rebased(first, under: folderPath).pathLower != first.pathLower else {
                 return numberedLocked(listed, plus: plus, namesWent: namesWent)
             }

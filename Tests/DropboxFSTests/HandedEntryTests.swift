@@ -51,6 +51,25 @@ struct HandedEntryTests {
         }
     }
 
+    /// readdirplus of a folder removed after it was opened (its inode detached), where a new
+    /// folder with entries of the same names is made: it hands none of them, as a removed
+    /// folder on a disk shows nothing. Handed, they were the new folder's entries, held by
+    /// the kernel under the removed folder's inode: the new folder's own lookups then gave
+    /// the kernel the same inode under a second parent, and it answered ESTALE (two mounts
+    /// stressing one tree).
+    @Test func aListingReadAfterItsFolderWasRemovedHandsNothing() async throws {
+        try await withNewFolder { fs, kernel, folder in
+            _ = try await offPool { try kernel.mkdir("/a/sub").value("mkdir a/sub") }
+            let snapshot = try #require(try fs.openDirectoryWithoutWaiting(folder))
+            _ = try await offPool { try kernel.rmdir("/a/sub").value("rmdir a/sub") }
+            _ = try await offPool { try kernel.rmdir("/a").value("rmdir a") }
+            _ = try await offPool { try kernel.mkdir("/a").value("mkdir a again") }
+            _ = try await offPool { try kernel.mkdir("/a/sub").value("mkdir another a/sub") }
+            let entries = fs.listedEntries(snapshot[...], in: folder, plus: true, namesWent: false)
+            #expect(entries.numbers.count == 1 && entries.handed == [nil], "\(entries.handed)")
+        }
+    }
+
     /// A folder `/a` made here and listed, its inode, and a kernel to rename it with.
     private func withNewFolder(_ body: @escaping @Sendable (DropboxFileSystem, CoreKernel, UInt64) async throws -> Void) async throws {
         try await Scratch.with { scratch in
