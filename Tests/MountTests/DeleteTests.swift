@@ -311,4 +311,26 @@ struct DeleteTests {
             }
         }
     }
+
+    /// A removed folder waits at a hidden name while the removal checks it is empty; another
+    /// client's folder at such a name (another mount of the account, whose queue numbers its
+    /// removals alike) is not in the way. Named after the record's number alone, the move
+    /// there was refused (`to/conflict/folder`), the round failed, and the fsync waiting for
+    /// it got EIO (two mounts stressing one tree).
+    @Test func aFolderRemovedWhileAnotherClientsFolderHasTheHiddenNameOfItsNumberIsRemoved() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/d\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            // Another mount's removals, under way, at the hidden names of the first numbers.
+            for number in 1...8 {
+                _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/.dropboxfs-rmdir-\(number)"))
+            }
+            #expect(try await m.sh("rmdir \"$M/d\"").status == 0)
+            let synced = try await m.syncFolder("\"$M\"")
+            #expect(synced.status == 0, "\(synced.stderr)\n\(m.log.suffix(2000))")
+            #expect(try await m.client.metadataIfExists("/d") == nil)
+            let held = try await m.client.listAll("").compactMap(\.pathLower).sorted()
+            #expect(held == (1...8).map { "/.dropboxfs-rmdir-\($0)" }.sorted(), "\(held)")
+        }
+    }
 }

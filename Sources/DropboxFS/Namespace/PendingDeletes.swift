@@ -147,7 +147,8 @@ public final class PendingDeletes: RoundQueue {
             // at a path removes what the rename brought there.
             if state.byPath[node.pathLower] != nil && order.barrier == .max && ifContent.isEmpty { return false }
             let record = QueuedDelete(id: order.take(), pathLower: node.pathLower, name: node.name,
-                                      rev: node.isFolder ? nil : node.rev, isFolder: node.isFolder, ifContent: ifContent)
+                                      rev: node.isFolder ? nil : node.rev, isFolder: node.isFolder, ifContent: ifContent,
+                                      hiddenTag: node.isFolder ? String(UUID().uuidString.prefix(8)).lowercased() : "")
             if durable { try queue.saveDelete(record) }
             state.append(record)
             state.lastAdded = .now

@@ -17,6 +17,12 @@ public struct QueuedDelete: Sendable, Equatable {
     /// file at the path is deleted too if it holds one of them (it is ours, not another
     /// client's). Empty for every other delete.
     public var ifContent: [String] = []
+    /// A folder's: random, kept with the record, so that its hidden names (`hiddenStep`) are
+    /// its own among every client's. Another mount of the account numbers its removals
+    /// alike: named after the number alone, a removal found the other's folder at its hidden
+    /// name, Dropbox refused the move there, and an fsync waiting for it got EIO. Empty in
+    /// records queued before it was kept (named after the number alone, as they were).
+    public var hiddenTag: String = ""
 
     /// Where a removed folder waits on Dropbox while `DeleteSender` checks that nothing
     /// arrived in it: the hidden name of its whole tree's delete, or of its own alone. Named
@@ -24,7 +30,8 @@ public struct QueuedDelete: Sendable, Equatable {
     /// stopped after the move there (Dropbox out of reach, a crash) and the change feed
     /// brought the entry in.
     func hiddenStep(alone: Bool) -> String {
-        TreeCalls.hiddenName(beside: pathLower, for: "rmdir", tag: alone ? "\(id)-one" : "\(id)")
+        let tag = hiddenTag.isEmpty ? "\(id)" : "\(id)-\(hiddenTag)"
+        return TreeCalls.hiddenName(beside: pathLower, for: "rmdir", tag: alone ? tag + "-one" : tag)
     }
 
     var hiddenStepKeys: [String] { isFolder ? [false, true].map { Node.key(of: hiddenStep(alone: $0)) } : [] }
@@ -46,14 +53,15 @@ extension UploadQueue {
         var columns: Set<String> = []
         try db.query("PRAGMA table_info(deletes)") { columns.insert($0.text(1)) }
         if !columns.contains("if_content") { try db.execute("ALTER TABLE deletes ADD COLUMN if_content TEXT NOT NULL DEFAULT ''") }
+        if !columns.contains("hidden_tag") { try db.execute("ALTER TABLE deletes ADD COLUMN hidden_tag TEXT NOT NULL DEFAULT ''") }
     }
 
     public func allDeletes() throws -> [QueuedDelete] {
         try lock.withLock {
             var result: [QueuedDelete] = []
-            try db.query("SELECT id, path_lower, name, rev, is_folder, if_content FROM deletes ORDER BY id") { row in
+            try db.query("SELECT id, path_lower, name, rev, is_folder, if_content, hidden_tag FROM deletes ORDER BY id") { row in
                 result.append(QueuedDelete(id: row.int(0), pathLower: row.text(1), name: row.text(2), rev: row.optionalText(3), isFolder: row.bool(4),
-                                           ifContent: row.text(5).split(separator: ",").map(String.init)))
+                                           ifContent: row.text(5).split(separator: ",").map(String.init), hiddenTag: row.text(6)))
             }
             return result
         }
@@ -61,9 +69,9 @@ extension UploadQueue {
 
     public func saveDelete(_ delete: QueuedDelete) throws {
         try durable {
-            try db.run("INSERT OR REPLACE INTO deletes (id, path_lower, name, rev, is_folder, if_content) VALUES (?,?,?,?,?,?)",
+            try db.run("INSERT OR REPLACE INTO deletes (id, path_lower, name, rev, is_folder, if_content, hidden_tag) VALUES (?,?,?,?,?,?,?)",
                        [.int(delete.id), .text(delete.pathLower), .text(delete.name), .optional(delete.rev), .int(delete.isFolder ? 1 : 0),
-                        .text(delete.ifContent.joined(separator: ","))])
+                        .text(delete.ifContent.joined(separator: ",")), .text(delete.hiddenTag)])
         }
     }
 
