@@ -97,13 +97,13 @@ struct TreeCalls: Sendable {
         }
     }
 
-    /// Whether a call failed because nothing was at the path it named.
     /// A move refused because a folder of its destination is a file on Dropbox.
     static func isUnderAFile(_ error: CallError<RelocationError>) -> Bool {
         if case .route(.to(.conflict(.fileAncestor)), _, _, _) = error { return true }
         return false
     }
 
+    /// Whether a call failed because nothing was at the path it named.
     static func isNotFound(_ error: any Error) -> Bool {
         switch error {
         case let error as CallError<PathLookupError>:
@@ -135,7 +135,10 @@ struct TreeCalls: Sendable {
 
     /// A fresh name in the same folder for a step the user never sees (a case-only rename's
     /// middle, a folder checked before its delete).
-    static func hiddenName(beside path: String, for purpose: String, tag: String = String(UUID().uuidString.prefix(8)).lowercased()) -> String {
+    static func hiddenName(beside path: String, for purpose: String, tag: String = randomTag()) -> String {
         Node.parent(of: path) + "/.dropboxfs-\(purpose)-" + tag
     }
+
+    /// Eight random hex digits: a hidden name's own among every client's.
+    static func randomTag() -> String { String(UUID().uuidString.prefix(8)).lowercased() }
 }

@@ -122,7 +122,7 @@ final class DeleteSender: Sendable {
             } catch let error as CallError<RelocationError> {
                 // Its folder is a file on Dropbox now (another client moved it away, the
                 // folder with it): nothing of the folder is at its name. The refusal failed
-                // the round, and an fsync waiting for it.
+                // the round, and an fsync waiting for it got EIO.
                 if TreeCalls.isUnderAFile(error) { return true }
                 guard case .route(.fromLookup(.notFound), _, _, _) = error else { throw error }
             }

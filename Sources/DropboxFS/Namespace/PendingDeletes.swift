@@ -148,7 +148,7 @@ public final class PendingDeletes: RoundQueue {
             if state.byPath[node.pathLower] != nil && order.barrier == .max && ifContent.isEmpty { return false }
             let record = QueuedDelete(id: order.take(), pathLower: node.pathLower, name: node.name,
                                       rev: node.isFolder ? nil : node.rev, isFolder: node.isFolder, ifContent: ifContent,
-                                      hiddenTag: node.isFolder ? String(UUID().uuidString.prefix(8)).lowercased() : "")
+                                      hiddenTag: node.isFolder ? TreeCalls.randomTag() : "")
             if durable { try queue.saveDelete(record) }
             state.append(record)
             state.lastAdded = .now
