@@ -394,9 +394,9 @@ public final class DropboxFileSystem: Sendable {
     func ensureStoreListed(_ folderLower: String) async throws {
         if try store.isListed(folderLower) { return }
         // Made here, not on Dropbox yet: empty there. (Listed when made; a removal of the
-        // name before it, reaching the store, unlisted it.) Unless the store holds a folder
-        // there already, another client's: it is listed (`MetadataStore.beginMakingFolder`).
-        if folders.isPending(folderLower), try store.node(folderLower)?.isFolder != true { return try store.markListed(folderLower) }
+        // name before it, reaching the store, unlisted it.) Unless the store holds another
+        // client's folder there: that one is listed from Dropbox.
+        if folders.isPending(folderLower), try store.markMadeFolderListed(folderLower) { return }
         let task: Task<Void, any Error> = listings.withLock { running in
             if let existing = running[folderLower] { return existing }
             let task = Task { [client, store] in

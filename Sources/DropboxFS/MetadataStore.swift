@@ -292,19 +292,14 @@ public final class MetadataStore: @unchecked Sendable {
     }
 
     /// A folder mkdir made here, not yet on Dropbox or being made there: it counts as listed
-    /// and empty now, and again when its entry comes through the change feed (a removal of
-    /// the name before it unlists it), so what lands in it meanwhile is kept. Not so a folder
-    /// the store holds at the name already (another client's, hidden behind a removal
-    /// pending here): it keeps its own listing state. What the change feed brought into it
-    /// was dropped, it not being listed, and marked listed it showed empty for good (two
-    /// mounts stressing one tree).
+    /// and empty now (`markMadeFolderListedLocked`), and again when its entry comes through
+    /// the change feed (a removal of the name before it unlists it), so what lands in it
+    /// meanwhile is kept.
     public func beginMakingFolder(_ pathLower: String) throws {
         try lock.withLock {
             foldersBeingMade[pathLower, default: 0] += 1
             forgetCachedLocked()
-            if try db.first(Self.selectByPath, [.text(pathLower)], map: Self.node)?.isFolder != true {
-                try markListedLocked(pathLower)
-            }
+            _ = try markMadeFolderListedLocked(pathLower)
         }
     }
 
@@ -371,12 +366,30 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
-    /// Counts a folder as listed with the children the store has (a folder made here).
+    /// Counts a folder as listed with the children the store has.
     public func markListed(_ folderLower: String) throws {
         try lock.withLock {
             forgetCachedLocked()
             try markListedLocked(folderLower)
         }
+    }
+
+    /// Counts a folder made here (not on Dropbox yet) as listed, with the children the store
+    /// has; true if it is. Not so a folder the store holds at the name already (another
+    /// client's, hidden behind a removal pending here): it keeps its own listing state. What
+    /// the change feed brought into it was dropped, it not being listed, and marked listed
+    /// it showed empty for good (two mounts stressing one tree).
+    public func markMadeFolderListed(_ folderLower: String) throws -> Bool {
+        try lock.withLock {
+            forgetCachedLocked()
+            return try markMadeFolderListedLocked(folderLower)
+        }
+    }
+
+    private func markMadeFolderListedLocked(_ folderLower: String) throws -> Bool {
+        if try db.first(Self.selectByPath, [.text(folderLower)], map: Self.node)?.isFolder == true { return false }
+        try markListedLocked(folderLower)
+        return true
     }
 
     /// The folder is on Dropbox and the store has caught up (or it was taken back: then it
