@@ -62,9 +62,18 @@ struct TreeCalls: Sendable {
     /// client put in the folder after it was last seen empty would go with it. So the folder
     /// first moves to a hidden name that nobody else addresses (`hidden`), is seen empty
     /// there, and only then is deleted; if something arrived, it moves back (beside, should
-    /// its name have been taken meanwhile) and false is returned.
+    /// its name have been taken meanwhile) and false is returned. A folder another client
+    /// deleted first, or moved away with its parent (which a file replaced), is not at its
+    /// name any more: its removal is done (true), as on a disk where theirs came first.
     func deleteEmptyFolder(_ folder: Node, via hidden: String) async throws -> Bool {
-        guard let moved = Node(try await moveOnce(folder, to: hidden)) else { throw FSError.io("move_v2 returned a deleted entry") }
+        let movedEntry: Metadata
+        do {
+            movedEntry = try await moveOnce(folder, to: hidden)
+        } catch let error as CallError<RelocationError> {
+            if Self.isUnderAFile(error) || Self.isNotFound(error) { return true }
+            throw error
+        }
+        guard let moved = Node(movedEntry) else { throw FSError.io("move_v2 returned a deleted entry") }
         return try await whereSetAside(moved) { aside in
             if try await isEmptyOnDropbox(aside.pathLower) {
                 try await delete(aside.pathLower)

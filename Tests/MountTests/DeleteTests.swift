@@ -83,6 +83,36 @@ struct DeleteTests {
         }
     }
 
+    /// On a full cache disk an `rmdir` is made on Dropbox at once: the folder moves to a
+    /// hidden name, then is deleted. Another client deleting the folder while that move is on
+    /// its way leaves nothing to move (`from_lookup/not_found`): the folder is gone, as the
+    /// `rmdir` wanted. The refusal went up to the `rmdir`, which failed (ENOENT) while `ls`
+    /// still showed the folder. The move is held (a delay) until the other client's delete
+    /// is done.
+    @Test func aFolderAnotherClientDeletesWhileItIsRemovedOnAFullCacheDiskIsRemoved() async throws {
+        try await MountFixture.with(seeds: [], mount: false) { m in
+            let mounted = try await m.mountWithCacheOnSmallDisk(size: "8m")
+            #expect(mounted.status == 0, "\(mounted.stderr)")
+            #expect(try await m.sh("mkdir -p \"$M/p/d\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            let full = try await m.sh("head -c 12M /dev/zero > \"$M/fill.bin\"")
+            #expect(full.stderr.contains("No space left on device"), "\(full.stderr)")
+            try await m.emulator.setFaults(["latency:ms=2000,routes=files/move_v2"])
+            async let removed = m.sh("rmdir \"$M/p/d\"")
+            try await eventually("the removal to move the folder aside") {
+                try await m.routeStats()["files/move_v2"]?["delayed"] ?? 0 > 0
+            }
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/p/d"))
+            let result = try await removed
+            #expect(result.status == 0, "\(result.stderr)\n\(m.logOnSmallDisk.suffix(2000))")
+            try await m.emulator.setFaults([])
+            let listed = try await m.sh("ls -A \"$M/p\"")
+            #expect(listed.stdout == "", "\(listed.stdout)")
+            #expect(try await m.client.metadataIfExists("/p/d") == nil)
+            #expect(try await m.sh("rm \"$M/fill.bin\"").status == 0)
+        }
+    }
+
     /// `rm -r` of a tree while another client adds a file in one of its folders before the
     /// removal reaches Dropbox: that file stays, with its folder; everything removed here goes.
     @Test func anRmROfATreeKeepsWhatAnotherClientAddedMeanwhile() async throws {
