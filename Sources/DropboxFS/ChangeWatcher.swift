@@ -149,6 +149,7 @@ public final class ChangeWatcher: Sendable {
             try store.setValue("cursor", latest.cursor)
             return
         }
+        let movesAhead = store.movesAheadMarker
         do {
             while true {
                 let page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
@@ -157,7 +158,10 @@ public final class ChangeWatcher: Sendable {
                 cursor = page.cursor
                 try store.setValue("cursor", cursor)
                 if !changes.isEmpty { notify(changes, page: page.entries, everything: false) }
-                if !page.hasMore { return }
+                if !page.hasMore {
+                    store.feedPassed(movesAhead)
+                    return
+                }
             }
         } catch let error as CallError<PathLookupError> {
             guard case .route(.reset, _, _, _) = error else { throw error }

@@ -34,6 +34,8 @@ public final class MetadataStore: @unchecked Sendable {
     /// The moves under way, by ticket (`Landing`).
     private var landings: [Int: Landing] = [:]
     private var landingsBegun = 0
+    /// Moves whose entries were taken along before the change feed brought them.
+    private var movesAhead = MovesAhead()
 
     public init(path: String) throws {
         db = try SQLiteDatabase(path: path, exclusive: true)
@@ -229,12 +231,14 @@ public final class MetadataStore: @unchecked Sendable {
         try lock.withLock {
             forgetCachedLocked()
             if fromChangeFeed && !landings.isEmpty { noteArrivalsLocked(changes) }
+            let followMoves = fromChangeFeed && !movesAhead.isEmpty
             return try db.transaction {
                 var applied: [StoreChange] = []
                 for change in changes {
                     guard let lower = change.pathLower, !lower.isEmpty else { continue }
                     let old = try db.first(Self.selectByPath, [.text(lower)], map: Self.node)
                     if let node = Node(change) {
+                        if followMoves && !node.id.isEmpty { movesAhead.seen(lower, id: node.id) }
                         // Only keep what a listed folder would show, or what we already knew.
                         let parentListed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(node.parentLower)]) { _ in true } ?? false
                         let parentKnown = node.parentLower.isEmpty || parentListed
@@ -259,11 +263,39 @@ public final class MetadataStore: @unchecked Sendable {
                     } else if let old {
                         try removeSubtreeLocked(lower)
                         applied.append(StoreChange(pathLower: lower, name: old.name, old: old, new: nil))
+                    } else if followMoves, let taken = movesAhead.whereTaken(lower) {
+                        applied += try removeTakenAlongLocked(taken)
                     }
                 }
                 return applied
             }
         }
+    }
+
+    /// A removal the change feed brought at a path whose entry a move of this mount took
+    /// along before the feed brought the move (`MovesAhead`): the entry goes from where it
+    /// was taken. With no id kept to tell it is the same entry, its folder is listed again
+    /// instead, when next needed.
+    private func removeTakenAlongLocked(_ taken: (pathLower: String, id: String?)) throws -> [StoreChange] {
+        guard let node = try db.first(Self.selectByPath, [.text(taken.pathLower)], map: Self.node) else { return [] }
+        guard let id = taken.id else {
+            try unlistLocked(node.parentLower)
+            return []
+        }
+        guard node.id == id else { return [] }
+        FuseLog.trace("store: \(taken.pathLower) was removed elsewhere before this mount's move took it there")
+        try removeSubtreeLocked(taken.pathLower)
+        return [StoreChange(pathLower: taken.pathLower, name: node.name, old: node, new: nil)]
+    }
+
+    /// Counts the moves taken along ahead of the change feed so far: a catch-up of the feed
+    /// begun now passes them (`feedPassed`).
+    public var movesAheadMarker: Int { lock.withLock { movesAhead.marker } }
+
+    /// A catch-up begun at `marker` has read the change feed to its end: the moves counted
+    /// then are in the store as the feed has them.
+    public func feedPassed(_ marker: Int) {
+        lock.withLock { movesAhead.passed(marker) }
     }
 
     /// Whether `node` is another entry than `old` at the same path: another kind, or another
@@ -435,6 +467,7 @@ public final class MetadataStore: @unchecked Sendable {
                 }
                 if target != sourceLower { try removeSubtreeLocked(target) }
                 let below: [SQLValue] = [.text(sourceLower + "/"), .text(sourceLower + "0")]
+                try recordTakenAlongLocked(from: sourceLower, to: target, below: below)
                 // Character counts, as SQLite's substr counts: keys may hold any letter.
                 try db.run("""
                     UPDATE nodes SET path_lower = ? || substr(path_lower, length(?) + 1),
@@ -452,6 +485,17 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
+    /// Keeps the ids of the entries a move takes along below `source` (`MovesAhead`).
+    private func recordTakenAlongLocked(from source: String, to target: String, below: [SQLValue]) throws {
+        var ids: [String: String] = [:]
+        var tooMany = false
+        try db.query("SELECT path_lower, id FROM nodes WHERE path_lower > ? AND path_lower < ?", below) { row in
+            guard ids.count < MovesAhead.idsAtMost else { tooMany = true; return }
+            ids[String(row.text(0).dropFirst(source.count))] = row.text(1)
+        }
+        if tooMany || !ids.isEmpty { movesAhead.record(source: source, target: target, ids: tooMany ? nil : ids) }
+    }
+
     /// Deletes a path and everything below it ("/a/" < key < "/a0": '0' follows '/').
     private func removeSubtreeLocked(_ pathLower: String) throws {
         let subtree: [SQLValue] = [.text(pathLower), .text(pathLower + "/"), .text(pathLower + "0")]
@@ -464,6 +508,7 @@ public final class MetadataStore: @unchecked Sendable {
         try lock.withLock {
             forgetCachedLocked()
             try db.execute("DELETE FROM nodes; DELETE FROM listed; DELETE FROM state;")
+            movesAhead.removeAll()
         }
     }
 

@@ -461,6 +461,27 @@ struct RenameQueueTests {
         }
     }
 
+    /// Another client removes a file from a folder, and the folder is renamed here before the
+    /// change feed has brought the removal: the store learns the rename at once, taking the
+    /// folder's entries along, the removed file with them; the feed then brings the removal
+    /// at the old name, where nothing is any more. The file showed at the new name for good
+    /// (reading it failed), Dropbox holding nothing there (two mounts stressing one tree).
+    @Test func aFileRemovedElsewhereBeforeItsFolderIsRenamedHereIsGoneFromTheNewName() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/s\" && echo gone > \"$M/s/x\" && echo kept > \"$M/s/y\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            #expect(try await m.sh("ls \"$M/s\"").stdout == "x\ny\n")
+            try await m.stallChangeFeed(trigger: "/trigger")
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/s/x"))
+            #expect(try await m.sh("mv \"$M/s\" \"$M/t\"").status == 0)
+            let synced = try await m.syncFolder("\"$M/t\"")
+            #expect(synced.status == 0, "\(synced.stderr)")
+            try await m.emulator.setFaults([])
+            #expect(try await m.client.listAll("/t").map(\.name) == ["y"])
+            try await eventually("the mount to show what Dropbox holds") { try await m.sh("ls \"$M/t\"").stdout == "y\n" }
+        }
+    }
+
     /// A completed rename survives a kill -9 of the daemon before Dropbox heard of it (its
     /// move calls are refused meanwhile): the next mount shows the new names and sends it.
     @Test func renamesSurviveAKillOfTheDaemon() async throws {
