@@ -1,0 +1,104 @@
+"""Random file-system calls in one small tree, from several processes at once.
+
+Usage: shared_tree_calls.py FOLDER SEED PROCESSES CALLS
+
+Each process makes CALLS random calls (mkdir, rmdir, rename, writes through each open mode,
+truncate, read, unlink, listdir, fsync, short pauses) on paths one to three names deep below
+FOLDER, drawn from a few names so that the processes meet on the same entries. The outcome of
+each call depends on the interleaving, so nothing predicts it; what is checked is that no call
+fails as a call on a local disk never would: the errnos a disk gives such calls (ENOENT,
+EEXIST, ENOTDIR, EISDIR, ENOTEMPTY, EINVAL) are expected, any other is printed as
+"unexpected ERRNO CALL PATH [PATH2]" and makes the exit status 1.
+Used by Scripts/stress-two-mounts, which runs it on two mounts of one account at once.
+"""
+import errno
+import multiprocessing
+import os
+import random
+import sys
+import time
+
+NAMES = ["n%d" % i for i in range(8)]
+EXPECTED = {errno.ENOENT, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.ENOTEMPTY, errno.EINVAL}
+
+
+def random_path(rng):
+    depth = rng.choices([1, 2, 3], weights=[5, 4, 2])[0]
+    return "/".join(rng.choice(NAMES) for _ in range(depth))
+
+
+KINDS = [(0.14, "mkdir"), (0.22, "rmdir"), (0.40, "rename"), (0.58, "write"), (0.63, "truncate"), (0.75, "read"),
+         (0.84, "unlink"), (0.89, "listdir"), (0.93, "sleep"), (1.0, "fsync")]
+
+
+def call(rng, folder, last):
+    """Makes one random call; `last` is set to its kind and paths first, for the report."""
+    r = rng.random()
+    name, other = random_path(rng), random_path(rng)
+    p, q = folder + "/" + name, folder + "/" + other
+    last[:] = [next(kind for bound, kind in KINDS if r < bound), name, other]
+    if r < 0.14:
+        os.mkdir(p)
+    elif r < 0.22:
+        os.rmdir(p)
+    elif r < 0.40:
+        os.rename(p, q)
+    elif r < 0.58:
+        flags = rng.choice([os.O_WRONLY | os.O_CREAT | os.O_TRUNC, os.O_RDWR | os.O_CREAT,
+                            os.O_WRONLY | os.O_CREAT | os.O_APPEND, os.O_RDWR])
+        fd = os.open(p, flags, 0o644)
+        try:
+            if rng.random() < 0.85:
+                os.pwrite(fd, bytes([rng.randint(0, 255)]) * rng.randint(1, 9000), rng.randint(0, 60000))
+            if rng.random() < 0.1:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    elif r < 0.63:
+        os.truncate(p, rng.randint(0, 20000))
+    elif r < 0.75:
+        with open(p, "rb") as f:
+            f.read()
+    elif r < 0.84:
+        os.unlink(p)
+    elif r < 0.89:
+        os.listdir(p)
+    elif r < 0.93:
+        time.sleep(rng.random() * 0.2)  # lets a round of uploads or renames start
+    else:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def process(folder, seed, number, calls, failures):
+    rng = random.Random(seed * 1000 + number)
+    last = []
+    for _ in range(calls):
+        try:
+            call(rng, folder, last)
+        except OSError as e:
+            if e.errno not in EXPECTED:
+                failures.put("unexpected %s %s (%s)" % (errno.errorcode.get(e.errno, e.errno), " ".join(last), e))
+
+
+def main():
+    folder, seed, processes, calls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    os.makedirs(folder, exist_ok=True)
+    failures = multiprocessing.Queue()
+    workers = [multiprocessing.Process(target=process, args=(folder, seed, n, calls, failures)) for n in range(processes)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    found = 0
+    while not failures.empty():
+        print(failures.get())
+        found += 1
+    sys.exit(1 if found or any(w.exitcode != 0 for w in workers) else 0)
+
+
+if __name__ == "__main__":
+    main()
