@@ -438,7 +438,8 @@ public final class MetadataStore: @unchecked Sendable {
     /// below, and which folders are listed) move to `moved`'s path, and `moved` replaces the
     /// top one. The change feed brings the same later; until then, older changes it brings
     /// for the source's paths find nothing listed there and are dropped (the move's own
-    /// entries at the new paths carry what they changed). Nothing is done when the feed
+    /// entries at the new paths carry what they changed), but for removals, which are
+    /// followed to the new paths (`MovesAhead`). Nothing is done when the feed
     /// brought the move during the call (`landing`; nil for a move found made already).
     public func applyMove(from sourceLower: String, to moved: Node, landing: LandingTicket?) throws {
         try lock.withLock {
