@@ -1,6 +1,7 @@
 """Random file-system calls in one small tree, from several processes at once.
 
 Usage: shared_tree_calls.py FOLDER SEED PROCESSES CALLS
+       shared_tree_calls.py --api URL TOKEN DROPBOX_FOLDER SEED CALLS
 
 Each process makes CALLS random calls (mkdir, rmdir, rename, writes through each open mode,
 truncate, read, unlink, listdir, fsync, short pauses) on paths one to three names deep below
@@ -9,14 +10,20 @@ each call depends on the interleaving, so nothing predicts it; what is checked i
 fails as a call on a local disk never would: the errnos a disk gives such calls (ENOENT,
 EEXIST, ENOTDIR, EISDIR, ENOTEMPTY, EINVAL) are expected, any other is printed as
 "unexpected ERRNO CALL PATH [PATH2]" and makes the exit status 1.
+With --api, one process makes CALLS changes on the same paths through Dropbox's HTTP API
+(URL, with TOKEN) below DROPBOX_FOLDER instead, as another client: uploads, deletes, moves,
+new folders; refusals (409) are expected.
 Used by Scripts/stress-two-mounts, which runs it on two mounts of one account at once.
 """
 import errno
+import json
 import multiprocessing
 import os
 import random
 import sys
 import time
+import urllib.error
+import urllib.request
 
 NAMES = ["n%d" % i for i in range(8)]
 EXPECTED = {errno.ENOENT, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.ENOTEMPTY, errno.EINVAL}
@@ -84,7 +91,48 @@ def process(folder, seed, number, calls, failures):
                 failures.put("unexpected %s %s (%s)" % (errno.errorcode.get(e.errno, e.errno), " ".join(last), e))
 
 
+def api_client(url, token, folder, seed, calls):
+    """Another client's changes through the API; returns how many were refused (409)."""
+    rng = random.Random(seed * 1000 + 999)
+
+    def call(route, argument, body=None):
+        headers = {"Authorization": "Bearer " + token}
+        if body is None:
+            headers["Content-Type"] = "application/json"
+            body = json.dumps(argument).encode()
+        else:
+            headers["Content-Type"] = "application/octet-stream"
+            headers["Dropbox-API-Arg"] = json.dumps(argument)
+        request = urllib.request.Request(url + "/2/files/" + route, data=body, headers=headers)
+        try:
+            urllib.request.urlopen(request).read()
+            return 0
+        except urllib.error.HTTPError as e:
+            if e.code != 409:
+                raise
+            return 1
+
+    refused = 0
+    for _ in range(calls):
+        p, q, r = folder + "/" + random_path(rng), folder + "/" + random_path(rng), rng.random()
+        if r < 0.4:
+            refused += call("upload", {"path": p, "mode": "overwrite"}, bytes([rng.randint(0, 255)]) * rng.randint(0, 20000))
+        elif r < 0.6:
+            refused += call("delete_v2", {"path": p})
+        elif r < 0.8:
+            refused += call("move_v2", {"from_path": p, "to_path": q})
+        else:
+            refused += call("create_folder_v2", {"path": p})
+        time.sleep(rng.random() * 0.02)
+    return refused
+
+
 def main():
+    if sys.argv[1] == "--api":
+        url, token, folder, seed, calls = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+        refused = api_client(url, token, folder, seed, calls)
+        print("another client: %d calls, %d refused" % (calls, refused))
+        return
     folder, seed, processes, calls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     os.makedirs(folder, exist_ok=True)
     failures = multiprocessing.Queue()
