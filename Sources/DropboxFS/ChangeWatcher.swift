@@ -159,7 +159,8 @@ public final class ChangeWatcher: Sendable {
                 try store.setValue("cursor", cursor)
                 if !changes.isEmpty { notify(changes, page: page.entries, everything: false) }
                 if !page.hasMore {
-                    store.feedPassed(movesAhead)
+                    let leftBehind = try store.feedPassed(movesAhead)
+                    if !leftBehind.isEmpty { announce(leftBehind) }
                     return
                 }
             }

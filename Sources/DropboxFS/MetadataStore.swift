@@ -263,8 +263,8 @@ public final class MetadataStore: @unchecked Sendable {
                     } else if let old {
                         try removeSubtreeLocked(lower)
                         applied.append(StoreChange(pathLower: lower, name: old.name, old: old, new: nil))
-                    } else if followMoves, let taken = movesAhead.whereTaken(lower) {
-                        applied += try removeTakenAlongLocked(taken)
+                    } else if followMoves {
+                        movesAhead.removal(lower)
                     }
                 }
                 return applied
@@ -272,30 +272,29 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
-    /// A removal the change feed brought at a path whose entry a move of this mount took
-    /// along before the feed brought the move (`MovesAhead`): the entry goes from where it
-    /// was taken. With no id kept to tell it is the same entry, its folder is listed again
-    /// instead, when next needed.
-    private func removeTakenAlongLocked(_ taken: (pathLower: String, id: String?)) throws -> [StoreChange] {
-        guard let node = try db.first(Self.selectByPath, [.text(taken.pathLower)], map: Self.node) else { return [] }
-        guard let id = taken.id else {
-            try unlistLocked(node.parentLower)
-            return []
-        }
-        guard node.id == id else { return [] }
-        FuseLog.trace("store: \(taken.pathLower) was removed elsewhere before this mount's move took it there")
-        try removeSubtreeLocked(taken.pathLower)
-        return [StoreChange(pathLower: taken.pathLower, name: node.name, old: node, new: nil)]
-    }
-
     /// Counts the moves taken along ahead of the change feed so far: a catch-up of the feed
     /// begun now passes them (`feedPassed`).
     public var movesAheadMarker: Int { lock.withLock { movesAhead.marker } }
 
     /// A catch-up begun at `marker` has read the change feed to its end: the moves counted
-    /// then are in the store as the feed has them.
-    public func feedPassed(_ marker: Int) {
-        lock.withLock { movesAhead.passed(marker) }
+    /// then are past, and the entries they took along that had been removed elsewhere before
+    /// them go from where they were taken (`MovesAhead`). Returns what went, for the kernel.
+    public func feedPassed(_ marker: Int) throws -> [StoreChange] {
+        try lock.withLock {
+            let left = movesAhead.passed(marker)
+            guard !left.isEmpty else { return [] }
+            forgetCachedLocked()
+            return try db.transaction {
+                var removed: [StoreChange] = []
+                for (path, id) in left {
+                    guard let node = try db.first(Self.selectByPath, [.text(path)], map: Self.node), node.id == id else { continue }
+                    FuseLog.trace("store: \(path) was removed elsewhere before this mount's move took it there")
+                    try removeSubtreeLocked(path)
+                    removed.append(StoreChange(pathLower: path, name: node.name, old: node, new: nil))
+                }
+                return removed
+            }
+        }
     }
 
     /// Whether `node` is another entry than `old` at the same path: another kind, or another
@@ -439,8 +438,9 @@ public final class MetadataStore: @unchecked Sendable {
     /// top one. The change feed brings the same later; until then, older changes it brings
     /// for the source's paths find nothing listed there and are dropped (the move's own
     /// entries at the new paths carry what they changed), but for removals, which are
-    /// followed to the new paths (`MovesAhead`). Nothing is done when the feed
-    /// brought the move during the call (`landing`; nil for a move found made already).
+    /// followed to the new paths once the feed is past the move (`MovesAhead`). Nothing is
+    /// done when the feed brought the move during the call (`landing`; nil for a move found
+    /// made already).
     public func applyMove(from sourceLower: String, to moved: Node, landing: LandingTicket?) throws {
         try lock.withLock {
             // The change feed brought the move already, and perhaps what changed after it:
@@ -494,7 +494,7 @@ public final class MetadataStore: @unchecked Sendable {
             guard ids.count < MovesAhead.idsAtMost else { tooMany = true; return }
             ids[String(row.text(0).dropFirst(source.count))] = row.text(1)
         }
-        if tooMany || !ids.isEmpty { movesAhead.record(source: source, target: target, ids: tooMany ? nil : ids) }
+        if !tooMany && !ids.isEmpty { movesAhead.record(source: source, target: target, ids: ids) }
     }
 
     /// Deletes a path and everything below it ("/a/" < key < "/a0": '0' follows '/').
