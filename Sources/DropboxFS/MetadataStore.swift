@@ -468,7 +468,8 @@ public final class MetadataStore: @unchecked Sendable {
                 }
                 if target != sourceLower { try removeSubtreeLocked(target) }
                 let below: [SQLValue] = [.text(sourceLower + "/"), .text(sourceLower + "0")]
-                try recordTakenAlongLocked(from: sourceLower, to: target, below: below)
+                // A file has nothing below it to take along: no look on a file rename's path.
+                if moved.isFolder { try recordTakenAlongLocked(from: sourceLower, to: target, below: below) }
                 // Character counts, as SQLite's substr counts: keys may hold any letter.
                 try db.run("""
                     UPDATE nodes SET path_lower = ? || substr(path_lower, length(?) + 1),
