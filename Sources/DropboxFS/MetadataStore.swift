@@ -281,10 +281,16 @@ public final class MetadataStore: @unchecked Sendable {
     /// them go from where they were taken (`MovesAhead`). Returns what went, for the kernel.
     public func feedPassed(_ marker: Int) throws -> [StoreChange] {
         try lock.withLock {
-            let left = movesAhead.passed(marker)
-            guard !left.isEmpty else { return [] }
+            // The records go once their removals are written: a write that fails (a full
+            // cache disk) leaves them for the next catch-up's end.
+            var after = movesAhead
+            let left = after.passed(marker)
+            guard !left.isEmpty else {
+                movesAhead = after
+                return []
+            }
             forgetCachedLocked()
-            return try db.transaction {
+            let removed = try db.transaction {
                 var removed: [StoreChange] = []
                 for (path, id) in left {
                     guard let node = try db.first(Self.selectByPath, [.text(path)], map: Self.node), node.id == id else { continue }
@@ -294,6 +300,8 @@ public final class MetadataStore: @unchecked Sendable {
                 }
                 return removed
             }
+            movesAhead = after
+            return removed
         }
     }
 

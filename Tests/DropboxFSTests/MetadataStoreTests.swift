@@ -236,6 +236,42 @@ struct MetadataStoreTests {
         }
     }
 
+    /// The removal a move's record calls for, failing to reach the store (a full cache
+    /// disk), is tried again at the next catch-up's end: the record was dropped before the
+    /// write, and the entry stayed at the new path for good (failed before).
+    @Test func aRemovalAfterAMoveThatAFullDiskStoppedIsMadeAtTheNextCatchUp() throws {
+        let disk = FileManager.default.temporaryDirectory.appendingPathComponent("small-disk-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
+        defer { rmdir(disk) }
+        try #require(mount("tmpfs", disk, "tmpfs", 0, "size=4m") == 0, "cannot mount a tmpfs: errno \(errno)")
+        defer { umount2(disk, Int32(MNT_DETACH)) }
+        let store = try MetadataStore(path: disk + "/metadata.sqlite")
+        _ = try store.apply(Self.entries(.folder("/a", id: "id:moved")))
+        try store.markListed("")
+        try store.markListed("/a")
+        _ = try store.apply(Self.entries(.file("/a/gone")))
+        let landing = try store.beginLanding(from: "/a", to: "/b", id: "id:moved")
+        var moved = Node(pathLower: "/b", name: "b", isFolder: true)
+        moved.id = "id:moved"
+        try store.applyMove(from: "/a", to: moved, landing: landing)
+        store.endLanding(landing)
+        let catchUp = store.movesAheadMarker
+        _ = try store.apply(Self.entries(.deleted("/a/gone")), fromChangeFeed: true)
+        _ = try store.apply(Self.entries(.deleted("/a"), .folder("/b", id: "id:moved")), fromChangeFeed: true)
+
+        let filler = disk + "/filler"
+        let fd = open(filler, O_CREAT | O_WRONLY, 0o600)
+        try #require(fd >= 0)
+        let block = [UInt8](repeating: 1, count: 64 * 1024)
+        while write(fd, block, block.count) > 0 {}
+        close(fd)
+        #expect(throws: (any Error).self) { try store.feedPassed(catchUp) }
+        unlink(filler)
+        let removed = try store.feedPassed(store.movesAheadMarker)
+        #expect(removed.map(\.pathLower) == ["/b/gone"])
+        #expect(try store.node("/b/gone") == nil)
+    }
+
     private static func withStore(_ body: (MetadataStore) throws -> Void) throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString).sqlite").path
         defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
