@@ -189,7 +189,7 @@ extension DropboxFileSystem {
             // The hidden name stays hidden: the store may not learn that it went either.
             let hidden = TreeCalls.hiddenName(beside: remote.pathLower, for: "rmdir")
             deletes.setAside(Node.key(of: hidden), true)
-            if try await !tree.deleteEmptyFolder(remote, via: hidden) {
+            if try await !tree.deleteEmptyFolder(remote, named: remote.name, via: hidden) {
                 await watcher.catchUp(after: [])
                 throw FSError.notEmpty
             }

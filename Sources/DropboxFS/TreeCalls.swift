@@ -61,29 +61,54 @@ struct TreeCalls: Sendable {
     /// rmdir on Dropbox, whose folder delete is recursive and unconditional: a file another
     /// client put in the folder after it was last seen empty would go with it. So the folder
     /// first moves to a hidden name that nobody else addresses (`hidden`), is seen empty
-    /// there, and only then is deleted; if something arrived, it moves back (beside, should
-    /// its name have been taken meanwhile) and false is returned. A folder another client
-    /// deleted first, or moved away with its parent (which a file replaced), is not at its
-    /// name any more: its removal is done (true), as on a disk where theirs came first.
-    func deleteEmptyFolder(_ folder: Node, via hidden: String) async throws -> Bool {
-        let movedEntry: Metadata
-        do {
-            movedEntry = try await moveOnce(folder, to: hidden)
-        } catch let error as CallError<RelocationError> {
-            if Self.isUnderAFile(error) || Self.isNotFound(error) { return true }
-            throw error
-        }
-        guard let moved = Node(movedEntry) else { throw FSError.io("move_v2 returned a deleted entry") }
-        return try await whereSetAside(moved) { aside in
+    /// there, and only then is deleted; if something arrived, it moves back to `name`
+    /// (beside, should it have been taken meanwhile) and false is returned. A folder another
+    /// client deleted first, or moved away with its parent (which a file replaced), is not at
+    /// its name any more: its removal is done (true), as on a disk where theirs came first.
+    /// `folder`: what the store holds at the name (nil: nothing, or not a folder).
+    func deleteEmptyFolder(_ folder: Node?, named name: String, via hidden: String) async throws -> Bool {
+        guard let aside = try await setAside(folder, at: hidden) else { return true }
+        return try await whereSetAside(aside) { aside in
             if try await isEmptyOnDropbox(aside.pathLower) {
                 try await delete(aside.pathLower)
                 return true
             }
-            FuseLog.error("\(folder.pathLower) got entries on Dropbox while it was being removed; kept")
+            FuseLog.error("\(Node.parent(of: aside.pathLower))/\(name) got entries on Dropbox while it was being removed; kept")
             // Back to its name beside the hidden one: where its folder is now.
-            try await moveNumbered(aside.pathLower, to: Node.parent(of: aside.pathLower) + "/" + folder.name, sourceIsOwn: true)
+            try await moveNumbered(aside.pathLower, to: Node.parent(of: aside.pathLower) + "/" + name, sourceIsOwn: true)
             return false
         } ?? true
+    }
+
+    /// Moves a folder being removed to its hidden name and returns it there. A round (or a
+    /// mount) that stopped after that move left it there, or at one of `earlier` (the hidden
+    /// names of other steps of the same removal): then the folder is not at its name (or, the
+    /// store not yet told of the move, the move there is refused as taken), and it is taken
+    /// where it waits. Nil: nothing of it is left to remove.
+    func setAside(_ folder: Node?, at hidden: String, orLeftAt earlier: [String] = []) async throws -> Node? {
+        if let folder {
+            do {
+                guard let moved = Node(try await moveOnce(folder, to: hidden)) else { throw FSError.io("move_v2 returned a deleted entry") }
+                return moved
+            } catch let error as CallError<RelocationError> {
+                if Self.isUnderAFile(error) { return nil }
+                guard Self.isNotFound(error) || Self.isTaken(error) else { throw error }
+                if Self.isTaken(error) {
+                    // Taken by another entry than this folder: not ours to delete.
+                    guard let waiting = try await waitingFolder(at: [hidden]), folder.id.isEmpty || waiting.id == folder.id else { throw error }
+                    return waiting
+                }
+            }
+        }
+        return try await waitingFolder(at: [hidden] + earlier)
+    }
+
+    /// The folder at the first of `names` that holds one.
+    private func waitingFolder(at names: [String]) async throws -> Node? {
+        for name in names {
+            if let waiting = try await client.metadataIfExists(name).flatMap(Node.init), waiting.isFolder { return waiting }
+        }
+        return nil
     }
 
     /// Runs `body` on a folder set aside for its delete, where it is now. Nobody else
@@ -109,6 +134,12 @@ struct TreeCalls: Sendable {
     /// A move refused because a folder of its destination is a file on Dropbox.
     static func isUnderAFile(_ error: CallError<RelocationError>) -> Bool {
         if case .route(.to(.conflict(.fileAncestor)), _, _, _) = error { return true }
+        return false
+    }
+
+    /// A move refused because its destination holds a folder.
+    static func isTaken(_ error: CallError<RelocationError>) -> Bool {
+        if case .route(.to(.conflict(.folder)), _, _, _) = error { return true }
         return false
     }
 

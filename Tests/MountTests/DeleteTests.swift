@@ -342,6 +342,50 @@ struct DeleteTests {
         }
     }
 
+    /// A folder of a removed tree that goes alone (another client added a file beside it)
+    /// waits at a hidden name of its own while the removal checks it is empty. A round that
+    /// stopped there (the daemon killed, or Dropbox out of reach, during the check) left the
+    /// next round nothing at the folder's name: it counted the removal done, and the folder
+    /// stayed on Dropbox under its hidden name for good; or, the store not yet told of the
+    /// move, the move there again was refused (`to/conflict/folder`) and the round failed
+    /// (failed before). The check is held (a silent server) until the round is stopped.
+    @Test(arguments: ["kill", "network"])
+    func aFolderARoundLeftAtItsHiddenNameIsRemovedByTheNext(stop: String) async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir -p \"$M/t/empty\" && echo bytes > \"$M/t/f\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            try await m.emulator.setFaults(["403:p=1,routes=files/delete_batch+files/delete_v2+files/move_v2"])
+            #expect(try await m.sh("rm -r \"$M/t\"").status == 0)
+            try await m.uploadElsewhere("theirs\n", to: "/t/theirs.txt", mode: .add)
+            // The tree's own look passes (it finds their file: the tree goes back, its
+            // entries one by one); the empty folder's look, after its move, is held.
+            try await m.emulator.setFaults(["silent:routes=files/list_folder,skip=1"])
+            try await eventually("the empty folder to be set aside and its look held") {
+                let held = try await m.routeStats()["files/list_folder"]?["delayed"] ?? 0 > 0
+                guard held else { return false }
+                return try await m.client.metadataIfExists("/t/empty") == nil
+            }
+            if stop == "kill" {
+                try await m.killDaemon()
+                try await m.emulator.setFaults([])
+                try await m.mount()
+            } else {
+                try await m.emulator.setReachable(false)
+                try m.emulator.replaceFaults([])  // the held look's connection drops
+                try await eventually("the mount to find Dropbox out of reach", timeout: 120) { try m.statusReport()["offline_since"] != nil }
+                try await m.emulator.setReachable(true)
+                try await eventually("the mount to see Dropbox again", timeout: 120) { try m.statusReport()["offline_since"] == nil }
+            }
+            let synced = try await m.syncFolder("\"$M\"")
+            #expect(synced.status == 0, "\(synced.stderr)\n\(m.log.suffix(3000))")
+            let held = try await m.client.listAll("", recursive: true).compactMap(\.pathLower).sorted()
+            #expect(held == ["/t", "/t/theirs.txt"], "\(held)\n\(m.log.suffix(6000))")
+            try await eventually("the mount to show what Dropbox holds") {
+                try await m.sh("cd \"$M\" && find . | sort").stdout == ".\n./t\n./t/theirs.txt\n"
+            }
+        }
+    }
+
     /// A removed folder waits at a hidden name while the removal checks it is empty; another
     /// client's folder at such a name (another mount of the account, whose queue numbers its
     /// removals alike) is not in the way. Named after the record's number alone, the move

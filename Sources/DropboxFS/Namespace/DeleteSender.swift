@@ -109,27 +109,18 @@ final class DeleteSender: Sendable {
     /// A removed folder tree in one delete (see the type's comment). True when it is gone
     /// from Dropbox (or was already); false when it stays and its deletes go one by one.
     private func deleteWhole(_ top: QueuedDelete, _ inside: [QueuedDelete], via hidden: String) async throws -> Bool {
-        var aside: Node?
         // Not in the store: a new folder taken back after it may have been made (a round or
         // a previous mount sent it, and learnt nothing), or one gone since. Dropbox says which.
         var atName = try store.node(top.pathLower)
         if atName == nil { atName = try await calls.client.metadataIfExists(top.pathLower).flatMap(Node.init) }
-        if let folder = atName {
-            // Something else holds the name now (replaced elsewhere): the folder is gone.
-            guard folder.isFolder else { return true }
-            do {
-                aside = Node(try await calls.moveOnce(folder, to: hidden))
-            } catch let error as CallError<RelocationError> {
-                // Its folder is a file on Dropbox now (another client moved it away, the
-                // folder with it): nothing of the folder is at its name. The refusal failed
-                // the round, and an fsync waiting for it got EIO.
-                if TreeCalls.isUnderAFile(error) { return true }
-                guard case .route(.fromLookup(.notFound), _, _, _) = error else { throw error }
-            }
-        }
-        // Not found at its name: an earlier round may have set it aside before it stopped.
-        if aside == nil { aside = try await calls.client.metadataIfExists(hidden).flatMap(Node.init) }
-        guard let aside else { return true }
+        // Something else holds the name now (replaced elsewhere): the folder is gone.
+        if let folder = atName, !folder.isFolder { return true }
+        // Its folder a file on Dropbox now (another client moved it away, the folder with
+        // it), nothing of the folder is at its name: done. (The refusal failed the round, and
+        // an fsync waiting for it got EIO.) An earlier round may have set it aside already,
+        // for this step or for its delete alone (a round that stopped then left it there for
+        // good, their files in it).
+        guard let aside = try await calls.setAside(atName, at: hidden, orLeftAt: [top.hiddenStep(alone: true)]) else { return true }
 
         let removedFiles = Dictionary(inside.filter { !$0.isFolder }.map { ($0.pathLower, $0) }) { first, _ in first }
         let removedFolders = Set(inside.filter(\.isFolder).map(\.pathLower))
@@ -225,11 +216,15 @@ final class DeleteSender: Sendable {
     private func deleteFolders(_ folders: [QueuedDelete], into outcome: inout Outcome) async throws {
         let deepestFirst = folders.sorted { $0.pathLower.utf8.count > $1.pathLower.utf8.count }
         for record in deepestFirst {
-            guard let folder = try store.node(record.pathLower), folder.isFolder else {
-                outcome.done.append(record)  // gone, or something else holds the name now
-                continue
-            }
-            if try await calls.deleteEmptyFolder(folder, via: record.hiddenStep(alone: true)) {
+            // Not in the store: gone, or in a folder the store has not listed since the tree
+            // moved back (it keeps no entries there). Dropbox says which. Nothing at its name
+            // (or something else there now) is done, unless a round that stopped left it at
+            // its hidden name. (Counted done whenever the store had nothing, such a folder
+            // stayed on Dropbox, and showed again.)
+            var atName = try store.node(record.pathLower)
+            if atName == nil { atName = try await calls.client.metadataIfExists(record.pathLower).flatMap(Node.init) }
+            let folder = atName.flatMap { $0.isFolder ? $0 : nil }
+            if try await calls.deleteEmptyFolder(folder, named: record.name, via: record.hiddenStep(alone: true)) {
                 outcome.done.append(record)
             } else {
                 outcome.kept.append(record)
