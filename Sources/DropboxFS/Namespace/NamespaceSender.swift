@@ -19,30 +19,31 @@ final class NamespaceSender: Sendable {
     /// rename), then the oldest rename, until none touches `paths`.
     ///
     /// Someone waits for this (a mkdir at a name a new folder was renamed away from, an
-    /// fsync): a call whose answer was lost on a dying connection is tried again a few times,
-    /// as the background rounds try theirs; the next round finds what the lost one did. One
-    /// dropped answer of a `move_batch_v2` failed such a mkdir with EIO. Server errors are
-    /// not tried again here: the client has tried those already where it may, and a run of
-    /// them takes the mount offline (the uploads that wait here retry on their own).
+    /// fsync): a round that met a call whose outcome is unknown (its answer lost on a dying
+    /// connection, or a server error: 5xx, which the client does not try again on a call
+    /// that is not idempotent, a rename or a new folder) is sent again a few times, as the
+    /// background rounds do; the next round finds what the failed one did. One dropped
+    /// answer of a `move_batch_v2` failed such a mkdir with EIO, and so did one 500.
     func send(touching paths: [String]) async throws {
-        var lost = 0
+        var failed = 0
         while true {
             do {
                 return try await sendOnce(touching: paths)
-            } catch where Self.answerWasLost(error) && lost + 1 < Self.lostAnswerAttempts {
-                lost += 1
-                try await Task.sleep(for: QueuedRounds.retry.wait(attempt: lost - 1))
+            } catch where Self.outcomeWasUnknown(error) && failed + 1 < Self.attempts {
+                failed += 1
+                try await Task.sleep(for: QueuedRounds.retry.wait(attempt: failed - 1))
             }
         }
     }
 
-    /// Tries of `send(touching:)` when answers are lost.
-    static let lostAnswerAttempts = 4
+    /// Tries of `send(touching:)` when outcomes are unknown: 15 s of waits at most between them.
+    static let attempts = 6
 
-    /// A call that may have been carried out, its answer lost with its connection: trying
-    /// again finds out. Out of reach, the caller hears so at once.
-    private static func answerWasLost(_ error: any Error) -> Bool {
-        (error as? any OutcomeUnknownError)?.answerLost == true && ErrnoMapping.fsError(error) != .networkUnreachable
+    /// A call that may have been carried out, and whose round can be sent again to find
+    /// out. Out of reach, the caller hears so at once.
+    private static func outcomeWasUnknown(_ error: any Error) -> Bool {
+        guard ErrnoMapping.fsError(error) != .networkUnreachable, let call = error as? any OutcomeUnknownError else { return false }
+        return call.answerLost || call.outcomeUnknown
     }
 
     private func sendOnce(touching paths: [String]) async throws {
