@@ -21,6 +21,39 @@ struct RobustnessTests {
         }
     }
 
+    /// An fsync whose upload met a server error the client may not try again waits for the
+    /// upload's next try, which goes. Here the file changed elsewhere meanwhile: its commit is
+    /// refused, and the upload of the conflicted copy (with autorename: not idempotent) gets a
+    /// 500. That failed the fsync with EIO, though the bytes were safe and went up two
+    /// seconds later (two mounts stressing one tree with `500:p=0.03`). A run of such errors
+    /// takes the mount offline, and an fsync then returns once the bytes are on the local
+    /// disk (OfflineTests).
+    @Test func anFsyncOutlivesAServerErrorOnItsUpload() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            try await m.uploadElsewhere("theirs 1\n", to: "/f.txt")
+            try await eventually("the mount to show the file") { try await m.sh("cat \"$M/f.txt\"").stdout == "theirs 1\n" }
+            try await m.stallChangeFeed(trigger: "/trigger.txt")
+            try await m.uploadElsewhere("theirs 2\n", to: "/f.txt")
+            // The first upload is the commit Dropbox refuses; the second, the copy's, fails.
+            try await m.emulator.setFaults(["500:p=1,routes=files/list_folder/longpoll", "500:skip=1,times=1,routes=files/upload"])
+            let synced = try await m.sh("""
+                python3 -c 'import os, sys
+                fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
+                os.write(fd, b"mine\\n")
+                os.fsync(fd)
+                os.close(fd)' "$M/f.txt"
+                """)
+            #expect(synced.status == 0, "\(synced.stderr)\n\(m.log.suffix(3000))")
+            let stats = try await m.routeStats()
+            #expect(MountFixture.requests(stats, ["files/upload"]) >= 3, "\(stats)")
+            try await m.emulator.setFaults([])
+            let copies = try await m.client.listAll("").compactMap(\.fileMetadata).filter { $0.name.contains("conflicted copy") }
+            #expect(copies.count == 1, "\(copies.map(\.name))")
+            if let copy = copies.first { #expect(try await m.remoteText(copy.pathDisplay ?? "") == "mine\n") }
+            #expect(try await m.remoteText("/f.txt") == "theirs 2\n")
+        }
+    }
+
     /// libfuse's workers serve request after request on the session's one /dev/fuse
     /// descriptor. The loop's settings once went to libfuse's 3.2 entry point, which read
     /// them as its old struct (clone_fd on, no idle worker kept): nearly every request then

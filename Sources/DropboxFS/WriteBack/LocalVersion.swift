@@ -64,6 +64,10 @@ final class LocalVersion: @unchecked Sendable {
     /// Why the last upload attempt failed, and when to try again.
     var failure: FSError?
     var failureText: String?
+    /// The failure is a server error or a rate limit, which the next try may well not meet:
+    /// an fsync waits for that try rather than fail (a run of server errors takes the mount
+    /// offline, and the fsync then keeps the bytes on the local disk).
+    var failureMayPass = false
     var retryAt: ContinuousClock.Instant?
     var attempts = 0
     /// Content hashes of this path's versions (this one, or older ones it replaced) whose

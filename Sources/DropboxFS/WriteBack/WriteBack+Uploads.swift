@@ -233,6 +233,7 @@ extension WriteBack {
             } else {
                 version.failure = mapped == .noSpace || mapped == .accessDenied ? mapped : .io("\(error)")
             }
+            version.failureMayPass = !offline && (unknown || mapped == .tryAgain)
             version.failureText = mapped == .noSpace ? "Dropbox account is full (insufficient_space)" : "\(error)"
             version.retryAt = .now + UploadSchedule.retryDelay(after: mapped, attempts: version.attempts)
             return false
