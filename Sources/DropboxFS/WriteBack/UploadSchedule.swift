@@ -60,6 +60,9 @@ struct UploadSchedule {
     static let passCostFactor = 20
     static let passGapLimit: Duration = .milliseconds(250)
     static func gap(afterPassOf cost: Duration) -> Duration { min(passGapLimit, max(passInterval, cost * passCostFactor)) }
+    /// Tries of a version an fsync waits for while they fail with errors that may pass
+    /// (server errors, rate limits): 2 + 4 + 8 s of waits between them; then the fsync fails.
+    static let passingFailuresWaitedOut = 4
     /// A full account is not a blip: look again every minute.
     static let fullAccountRetry: Duration = .seconds(60)
 

@@ -696,7 +696,9 @@ public final class WriteBack: Sendable {
 
     /// Waits until a sealed version (or the newer one that replaced it) is on Dropbox, and
     /// throws the failure that keeps it from going; one that may pass (a server error, a
-    /// rate limit) is waited out: its next try comes. Returns the version instead while
+    /// rate limit) is waited out for a few tries (`UploadSchedule.passingFailuresWaitedOut`:
+    /// a route that keeps failing while others work must not hold the fsync for ever).
+    /// Returns the version instead while
     /// Dropbox is out of reach: it is to be kept on the local disk.
     private func awaitUpload(of sealed: LocalVersion) async throws -> LocalVersion? {
         var version = sealed
@@ -710,7 +712,10 @@ public final class WriteBack: Sendable {
                 }
                 if version.phase == .finished { return version.setAside ? .failure(version.failure ?? .invalidName) : .success(true) }
                 if version.phase == .editing { return .success(true) }  // nothing sealed to wait for
-                if let failure = version.failure, version.phase == .queued, !version.failureMayPass { return .failure(failure) }
+                if let failure = version.failure, version.phase == .queued,
+                   !version.failureMayPass || version.attempts >= UploadSchedule.passingFailuresWaitedOut {
+                    return .failure(failure)
+                }
                 return .success(false)
             }
             if madeUrgent {
