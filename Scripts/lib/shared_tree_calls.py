@@ -97,7 +97,9 @@ def process(folder, seed, number, calls, failures):
 
 
 def api_client(url, token, folder, seed, calls):
-    """Another client's changes through the API; returns how many were refused (409)."""
+    """Another client's changes through the API; returns how many were refused (409), or
+    failed as the emulator's injected faults make calls fail (429, 5xx: the change may or may
+    not have been made, as for any client)."""
     rng = random.Random(seed * 1000 + 999)
 
     def call(route, argument, body=None):
@@ -113,7 +115,7 @@ def api_client(url, token, folder, seed, calls):
             urllib.request.urlopen(request).read()
             return 0
         except urllib.error.HTTPError as e:
-            if e.code != 409:
+            if e.code != 409 and e.code != 429 and e.code < 500:
                 raise
             return 1
 
