@@ -110,9 +110,8 @@ final class DeleteSender: Sendable {
     /// from Dropbox (or was already); false when it stays and its deletes go one by one.
     private func deleteWhole(_ top: QueuedDelete, _ inside: [QueuedDelete], via hidden: String) async throws -> Bool {
         // Not in the store: a new folder taken back after it may have been made (a round or
-        // a previous mount sent it, and learnt nothing), or one gone since. Dropbox says which.
-        var atName = try store.node(top.pathLower)
-        if atName == nil { atName = try await calls.client.metadataIfExists(top.pathLower).flatMap(Node.init) }
+        // a previous mount sent it, and learnt nothing), or one gone since.
+        let atName = try await entry(at: top.pathLower)
         // Something else holds the name now (replaced elsewhere): the folder is gone.
         if let folder = atName, !folder.isFolder { return true }
         // Its folder a file on Dropbox now (another client moved it away, the folder with
@@ -212,18 +211,23 @@ final class DeleteSender: Sendable {
         }
     }
 
+    /// What holds a removed name now: the store's entry, or Dropbox's where the store has
+    /// none (Dropbox says whether it is gone).
+    private func entry(at pathLower: String) async throws -> Node? {
+        if let known = try store.node(pathLower) { return known }
+        return try await calls.client.metadataIfExists(pathLower).flatMap(Node.init)
+    }
+
     /// Folders whose tree did not go whole, deepest first, each deleted only if empty.
     private func deleteFolders(_ folders: [QueuedDelete], into outcome: inout Outcome) async throws {
         let deepestFirst = folders.sorted { $0.pathLower.utf8.count > $1.pathLower.utf8.count }
         for record in deepestFirst {
             // Not in the store: gone, or in a folder the store has not listed since the tree
-            // moved back (it keeps no entries there). Dropbox says which. Nothing at its name
-            // (or something else there now) is done, unless a round that stopped left it at
-            // its hidden name. (Counted done whenever the store had nothing, such a folder
-            // stayed on Dropbox, and showed again.)
-            var atName = try store.node(record.pathLower)
-            if atName == nil { atName = try await calls.client.metadataIfExists(record.pathLower).flatMap(Node.init) }
-            let folder = atName.flatMap { $0.isFolder ? $0 : nil }
+            // moved back (it keeps no entries there). Nothing at its name (or something else
+            // there now) is done, unless a round that stopped left it at its hidden name.
+            // (Counted done whenever the store had nothing, such a folder stayed on Dropbox,
+            // and showed again.)
+            let folder = try await entry(at: record.pathLower).flatMap { $0.isFolder ? $0 : nil }
             if try await calls.deleteEmptyFolder(folder, named: record.name, via: record.hiddenStep(alone: true)) {
                 outcome.done.append(record)
             } else {
