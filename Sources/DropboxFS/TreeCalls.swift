@@ -65,7 +65,8 @@ struct TreeCalls: Sendable {
     /// (beside, should it have been taken meanwhile) and false is returned. A folder another
     /// client deleted first, or moved away with its parent (which a file replaced), is not at
     /// its name any more: its removal is done (true), as on a disk where theirs came first.
-    /// `folder`: what the store holds at the name (nil: nothing, or not a folder).
+    /// `folder`: the folder at the name, as the store (or else Dropbox) has it; nil when no
+    /// folder is there (a stopped round may have left it at `hidden`).
     func deleteEmptyFolder(_ folder: Node?, named name: String, via hidden: String) async throws -> Bool {
         guard let aside = try await setAside(folder, at: hidden) else { return true }
         return try await whereSetAside(aside) { aside in
