@@ -1,6 +1,6 @@
 """Random file-system calls in one small tree, from several processes at once.
 
-Usage: shared_tree_calls.py FOLDER SEED PROCESSES CALLS
+Usage: shared_tree_calls.py FOLDER SEED PROCESSES CALLS [PROGRESS_FILE]
        shared_tree_calls.py --api URL TOKEN DROPBOX_FOLDER SEED CALLS
 
 Each process makes CALLS random calls (mkdir, rmdir, rename, writes through each open mode,
@@ -10,10 +10,13 @@ each call depends on the interleaving, so nothing predicts it; what is checked i
 fails as a call on a local disk never would: the errnos a disk gives such calls (ENOENT,
 EEXIST, ENOTDIR, EISDIR, ENOTEMPTY, EINVAL) are expected, any other is printed as
 "unexpected ERRNO CALL PATH [PATH2]" and makes the exit status 1.
+With PROGRESS_FILE, the count of calls made by all processes is appended to it every 20
+calls (for a caller that acts once enough were made: a kill in the middle).
 With --api, one process makes CALLS changes on the same paths through Dropbox's HTTP API
 (URL, with TOKEN) below DROPBOX_FOLDER instead, as another client: uploads, deletes, moves,
 new folders; refusals (409) are expected.
-Used by Scripts/stress-two-mounts, which runs it on two mounts of one account at once.
+Used by Scripts/stress-two-mounts, which runs it on two mounts of one account at once, and by
+the mount tests' SharedTreeStressTests.
 SHARED_TREE_KILLS=1 expects ENOTCONN and ECONNABORTED too (the daemon killed meanwhile).
 """
 import errno
@@ -85,7 +88,7 @@ def call(rng, folder, last):
             os.close(fd)
 
 
-def process(folder, seed, number, calls, failures):
+def process(folder, seed, number, calls, failures, made, progress):
     rng = random.Random(seed * 1000 + number)
     last = []
     for _ in range(calls):
@@ -94,6 +97,11 @@ def process(folder, seed, number, calls, failures):
         except OSError as e:
             if e.errno not in EXPECTED:
                 failures.put("unexpected %s %s (%s)" % (errno.errorcode.get(e.errno, e.errno), " ".join(last), e))
+        with made.get_lock():
+            made.value += 1
+            if progress and made.value % 20 == 0:
+                with open(progress, "a") as f:
+                    f.write("%d\n" % made.value)
 
 
 def api_client(url, token, folder, seed, calls):
@@ -141,9 +149,12 @@ def main():
         print("another client: %d calls, %d refused" % (calls, refused))
         return
     folder, seed, processes, calls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    progress = sys.argv[5] if len(sys.argv) > 5 else None
     os.makedirs(folder, exist_ok=True)
     failures = multiprocessing.Queue()
-    workers = [multiprocessing.Process(target=process, args=(folder, seed, n, calls, failures)) for n in range(processes)]
+    made = multiprocessing.Value("i", 0)
+    workers = [multiprocessing.Process(target=process, args=(folder, seed, n, calls, failures, made, progress))
+               for n in range(processes)]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -152,6 +163,7 @@ def main():
     while not failures.empty():
         print(failures.get())
         found += 1
+    print("%d calls, %d unexpected errnos" % (made.value, found))
     sys.exit(1 if found or any(w.exitcode != 0 for w in workers) else 0)
 
 

@@ -1,20 +1,21 @@
 import Foundation
 import Testing
 
-/// Threads of random operations on one small shared tree, where the differential suite runs
-/// one call at a time: renames, removals, new folders and writes of several threads meet in
-/// the queue, the upload batches and the inode table. The outcome of each call depends on
+/// Processes of random calls on one small shared tree (Scripts/lib/shared_tree_calls.py, as
+/// the two-mount stress script runs them), where the differential suite runs one call at a
+/// time: renames, removals, new folders and writes of several processes meet in the queue,
+/// the upload batches and the inode table. The outcome of each call depends on
 /// the interleaving, so no model predicts it; what must hold whatever the interleaving is
 /// checked instead: no call fails as a disk never would (EIO, say), and once the folder is
 /// fsynced the mount shows exactly what Dropbox holds, which a second mount with a cache of
 /// its own shows too (names, kinds, bytes). Fixed seeds; the interleavings differ each run.
-@Suite("mount: random operations of many threads on a shared tree", .serialized, .timeLimit(.minutes(10)))
+@Suite("mount: random operations of many processes on a shared tree", .serialized, .timeLimit(.minutes(10)))
 struct SharedTreeStressTests {
     @Test func concurrentOperationsLeaveWhatDropboxHolds() async throws {
         try await MountFixture.with(seeds: []) { m in
             let seeds = [1, 2, 3]
             for seed in seeds {
-                let run = try await m.python(Self.operations(folder: "shared-\(seed)", seed: seed, threads: 8, operations: 300), timeout: 300)
+                let run = try await m.sh(Self.calls(in: "$M/shared-\(seed)", seed: seed, processes: 8, calls: 300), timeout: 300)
                 #expect(run.status == 0, "seed \(seed): \(run.stdout)\(run.stderr)\n\(m.log.suffix(2000))")
                 #expect(try await m.syncFolder("\"$M/shared-\(seed)\"").status == 0)
             }
@@ -29,16 +30,16 @@ struct SharedTreeStressTests {
         }
     }
 
-    /// The same, with the daemon killed (-9) while the threads run: mounted again on its
+    /// The same, with the daemon killed (-9) while the processes run: mounted again on its
     /// cache, it sends what its queue kept and, once the folder is fsynced, shows what a mount
     /// with a fresh cache shows.
     @Test func aKillInTheMiddleLeavesWhatDropboxHolds() async throws {
         try await MountFixture.with(seeds: []) { m in
             for seed in [4, 5] {
                 let progress = m.root.appendingPathComponent("progress-\(seed)").path
-                async let run = m.python(Self.operations(folder: "killed-\(seed)", seed: seed, threads: 6, operations: 400,
-                                                          progress: progress), timeout: 300)
-                try await eventually("the threads to make 300 calls", timeout: 120) {
+                async let run = m.sh("SHARED_TREE_KILLS=1 " + Self.calls(in: "$M/killed-\(seed)", seed: seed, processes: 6, calls: 400,
+                                                                          progress: progress), timeout: 300)
+                try await eventually("the processes to make 300 calls", timeout: 120) {
                     (try? String(contentsOfFile: progress, encoding: .utf8)).flatMap { Int($0.split(separator: "\n").last ?? "") } ?? 0 >= 300
                 }
                 try await m.killDaemon()
@@ -67,8 +68,11 @@ struct SharedTreeStressTests {
             let folder = "contested"
             #expect(try await m.sh("mkdir \"$M/\(folder)\"").status == 0)
             #expect(try await m.syncFolder("\"$M/\(folder)\"").status == 0)  // on Dropbox, for the other client
-            let run = try await m.python(Self.operations(folder: folder, seed: 6, threads: 6, operations: 300, remoteCalls: 400), timeout: 300)
-            #expect(run.status == 0, "\(run.stdout)\(run.stderr)\n\(m.log.suffix(2000))")
+            async let run = m.sh(Self.calls(in: "$M/\(folder)", seed: 6, processes: 6, calls: 300), timeout: 300)
+            async let remote = m.sh(Self.remoteCalls(in: "/\(folder)", seed: 6, calls: 400), timeout: 300)
+            let (local, other) = try await (run, remote)
+            #expect(local.status == 0, "\(local.stdout)\(local.stderr)\n\(m.log.suffix(2000))")
+            #expect(other.status == 0, "the other client: \(other.stdout)\(other.stderr)")
             #expect(try await m.syncFolder("\"$M/\(folder)\"").status == 0)
             let fresh = try await m.mountAnother("fresh")
             var last = ""
@@ -82,7 +86,7 @@ struct SharedTreeStressTests {
         }
     }
 
-    /// Two mounts of one account, threads of random operations on each in the same folder at
+    /// Two mounts of one account, processes of random calls on each in the same folder at
     /// once: each mount is the other's other client, changing what the first has just read
     /// or changed itself. No call fails as a disk's never would, and once both folders are
     /// fsynced and the change feed has brought the last change, both mounts show what a third
@@ -97,8 +101,8 @@ struct SharedTreeStressTests {
                 #expect(try await m.sh("mkdir \"$M/\(folder)\"").status == 0)
                 #expect(try await m.syncFolder("\"$M/\(folder)\"").status == 0)
                 try await eventually("the second mount to show \(folder)") { FileManager.default.fileExists(atPath: second + "/" + folder) }
-                async let here = m.python(Self.operations(folder: folder, seed: seed, threads: 3, operations: 300), timeout: 300)
-                async let there = m.python(Self.operations(folder: folder, seed: seed + 50, threads: 3, operations: 300, root: second), timeout: 300)
+                async let here = m.sh(Self.calls(in: "$M/\(folder)", seed: seed, processes: 3, calls: 300), timeout: 300)
+                async let there = m.sh(Self.calls(in: "\(second)/\(folder)", seed: seed + 50, processes: 3, calls: 300), timeout: 300)
                 for (mount, run) in [("first", try await here), ("second", try await there)] {
                     #expect(run.status == 0, "seed \(seed), \(mount) mount: \(run.stdout)\(run.stderr)\n\(m.log.suffix(2000))")
                 }
@@ -124,89 +128,23 @@ struct SharedTreeStressTests {
         }
     }
 
-    /// A Python script: `threads` threads each make `operations` random calls in `folder` of
-    /// the mount (created first unless it exists), on nine paths two and three deep; `root`:
-    /// of that mount instead. Errnos a
-    /// disk gives to such calls are expected; any other fails the script, but ENOTCONN or
-    /// ECONNABORTED (the daemon killed) ends the thread. With `progress`, the count of calls made is written
-    /// there now and then. With `remoteCalls`, one more thread makes as many changes on
-    /// Dropbox at the same paths, as another client.
-    static func operations(folder: String, seed: Int, threads: Int, operations: Int, progress: String? = nil, remoteCalls: Int = 0,
-                           root: String? = nil) -> String {
-        """
-        import errno, json, os, random, threading, time, urllib.error, urllib.request
-        base = \(root.map { "'\($0)'" } ?? "os.environ['M']") + '/\(folder)'
-        os.makedirs(base, exist_ok=True)
-        paths = ['a', 'b', 'c', 'a/x', 'a/y', 'b/x', 'b/x/z', 'a/x/z', 'c/x']
-        expected = {errno.ENOENT, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.ENOTEMPTY, errno.EINVAL}
-        unexpected, made, lock = [], [0], threading.Lock()
-        progress = \(progress.map { "'\($0)'" } ?? "None")
-        kinds = [(0.15, 'mkdir'), (0.23, 'rmdir'), (0.43, 'rename'), (0.60, 'write'), (0.65, 'truncate'), (0.78, 'read'),
-                 (0.84, 'unlink'), (0.88, 'listdir'), (0.93, 'sleep'), (1.0, 'fsync')]
-        def call(rng, last):
-            r = rng.random()
-            p, q = base + '/' + rng.choice(paths), base + '/' + rng.choice(paths)
-            last[:] = [next(kind for bound, kind in kinds if r < bound), p[len(base) + 1:], q[len(base) + 1:]]
-            if r < 0.15: os.mkdir(p)
-            elif r < 0.23: os.rmdir(p)
-            elif r < 0.43: os.rename(p, q)
-            elif r < 0.60:
-                flags = rng.choice([os.O_WRONLY | os.O_CREAT | os.O_TRUNC, os.O_RDWR | os.O_CREAT, os.O_WRONLY | os.O_CREAT | os.O_APPEND])
-                fd = os.open(p, flags, 0o644)
-                try: os.pwrite(fd, bytes([rng.randint(0, 255)]) * rng.randint(1, 9000), rng.randint(0, 60000))
-                finally: os.close(fd)
-            elif r < 0.65: os.truncate(p, rng.randint(0, 20000))
-            elif r < 0.78:
-                with open(p, 'rb') as f: f.read()
-            elif r < 0.84: os.unlink(p)
-            elif r < 0.88: os.listdir(p)
-            elif r < 0.93: time.sleep(rng.random() * 0.3)  # lets a round of uploads or renames start
-            else:
-                fd = os.open(p, os.O_RDONLY)
-                try: os.fsync(fd)
-                finally: os.close(fd)
-        def thread(number):
-            rng = random.Random(\(seed) * 100 + number)
-            last = []
-            for _ in range(\(operations)):
-                try:
-                    call(rng, last)
-                except OSError as e:
-                    if e.errno in (errno.ENOTCONN, errno.ECONNABORTED): return  # the daemon killed (a call under way gets the second)
-                    if e.errno not in expected: unexpected.append((errno.errorcode.get(e.errno, e.errno), *last))
-                with lock:
-                    made[0] += 1
-                    if progress and made[0] % 20 == 0:
-                        with open(progress, 'a') as f: f.write('%d\\n' % made[0])
-        def dropbox(route, argument, body=None):
-            headers = {'Authorization': 'Bearer ' + os.environ['DROPBOXFS_ACCESS_TOKEN']}
-            if body is None:
-                headers['Content-Type'] = 'application/json'
-                body = json.dumps(argument).encode()
-            else:
-                headers['Content-Type'] = 'application/octet-stream'
-                headers['Dropbox-API-Arg'] = json.dumps(argument)
-            request = urllib.request.Request(os.environ['DROPBOXFS_API_URL'] + '/2/files/' + route, data=body, headers=headers)
-            try: urllib.request.urlopen(request).read()
-            except urllib.error.HTTPError as e:
-                if e.code != 409: raise  # 409: the path was not there, or taken
-        def other_client():
-            rng = random.Random(\(seed) * 100 + 99)
-            for _ in range(\(remoteCalls)):
-                p, q, r = '/\(folder)/' + rng.choice(paths), '/\(folder)/' + rng.choice(paths), rng.random()
-                if r < 0.4: dropbox('upload', {'path': p, 'mode': 'overwrite'}, bytes([rng.randint(0, 255)]) * rng.randint(0, 20000))
-                elif r < 0.6: dropbox('delete_v2', {'path': p})
-                elif r < 0.8: dropbox('move_v2', {'from_path': p, 'to_path': q})
-                else: dropbox('create_folder_v2', {'path': p})
-                time.sleep(rng.random() * 0.05)
-        workers = [threading.Thread(target=thread, args=(n,)) for n in range(\(threads))]
-        if \(remoteCalls): workers.append(threading.Thread(target=other_client))
-        [w.start() for w in workers]
-        [w.join() for w in workers]
-        print('calls', made[0], 'unexpected errnos', unexpected[:10])
-        assert not unexpected, unexpected
-        """
+    /// The random calls of Scripts/lib/shared_tree_calls.py (the two-mount stress script's):
+    /// `processes` processes each make `calls` of them in `folder` (a shell word: `$M` is the
+    /// mountpoint), made first unless it exists. Errnos a disk gives such calls are expected;
+    /// any other is printed and fails the script. With `progress`, the count of calls made is
+    /// written there now and then.
+    static func calls(in folder: String, seed: Int, processes: Int, calls: Int, progress: String? = nil) -> String {
+        "python3 '\(script)' \"\(folder)\" \(seed) \(processes) \(calls)" + (progress.map { " '\($0)'" } ?? "")
     }
+
+    /// The same script as another client: `calls` changes through Dropbox's API at the same
+    /// names below `folder` (a Dropbox path), for the mount's account.
+    static func remoteCalls(in folder: String, seed: Int, calls: Int) -> String {
+        "python3 '\(script)' --api \"$DROPBOXFS_API_URL\" \"$DROPBOXFS_ACCESS_TOKEN\" '\(folder)' \(seed) \(calls)"
+    }
+
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Scripts/lib/shared_tree_calls.py").path
 
     /// A Python script printing a tree: folders, and files with the MD5 of their bytes, sorted.
     static func snapshot(of folder: String) -> String {
