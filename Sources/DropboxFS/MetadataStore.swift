@@ -371,6 +371,10 @@ public final class MetadataStore: @unchecked Sendable {
         /// The change feed brought the source's removal, or the entry at its new path: the
         /// store has the move, and maybe changes made after it (`applyMove`).
         var arrived = false
+        /// The change feed brought the moved entry at the source: from before the move (the
+        /// feed behind), or moved back there by another client after it, which a page tells
+        /// as the new path's removal and the entry at its old one, never as the move itself.
+        var sourceSeenAgain = false
     }
 
     /// Marks the moves under way that a page of the change feed brings (`Landing.arrived`).
@@ -383,6 +387,7 @@ public final class MetadataStore: @unchecked Sendable {
                 for ticket in bySource[lower] ?? [] { landings[ticket]!.arrived = true }
             } else if let id = Node(change)?.id, !id.isEmpty {
                 for ticket in byTarget[lower] ?? [] where landings[ticket]!.id == id { landings[ticket]!.arrived = true }
+                for ticket in bySource[lower] ?? [] where landings[ticket]!.id == id { landings[ticket]!.sourceSeenAgain = true }
             }
         }
     }
@@ -393,6 +398,13 @@ public final class MetadataStore: @unchecked Sendable {
         let key = landing.target + listed.dropFirst(landing.source.count)
         landingFolders[key, default: 0] += 1
         landings[ticket]?.keys.append(key)
+    }
+
+    /// Whether the change feed brought the moved entry at the move's source while the move
+    /// was under way (`Landing.sourceSeenAgain`): then only Dropbox can say whether the feed
+    /// is past the move.
+    public func sourceSeenAgain(_ ticket: LandingTicket) -> Bool {
+        lock.withLock { landings[ticket.number]?.sourceSeenAgain ?? false }
     }
 
     /// The move is over (done, and the store has learnt it, or failed).
@@ -448,8 +460,9 @@ public final class MetadataStore: @unchecked Sendable {
     /// entries at the new paths carry what they changed), but for removals, which are
     /// followed to the new paths once the feed is past the move (`MovesAhead`). Nothing is
     /// done when the feed brought the move during the call (`landing`; nil for a move found
-    /// made already).
-    public func applyMove(from sourceLower: String, to moved: Node, landing: LandingTicket?) throws {
+    /// made already), nor when it brought the entry at the source again, unless Dropbox,
+    /// asked since, had it where the move put it (`seenAtTarget`).
+    public func applyMove(from sourceLower: String, to moved: Node, landing: LandingTicket?, seenAtTarget: Bool = false) throws {
         try lock.withLock {
             // The change feed brought the move already, and perhaps what changed after it:
             // the store is past the move. (Moved again here, the source's name taken by a new
@@ -457,6 +470,11 @@ public final class MetadataStore: @unchecked Sendable {
             // what had been put there since; a target deleted since came back.)
             if let landing, landings[landing.number]?.arrived == true {
                 return FuseLog.trace("store: move of \(sourceLower) to \(moved.pathLower) came through the change feed already")
+            }
+            // Moved back by another client, the feed past both: learnt now, the move took the
+            // folder from where Dropbox has it, for good (the feed says no more of it).
+            if let landing, landings[landing.number]?.sourceSeenAgain == true, !seenAtTarget {
+                return FuseLog.trace("store: move of \(sourceLower) to \(moved.pathLower) left to the change feed (it brought the source again)")
             }
             forgetCachedLocked()
             try db.transaction {

@@ -164,6 +164,37 @@ struct RenameQueueTests {
         }
     }
 
+    /// A folder renamed here and moved back by another client before the mount heard its
+    /// rename's answer: the change feed, caught up meanwhile, brought both in one page (the
+    /// new name removed, the folder at its old name with its own id), and the rename's result,
+    /// learnt after that page, took the folder from its old name in the store again. Dropbox
+    /// held it at the old name, the mount showed it nowhere, and the feed, past both moves,
+    /// never said otherwise (two mounts under faults, `Scripts/stress-two-mounts` seed 440;
+    /// failed before).
+    @Test func aFolderMovedBackElsewhereBeforeItsRenameWasAnsweredShowsWhereDropboxHasIt() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir -p \"$M/a\" \"$M/n0\" && printf x > \"$M/a/f.txt\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            // The move is made at once, its answer held for 3 s.
+            try await m.emulator.setFaults(["latency:ms=3000,answer=1,routes=files/move_v2+files/move_batch_v2+files/move_batch/check_v2"])
+            #expect(try await m.sh("mv \"$M/a\" \"$M/n0/a\"").status == 0)
+            let syncing = Task { try await m.syncFolder("\"$M/n0\"") }
+            try await eventually("the rename to reach Dropbox") { try await m.client.metadataIfExists("/n0/a") != nil }
+            let pagesBefore = MountFixture.requests(try await m.routeStats(), ["files/list_folder/continue"])
+            _ = try await m.client.rpc(Routes.move, RelocationArgument(from: "/n0/a", to: "/a"))
+            // The feed brings both moves while the rename's answer is still held.
+            try await eventually("the mount to read the feed past the move back") {
+                MountFixture.requests(try await m.routeStats(), ["files/list_folder/continue"]) > pagesBefore
+            }
+            #expect(try await syncing.value.status == 0)
+            try m.emulator.replaceFaults([])
+            try await eventually("the mount to show the folder where Dropbox has it") {
+                try await m.sh("cat \"$M/a/f.txt\" && test ! -e \"$M/n0/a\"").status == 0
+            }
+            #expect(try await m.client.listAll("/n0").isEmpty)
+        }
+    }
+
     /// The listing of a renamed folder's old place, answered by Dropbox before the rename
     /// reached it but read after the mount had learnt the rename (its answer slowed here):
     /// the entries went to the old place, out of the view, and the folder counted as listed
