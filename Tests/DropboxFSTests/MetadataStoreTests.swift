@@ -143,6 +143,28 @@ struct MetadataStoreTests {
         }
     }
 
+    /// A move whose entry the change feed brought at its source during the call: moved back
+    /// there by another client after the move (a page tells the new path's removal and the
+    /// entry at its old path, never the move), the store keeps it where the feed put it; from
+    /// before the move (the feed behind), and Dropbox, asked since, has it at the target,
+    /// the store learns the move (`seenAtTarget`). The first took the folder from where
+    /// Dropbox had it, for good (two mounts under faults; failed before).
+    @Test(arguments: [false, true])
+    func aMoveWhoseEntryTheFeedBroughtAtItsSourceIsLearntOnlyIfDropboxHasItAtTheTarget(seenAtTarget: Bool) throws {
+        try Self.withStore { store in
+            _ = try store.apply(Self.entries(.folder("/a", id: "id:moved"), .folder("/b", id: "id:b")))
+            let landing = try store.beginLanding(from: "/a", to: "/b/a", id: "id:moved")
+            defer { store.endLanding(landing) }
+            _ = try store.apply(Self.entries(.deleted("/b/a"), .folder("/a", id: "id:moved")), fromChangeFeed: true)
+            #expect(store.sourceSeenAgain(landing))
+            var moved = Node(pathLower: "/b/a", name: "a", isFolder: true)
+            moved.id = "id:moved"
+            try store.applyMove(from: "/a", to: moved, landing: landing, seenAtTarget: seenAtTarget)
+            #expect(try store.node("/a") == nil ? seenAtTarget : !seenAtTarget)
+            #expect(try store.node("/b/a") == nil ? !seenAtTarget : seenAtTarget)
+        }
+    }
+
     /// The change feed gives each path's latest entry only: a listed folder removed and
     /// another entry put at its path comes as that entry alone. What the store had below the
     /// old folder goes, and the new folder is not taken as listed: the old children stayed,
