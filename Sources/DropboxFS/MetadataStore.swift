@@ -472,7 +472,8 @@ public final class MetadataStore: @unchecked Sendable {
                 return FuseLog.trace("store: move of \(sourceLower) to \(moved.pathLower) came through the change feed already")
             }
             // Moved back by another client, the feed past both: learnt now, the move took the
-            // folder from where Dropbox has it, for good (the feed says no more of it).
+            // entry (a folder with all below it) from where Dropbox has it, for good: the
+            // feed says no more of it.
             if let landing, landings[landing.number]?.sourceSeenAgain == true, !seenAtTarget {
                 return FuseLog.trace("store: move of \(sourceLower) to \(moved.pathLower) left to the change feed (it brought the source again)")
             }
