@@ -54,6 +54,41 @@ struct RobustnessTests {
         }
     }
 
+    /// A daemon killed (-9) while an fsync of a folder waited for Dropbox and another
+    /// client's change in that folder was to be told to the kernel: the kernel holds the
+    /// folder's lock until the fsync is answered, and the invalidation waited for it; the
+    /// killed daemon then never ended (that thread in D state), the kernel never dropped its
+    /// connection, and the fsync and every call in the folder hung for good
+    /// (`Scripts/stress-two-mounts --kill-after`, seed 452). Such invalidations now wait in
+    /// the daemon until the fsync is answered, and the kill ends the fsync (failed before:
+    /// nothing was ever held).
+    @Test func aKillWhileAFolderIsFsyncedLeavesNoCallHanging() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/d\" && echo a > \"$M/d/a.txt\"").status == 0)
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            let commits = ["files/upload", "files/upload_session/start", "files/upload_session/finish", "files/upload_session/finish_batch_v2"]
+            try await m.emulator.setFaults(["silent:routes=" + commits.joined(separator: "+")])
+            #expect(try await m.sh("echo mine > \"$M/d/mine.txt\"").status == 0)
+            async let held = m.syncFolder("\"$M/d\"")
+            try await eventually("the fsync's upload to be held") {
+                let stats = try await m.routeStats()
+                return commits.reduce(0) { $0 + (stats[$1]?["delayed"] ?? 0) } > 0
+            }
+            _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/d/theirs"))
+            try await eventually("the new entry's invalidation to wait for the fsync") {
+                (try? m.statusReport()["invalidations_held"] as? Int) ?? 0 > 0
+            }
+            try await m.killDaemon()
+            let fsync = try await held
+            #expect(fsync.status != 0, "the fsync ended with the daemon: \(fsync.stderr)")
+            try m.emulator.replaceFaults([])
+            try await m.mount()
+            #expect(try await m.syncFolder("\"$M/d\"").status == 0)
+            #expect(try await m.remoteText("/d/mine.txt") == "mine\n")
+            #expect(try await m.sh("test -d \"$M/d/theirs\"").status == 0)
+        }
+    }
+
     /// libfuse's workers serve request after request on the session's one /dev/fuse
     /// descriptor. The loop's settings once went to libfuse's 3.2 entry point, which read
     /// them as its old struct (clone_fd on, no idle worker kept): nearly every request then

@@ -34,6 +34,18 @@ public final class FuseMount: @unchecked Sendable {
     private let notifying = Atomic<Bool>(true)
     /// A drop of old inodes is queued or running (`dropOldInodes`).
     private let dropping = Atomic<Bool>(false)
+    /// Folders whose fsync is being answered, with how many: the kernel holds such a folder's
+    /// lock until the answer, and telling it to forget an entry there takes that lock.
+    private let syncingFolders = Mutex<[UInt64: Int]>([:])
+    /// Entry invalidations in those folders, held until their fsyncs are answered (touched on
+    /// the invalidation queue only). Sent at once, one waited for the lock, and every later
+    /// invalidation behind it; a daemon killed (-9) then never ended (that thread in D
+    /// state), so the kernel never dropped its connection and the fsync and every call in
+    /// the folder hung for good.
+    private var heldEntries: [UInt64: [Invalidation]] = [:]
+    /// How many entry invalidations wait for an fsync of their folder (the status report's).
+    public var invalidationsHeld: Int { heldCount.load(ordering: .relaxed) }
+    private let heldCount = Atomic<Int>(0)
     let directories = Mutex<(next: UInt64, open: [UInt64: OpenDirectory])>((1, [:]))
 
     public init(fs: DropboxFileSystem) { self.fs = fs }
@@ -101,13 +113,50 @@ public final class FuseMount: @unchecked Sendable {
     }
 
     /// Runs an operation's network-bound part in a task that answers `request` (a thrown
-    /// error becomes its errno); teardown waits for it.
-    func answerLater(_ request: Request, _ body: @escaping @Sendable () async throws -> Void) {
+    /// error becomes its errno); teardown waits for it. `answered` runs once it is answered.
+    func answerLater(_ request: Request, answered: (@Sendable () -> Void)? = nil, _ body: @escaping @Sendable () async throws -> Void) {
         pending.add(1, ordering: .relaxed)
         Task {
             do { try await body() } catch { request.fail(error) }
+            answered?()
             pending.subtract(1, ordering: .relaxed)
         }
+    }
+
+    /// fsync of a folder: "done" once `body` returns, entry invalidations in the folder held
+    /// until then (`heldEntries`).
+    func answerFolderSync(_ request: Request, folder: UInt64, _ body: @escaping @Sendable () async throws -> Void) {
+        syncingFolders.withLock { $0[folder, default: 0] += 1 }
+        answerLater(request, answered: { [self] in folderSyncAnswered(folder) }) {
+            try await body()
+            request.ok()
+        }
+    }
+
+    private func folderSyncAnswered(_ folder: UInt64) {
+        let last = syncingFolders.withLock { syncing -> Bool in
+            let left = syncing[folder, default: 1] - 1
+            syncing[folder] = left > 0 ? left : nil
+            return left <= 0
+        }
+        guard last, let session = lock.withLock({ self.session }).map(SessionPointer.init) else { return }
+        invalidations.async { [self] in
+            guard syncingFolders.withLock({ $0[folder] == nil }), let held = heldEntries.removeValue(forKey: folder) else { return }
+            heldCount.subtract(held.count, ordering: .relaxed)
+            guard notifying.load(ordering: .sequentiallyConsistent) else { return }
+            for invalidation in held { send(invalidation, to: session.raw) }
+        }
+    }
+
+    /// Sends an invalidation now, or holds it while an fsync of its folder is answered (on
+    /// the invalidation queue only).
+    private func deliver(_ invalidation: Invalidation, to session: OpaquePointer) {
+        if case .entry(let parent, _) = invalidation, syncingFolders.withLock({ $0[parent] != nil }) {
+            heldEntries[parent, default: []].append(invalidation)
+            heldCount.add(1, ordering: .relaxed)
+            return
+        }
+        send(invalidation, to: session)
     }
 
     /// `answerLater` for operations whose only answer is "done".
@@ -150,7 +199,7 @@ public final class FuseMount: @unchecked Sendable {
         guard !plan.isEmpty else { return }
         invalidations.async { [self] in
             guard notifying.load(ordering: .sequentiallyConsistent) else { return }
-            for invalidation in plan { send(invalidation, to: session.raw) }
+            for invalidation in plan { deliver(invalidation, to: session.raw) }
         }
     }
 
@@ -174,7 +223,7 @@ public final class FuseMount: @unchecked Sendable {
                 var asked = 0
                 for (inode, path) in oldest {
                     guard let entry = fs.droppableEntry(inode, path: path) else { continue }
-                    send(.entry(parent: entry.parent, name: entry.name), to: session.raw)
+                    deliver(.entry(parent: entry.parent, name: entry.name), to: session.raw)
                     asked += 1
                 }
                 FuseLog.trace("inodes: \(fs.inodes.count) known, the kernel asked to drop \(asked) of the \(oldest.count) oldest it holds")

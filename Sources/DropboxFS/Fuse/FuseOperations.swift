@@ -243,7 +243,7 @@ enum FuseOperations {
         ops.fsyncdir = { req, ino, _, _ in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
-            mount.answerDone(request) { try await mount.fs.syncFolder(UInt64(ino)) }
+            mount.answerFolderSync(request, folder: UInt64(ino)) { try await mount.fs.syncFolder(UInt64(ino)) }
         }
         ops.copy_file_range = { req, _, inOffset, inInfo, _, outOffset, outInfo, length, _ in
             let mount = FuseMount.from(req)
