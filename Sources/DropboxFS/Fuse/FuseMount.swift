@@ -127,10 +127,7 @@ public final class FuseMount: @unchecked Sendable {
     /// until then (`heldEntries`).
     func answerFolderSync(_ request: Request, folder: UInt64, _ body: @escaping @Sendable () async throws -> Void) {
         syncingFolders.withLock { $0[folder, default: 0] += 1 }
-        answerLater(request, answered: { [self] in folderSyncAnswered(folder) }) {
-            try await body()
-            request.ok()
-        }
+        answerDone(request, answered: { [self] in folderSyncAnswered(folder) }, body)
     }
 
     private func folderSyncAnswered(_ folder: UInt64) {
@@ -160,8 +157,8 @@ public final class FuseMount: @unchecked Sendable {
     }
 
     /// `answerLater` for operations whose only answer is "done".
-    func answerDone(_ request: Request, _ body: @escaping @Sendable () async throws -> Void) {
-        answerLater(request) {
+    func answerDone(_ request: Request, answered: (@Sendable () -> Void)? = nil, _ body: @escaping @Sendable () async throws -> Void) {
+        answerLater(request, answered: answered) {
             try await body()
             request.ok()
         }
