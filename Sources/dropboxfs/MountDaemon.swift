@@ -256,7 +256,7 @@ struct StatusReporter: Sendable {
             "cache_bytes": cache.size, "cache_limit": cache.limit, "cache_hit_rate": cache.hitRate,
             "downloaded_bytes": prepared.fs.reader.bytesDownloaded, "requests": prepared.client.transport.requestCount,
             "inodes": prepared.fs.inodes.count,
-            "invalidations_held": prepared.mount.invalidationsHeld,
+            "invalidations_held": prepared.mount.invalidationsHeld, "folders_syncing": prepared.mount.foldersSyncing,
             "serving": prepared.mount.isServing,
             "uploads_pending": pending.count, "uploads_pending_bytes": pending.bytes, "uploads_pending_left": pending.left,
             "uploads": pending.listed.map { upload -> [String: Any] in

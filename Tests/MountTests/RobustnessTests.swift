@@ -70,9 +70,12 @@ struct RobustnessTests {
             try await m.emulator.setFaults(["silent:routes=" + commits.joined(separator: "+")])
             #expect(try await m.sh("echo mine > \"$M/d/mine.txt\"").status == 0)
             async let held = m.syncFolder("\"$M/d\"")
+            // The upload may be the background flush's, begun before the fsync reached the
+            // daemon: the other client's change must come while the fsync is answered.
             try await eventually("the fsync's upload to be held") {
                 let stats = try await m.routeStats()
-                return commits.reduce(0) { $0 + (stats[$1]?["delayed"] ?? 0) } > 0
+                let folders = (try? m.statusReport()["folders_syncing"] as? Int) ?? 0
+                return commits.reduce(0) { $0 + (stats[$1]?["delayed"] ?? 0) } > 0 && folders > 0
             }
             _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/d/theirs"))
             try await eventually("the new entry's invalidation to wait for the fsync") {

@@ -46,6 +46,8 @@ public final class FuseMount: @unchecked Sendable {
     /// How many entry invalidations wait for an fsync of their folder (the status report's).
     public var invalidationsHeld: Int { heldCount.load(ordering: .relaxed) }
     private let heldCount = Atomic<Int>(0)
+    /// How many folders have an fsync being answered (the status report's).
+    public var foldersSyncing: Int { syncingFolders.withLock { $0.count } }
     let directories = Mutex<(next: UInt64, open: [UInt64: OpenDirectory])>((1, [:]))
 
     public init(fs: DropboxFileSystem) { self.fs = fs }
