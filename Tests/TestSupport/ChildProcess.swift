@@ -83,10 +83,21 @@ public final class ChildProcess: @unchecked Sendable {
         var descriptors = [pollfd(fd: output, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: errors, events: Int16(POLLIN), revents: 0)]
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        // A process the program started in a session of its own (a daemon) may hold the
+        // pipes past the program's end, and for good if it hangs: once the program has
+        // ended, its output is what came within `afterEnd`.
+        let afterEnd = 10.0
+        var endedAt: Date?
         while descriptors.contains(where: { $0.fd >= 0 }) {
-            if poll(&descriptors, nfds_t(descriptors.count), -1) < 0 {
+            let ready = poll(&descriptors, nfds_t(descriptors.count), 500)
+            if ready < 0 {
                 if errno == EINTR { continue }
                 break
+            }
+            if ready == 0 {
+                if endedAt == nil && hasEnded() { endedAt = Date() }
+                if let endedAt, Date().timeIntervalSince(endedAt) > afterEnd { break }
+                continue
             }
             for index in descriptors.indices where descriptors[index].fd >= 0 && descriptors[index].revents != 0 {
                 let count = buffer.withUnsafeMutableBytes { read(descriptors[index].fd, $0.baseAddress, $0.count) }
@@ -106,6 +117,12 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Waits for the program to end and reaps it: its exit status, or the number of the signal
     /// that ended it (as Foundation's `terminationStatus` says).
+    /// Whether the program has ended, without reaping it (`waitForExit` does).
+    private func hasEnded() -> Bool {
+        var info = siginfo_t()
+        return waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info._sifields._sigchld.si_pid != 0
+    }
+
     public func waitForExit() -> Int32 {
         // Waits without reaping first, so that `signal` never reaches a reused pid.
         var info = siginfo_t()
