@@ -148,6 +148,8 @@ struct MountDaemon {
 
         var isDirectory: ObjCBool = false
         if MountTable.isMounted(mountpoint, type: "fuse.dropboxfs") {
+            // A connection its dead daemon left open would keep the `stat` below waiting.
+            OrphanedConnection.abortIfDaemonGone(mountpoint)
             var info = stat()
             guard stat(mountpoint, &info) != 0, errno == ENOTCONN else { throw ClientError.local("already mounted") }
             try Unmounter.unmount(mountpoint)  // left by a process that died: recover
@@ -256,7 +258,7 @@ struct StatusReporter: Sendable {
             "cache_bytes": cache.size, "cache_limit": cache.limit, "cache_hit_rate": cache.hitRate,
             "downloaded_bytes": prepared.fs.reader.bytesDownloaded, "requests": prepared.client.transport.requestCount,
             "inodes": prepared.fs.inodes.count,
-            "invalidations_held": prepared.mount.invalidationsHeld, "folders_syncing": prepared.mount.foldersSyncing,
+            "invalidations_held": prepared.mount.invalidationsHeld, "kernel_locks_held": prepared.mount.kernelLocksHeld,
             "serving": prepared.mount.isServing,
             "uploads_pending": pending.count, "uploads_pending_bytes": pending.bytes, "uploads_pending_left": pending.left,
             "uploads": pending.listed.map { upload -> [String: Any] in

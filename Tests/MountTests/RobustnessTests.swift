@@ -74,7 +74,7 @@ struct RobustnessTests {
             // daemon: the other client's change must come while the fsync is answered.
             try await eventually("the fsync's upload to be held") {
                 let stats = try await m.routeStats()
-                let folders = (try? m.statusReport()["folders_syncing"] as? Int) ?? 0
+                let folders = (try? m.statusReport()["kernel_locks_held"] as? Int) ?? 0
                 return commits.reduce(0) { $0 + (stats[$1]?["delayed"] ?? 0) } > 0 && folders > 0
             }
             _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/d/theirs"))
@@ -89,6 +89,33 @@ struct RobustnessTests {
             #expect(try await m.syncFolder("\"$M/d\"").status == 0)
             #expect(try await m.remoteText("/d/mine.txt") == "mine\n")
             #expect(try await m.sh("test -d \"$M/d/theirs\"").status == 0)
+        }
+    }
+
+    /// The same for a read waiting for Dropbox: the kernel keeps the file's pages locked until
+    /// the read is answered, and dropping them for another client's new version of the file
+    /// waited for that lock (failed before: nothing was held).
+    @Test func aKillWhileAReadWaitsForDropboxLeavesNoCallHanging() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            try await m.uploadElsewhere("old\n", to: "/f.txt")
+            try await eventually("the file to show") { try await m.sh("test -f \"$M/f.txt\"").status == 0 }
+            try await m.emulator.setFaults(["silent:routes=files/download"])
+            async let held = m.sh("cat \"$M/f.txt\"")
+            try await eventually("the read to wait for its download") {
+                let stats = try await m.routeStats()
+                let locks = (try? m.statusReport()["kernel_locks_held"] as? Int) ?? 0
+                return (stats["files/download"]?["delayed"] ?? 0) > 0 && locks > 0
+            }
+            try await m.uploadElsewhere("new\n", to: "/f.txt")
+            try await eventually("the new version's page invalidation to wait for the read") {
+                (try? m.statusReport()["invalidations_held"] as? Int) ?? 0 > 0
+            }
+            try await m.killDaemon()
+            let read = try await held
+            #expect(read.status != 0, "the read ended with the daemon: \(read.stdout)")
+            try m.emulator.replaceFaults([])
+            try await m.mount()
+            #expect(try await m.sh("cat \"$M/f.txt\"").stdout == "new\n")
         }
     }
 

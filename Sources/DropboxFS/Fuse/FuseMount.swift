@@ -34,20 +34,13 @@ public final class FuseMount: @unchecked Sendable {
     private let notifying = Atomic<Bool>(true)
     /// A drop of old inodes is queued or running (`dropOldInodes`).
     private let dropping = Atomic<Bool>(false)
-    /// Folders whose fsync is being answered, with how many: the kernel holds such a folder's
-    /// lock until the answer, and telling it to forget an entry there takes that lock.
-    private let syncingFolders = Mutex<[UInt64: Int]>([:])
-    /// Entry invalidations in those folders, held until their fsyncs are answered (touched on
-    /// the invalidation queue only). Sent at once, one waited for the lock, and every later
-    /// invalidation behind it; a daemon killed (-9) then never ended (that thread in D
-    /// state), so the kernel never dropped its connection and the fsync and every call in
-    /// the folder hung for good.
-    private var heldEntries: [UInt64: [Invalidation]] = [:]
-    /// How many entry invalidations wait for an fsync of their folder (the status report's).
-    public var invalidationsHeld: Int { heldCount.load(ordering: .relaxed) }
-    private let heldCount = Atomic<Int>(0)
-    /// How many folders have an fsync being answered (the status report's).
-    public var foldersSyncing: Int { syncingFolders.withLock { $0.count } }
+    /// Kernel locks held for requests answered from tasks; invalidations needing one wait
+    /// in `holds` until it is released (see `KernelLockHolds`).
+    private let holds = KernelLockHolds()
+    /// How many invalidations wait for a kernel lock (the status report's).
+    public var invalidationsHeld: Int { holds.invalidationsWaiting }
+    /// How many kernel locks requests being answered hold (the status report's).
+    public var kernelLocksHeld: Int { holds.locksHeld }
     let directories = Mutex<(next: UInt64, open: [UInt64: OpenDirectory])>((1, [:]))
 
     public init(fs: DropboxFileSystem) { self.fs = fs }
@@ -115,52 +108,39 @@ public final class FuseMount: @unchecked Sendable {
     }
 
     /// Runs an operation's network-bound part in a task that answers `request` (a thrown
-    /// error becomes its errno); teardown waits for it. `answered` runs once it is answered.
-    func answerLater(_ request: Request, answered: (@Sendable () -> Void)? = nil, _ body: @escaping @Sendable () async throws -> Void) {
+    /// error becomes its errno); teardown waits for it. `locks`: the kernel locks the
+    /// request's call holds until it is answered (`KernelLockHolds`).
+    func answerLater(_ request: Request, holding locks: [KernelLockHolds.Lock] = [], _ body: @escaping @Sendable () async throws -> Void) {
         pending.add(1, ordering: .relaxed)
+        holds.take(locks)
         Task {
             do { try await body() } catch { request.fail(error) }
-            answered?()
+            if !locks.isEmpty { released(locks) }
             pending.subtract(1, ordering: .relaxed)
         }
     }
 
-    /// fsync of a folder: "done" once `body` returns, entry invalidations in the folder held
-    /// until then (`heldEntries`).
-    func answerFolderSync(_ request: Request, folder: UInt64, _ body: @escaping @Sendable () async throws -> Void) {
-        syncingFolders.withLock { $0[folder, default: 0] += 1 }
-        answerDone(request, answered: { [self] in folderSyncAnswered(folder) }, body)
-    }
-
-    private func folderSyncAnswered(_ folder: UInt64) {
-        let last = syncingFolders.withLock { syncing -> Bool in
-            let left = syncing[folder, default: 1] - 1
-            syncing[folder] = left > 0 ? left : nil
-            return left <= 0
-        }
-        guard last, let session = lock.withLock({ self.session }).map(SessionPointer.init) else { return }
+    /// Sends the invalidations that waited for `locks`, once no request holds them.
+    private func released(_ locks: [KernelLockHolds.Lock]) {
+        let free = holds.release(locks)
+        guard !free.isEmpty, let session = lock.withLock({ self.session }).map(SessionPointer.init) else { return }
         invalidations.async { [self] in
-            guard syncingFolders.withLock({ $0[folder] == nil }), let held = heldEntries.removeValue(forKey: folder) else { return }
-            heldCount.subtract(held.count, ordering: .relaxed)
             guard notifying.load(ordering: .sequentiallyConsistent) else { return }
-            for invalidation in held { send(invalidation, to: session.raw) }
+            for lock in free {
+                for invalidation in holds.takeWaiting(for: lock) { send(invalidation, to: session.raw) }
+            }
         }
     }
 
-    /// Sends an invalidation now, or holds it while an fsync of its folder is answered (on
-    /// the invalidation queue only).
+    /// Sends an invalidation now, or keeps it while a request holds the kernel lock it needs
+    /// (on the invalidation queue only).
     private func deliver(_ invalidation: Invalidation, to session: OpaquePointer) {
-        if case .entry(let parent, _) = invalidation, syncingFolders.withLock({ $0[parent] != nil }) {
-            heldEntries[parent, default: []].append(invalidation)
-            heldCount.add(1, ordering: .relaxed)
-            return
-        }
-        send(invalidation, to: session)
+        if !holds.keep(invalidation) { send(invalidation, to: session) }
     }
 
     /// `answerLater` for operations whose only answer is "done".
-    func answerDone(_ request: Request, answered: (@Sendable () -> Void)? = nil, _ body: @escaping @Sendable () async throws -> Void) {
-        answerLater(request, answered: answered) {
+    func answerDone(_ request: Request, holding locks: [KernelLockHolds.Lock] = [], _ body: @escaping @Sendable () async throws -> Void) {
+        answerLater(request, holding: locks) {
             try await body()
             request.ok()
         }
@@ -169,13 +149,14 @@ public final class FuseMount: @unchecked Sendable {
     /// "Done" at once, on this thread, when `now` did the whole operation (it returns false,
     /// having changed nothing, when the operation needs Dropbox); else `later` in a task.
     /// The hop to Swift's threads and back cost about as much as a create's flush itself.
-    func answerDone(_ request: Request, now: () throws -> Bool, later: @escaping @Sendable () async throws -> Void) {
+    func answerDone(_ request: Request, holding locks: [KernelLockHolds.Lock] = [], now: () throws -> Bool,
+                    later: @escaping @Sendable () async throws -> Void) {
         do {
             if try now() { return request.ok() }
         } catch {
             return request.fail(error)
         }
-        answerDone(request, later)
+        answerDone(request, holding: locks, later)
     }
 
     // MARK: Invalidation (from the invalidation queue only)
@@ -231,12 +212,6 @@ public final class FuseMount: @unchecked Sendable {
             // Entries handed out after the last look, whose own check found this running.
             dropOldInodesIfOver()
         }
-    }
-
-    private enum Invalidation {
-        case entry(parent: UInt64, name: String)
-        /// Attributes always; cached pages too when `pages`.
-        case inode(UInt64, pages: Bool)
     }
 
     private func planInvalidations(_ changes: [StoreChange]) -> [Invalidation] {

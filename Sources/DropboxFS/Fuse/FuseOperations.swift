@@ -27,7 +27,7 @@ enum FuseOperations {
             } catch {
                 return mount.answerLookup(request, in: parent, .failure(error))
             }
-            mount.answerLater(request) {
+            mount.answerLater(request, holding: [.folder(UInt64(parent))]) {
                 do {
                     mount.answerLookup(request, in: parent, .success(try await mount.fs.lookup(parent: UInt64(parent), name: name)))
                 } catch {
@@ -131,7 +131,7 @@ enum FuseOperations {
             } catch {
                 return request.fail(error)
             }
-            mount.answerLater(request) {
+            mount.answerLater(request, holding: [.folder(UInt64(parent))]) {
                 reply(try await mount.fs.create(parent: UInt64(parent), name: name, exclusive: exclusive, mode: UInt32(mode)))
             }
         }
@@ -140,7 +140,7 @@ enum FuseOperations {
             let request = Request(raw: req!)
             guard let name = FuseOperations.name(name!) else { return request.fail(FSError.nameNotUnicode) }
             guard mode & S_IFMT == S_IFREG else { return request.fail(FSError.notPermitted) }  // no devices, fifos or sockets
-            mount.answerLater(request) {
+            mount.answerLater(request, holding: [.folder(UInt64(parent))]) {
                 let (inode, node) = try await mount.fs.makeFile(parent: UInt64(parent), name: name, mode: UInt32(mode))
                 var entry = mount.entryParam(inode, node, in: parent)
                 fuse_reply_entry(request.raw, &entry)
@@ -162,7 +162,7 @@ enum FuseOperations {
                 return request.fail(error)
             }
             let copy = Array(bytes)
-            mount.answerLater(request) {
+            mount.answerLater(request, holding: [.pages(UInt64(ino))]) {
                 fuse_reply_write(request.raw, try await mount.fs.write(handle: handle, copy, at: Int64(offset)))
             }
         }
@@ -194,7 +194,7 @@ enum FuseOperations {
                 fuse_reply_attr(request.raw, &attributes, mount.cacheTimeout)
             }
         }
-        ops.read = { req, _, size, offset, fi in
+        ops.read = { req, ino, size, offset, fi in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let handle = fi!.pointee.fh
@@ -203,7 +203,7 @@ enum FuseOperations {
                withExtendedLifetime(span.holder, { request.replySpliced(from: span.file, offset: span.offset, length: span.length) }) {
                 return
             }
-            mount.answerLater(request) {
+            mount.answerLater(request, holding: [.pages(UInt64(ino))]) {
                 switch try await mount.fs.answerRead(handle: handle, offset: Int64(offset), size: size) {
                 case .span(let file, let spanOffset, let length):
                     if !request.replySpliced(from: file, offset: spanOffset, length: length) {
@@ -243,7 +243,7 @@ enum FuseOperations {
         ops.fsyncdir = { req, ino, _, _ in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
-            mount.answerFolderSync(request, folder: UInt64(ino)) { try await mount.fs.syncFolder(UInt64(ino)) }
+            mount.answerDone(request, holding: [.folder(UInt64(ino))]) { try await mount.fs.syncFolder(UInt64(ino)) }
         }
         ops.copy_file_range = { req, _, inOffset, inInfo, _, outOffset, outInfo, length, _ in
             let mount = FuseMount.from(req)
@@ -310,7 +310,7 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             guard let name = FuseOperations.name(name!) else { return request.fail(FSError.nameNotUnicode) }
-            mount.answerLater(request) {
+            mount.answerLater(request, holding: [.folder(UInt64(parent))]) {
                 let (inode, node) = try await mount.fs.makeDirectory(parent: UInt64(parent), name: name, mode: UInt32(mode))
                 var entry = mount.entryParam(inode, node, in: parent)
                 fuse_reply_entry(request.raw, &entry)
@@ -324,7 +324,7 @@ enum FuseOperations {
             guard let from = FuseOperations.name(name!) else { return request.fail(FSError.notFound) }
             guard let to = FuseOperations.name(newName!) else { return request.fail(FSError.nameNotUnicode) }
             guard flags & ~renameNoReplace == 0 else { return request.fail(FSError.invalidArgument) }  // no RENAME_EXCHANGE
-            mount.answerDone(request) {
+            mount.answerDone(request, holding: [.folder(UInt64(parent)), .folder(UInt64(newParent))]) {
                 try await mount.fs.rename(parent: UInt64(parent), name: from, newParent: UInt64(newParent), newName: to,
                                           noReplace: flags & renameNoReplace != 0)
             }
@@ -386,7 +386,7 @@ extension FuseOperations {
         let mount = FuseMount.from(req)
         let request = Request(raw: req!)
         guard let name = FuseOperations.name(name!) else { return request.fail(FSError.notFound) }
-        mount.answerDone(request, now: { try mount.fs.removeWithoutWaiting(parent: UInt64(parent), name: name, folder: folder) }) {
+        mount.answerDone(request, holding: [.folder(UInt64(parent))], now: { try mount.fs.removeWithoutWaiting(parent: UInt64(parent), name: name, folder: folder) }) {
             try await mount.fs.remove(parent: UInt64(parent), name: name, folder: folder)
         }
     }
