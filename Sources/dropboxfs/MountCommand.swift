@@ -189,15 +189,25 @@ enum MountTable {
 
     static func isMounted(_ path: String, type: String) -> Bool { entries().contains { $0.mountpoint == path && $0.type == type } }
 
-    /// An absolute path with symlinks resolved through its parent (the last component may be
-    /// a dead mount, which realpath cannot enter).
+    /// An absolute path with symlinks resolved through its parent. The last component is
+    /// never looked at: it may be a dead mount, which realpath cannot enter, or one whose
+    /// connection outlived its daemon, where a `stat` waits for good (Foundation's
+    /// `URL(fileURLWithPath:)` makes one, to learn whether the path is a directory).
     static func canonical(_ path: String) -> String {
-        let url = URL(fileURLWithPath: path).standardizedFileURL
-        let parent = url.deletingLastPathComponent().path
-        guard let resolved = realpath(parent, nil) else { return url.path }
+        var absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        while absolute.count > 1 && absolute.hasSuffix("/") { absolute.removeLast() }
+        guard let slash = absolute.lastIndex(of: "/") else { return absolute }
+        let last = String(absolute[absolute.index(after: slash)...])
+        if last.isEmpty || last == "." || last == ".." { return resolved(absolute) ?? absolute }
+        let parent = slash == absolute.startIndex ? "/" : String(absolute[..<slash])
+        guard let base = resolved(parent) else { return absolute }
+        return (base == "/" ? "" : base) + "/" + last
+    }
+
+    private static func resolved(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
-        let base = String(cString: resolved)
-        return (base == "/" ? "" : base) + "/" + url.lastPathComponent
+        return String(cString: resolved)
     }
 
     /// /proc/mounts escapes space, tab, newline and backslash as octal.
@@ -210,6 +220,7 @@ enum MountTable {
 enum Unmounter {
     /// `fusermount3 -u`; if the filesystem's process is gone (or busy), a lazy unmount.
     static func unmount(_ path: String) throws {
+        OrphanedConnection.abortIfDaemonGone(path)  // else calls waiting on it stay hung
         if run(["fusermount3", "-u", path]) == 0 { return }
         if run(["fusermount3", "-u", "-z", path]) == 0 { return }
         if umount2(path, Int32(MNT_DETACH)) == 0 { return }

@@ -119,6 +119,39 @@ struct RobustnessTests {
         }
     }
 
+    /// A daemon gone while something else still holds its /dev/fuse descriptor (here a copy
+    /// taken with pidfd_getfd; in the wild, a thread of the killed daemon that could not end):
+    /// the kernel keeps the connection, and every call on the mountpoint waits for an answer,
+    /// the next `dropboxfs mount`'s `stat` too (failed before: that mount waited until the
+    /// test's runner stopped it). The mount aborts such a connection first.
+    @Test func aMountOverAConnectionItsDeadDaemonLeftOpenTakesItsPlace() async throws {
+        try await MountFixture.with { m in
+            let daemon = try #require(m.daemonPIDs().first)
+            let ready = m.root.appendingPathComponent("descriptor-copied").path
+            let copier = m.root.appendingPathComponent("copy-descriptor.py")
+            try """
+                import ctypes, os, signal, sys
+                pid, fd, ready = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+                copy = ctypes.CDLL(None, use_errno=True).syscall(438, os.pidfd_open(pid), fd, 0)  # pidfd_getfd
+                if copy >= 0:
+                    open(ready, "w").close()
+                    signal.pause()
+                """.write(to: copier, atomically: true, encoding: .utf8)
+            let started = try await m.sh("""
+                fd=$(ls -l /proc/\(daemon)/fd | awk '$NF == "/dev/fuse" { print $(NF-2); exit }')
+                python3 '\(copier.path)' \(daemon) "$fd" '\(ready)' >/dev/null 2>&1 </dev/null &
+                echo $!
+                """)
+            let holder = try #require(Int32(started.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+            defer { kill(holder, SIGKILL) }
+            try await eventually("the descriptor's copy") { FileManager.default.fileExists(atPath: ready) }
+            kill(daemon, SIGKILL)
+            try await eventually("the daemon to end") { m.daemonPIDs().isEmpty }
+            try await m.mount()
+            #expect(try await m.sh("cat \"$M/README.txt\"").status == 0)
+        }
+    }
+
     /// libfuse's workers serve request after request on the session's one /dev/fuse
     /// descriptor. The loop's settings once went to libfuse's 3.2 entry point, which read
     /// them as its old struct (clone_fd on, no idle worker kept): nearly every request then
