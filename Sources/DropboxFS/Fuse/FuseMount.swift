@@ -133,9 +133,12 @@ public final class FuseMount: @unchecked Sendable {
     }
 
     /// Sends an invalidation now, or keeps it while a request holds the kernel lock it needs
-    /// (on the invalidation queue only).
+    /// (on the invalidation queue only). A file's attributes go at once even then: they take
+    /// no lock, and reads overlapping one another may hold its pages for as long as a long
+    /// read of the file lasts.
     private func deliver(_ invalidation: Invalidation, to session: OpaquePointer) {
-        if !holds.keep(invalidation) { send(invalidation, to: session) }
+        guard holds.keep(invalidation) else { return send(invalidation, to: session) }
+        if case .inode(let inode, pages: true) = invalidation { send(.inode(inode, pages: false), to: session) }
     }
 
     /// `answerLater` for operations whose only answer is "done".
