@@ -115,14 +115,14 @@ public final class ChildProcess: @unchecked Sendable {
         return (collected[0], collected[1])
     }
 
-    /// Waits for the program to end and reaps it: its exit status, or the number of the signal
-    /// that ended it (as Foundation's `terminationStatus` says).
     /// Whether the program has ended, without reaping it (`waitForExit` does).
     private func hasEnded() -> Bool {
         var info = siginfo_t()
         return waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info._sifields._sigchld.si_pid != 0
     }
 
+    /// Waits for the program to end and reaps it: its exit status, or the number of the signal
+    /// that ended it (as Foundation's `terminationStatus` says).
     public func waitForExit() -> Int32 {
         // Waits without reaping first, so that `signal` never reaches a reused pid.
         var info = siginfo_t()

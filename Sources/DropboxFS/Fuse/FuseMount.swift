@@ -112,7 +112,7 @@ public final class FuseMount: @unchecked Sendable {
     /// request's call holds until it is answered (`KernelLockHolds`).
     func answerLater(_ request: Request, holding locks: [KernelLockHolds.Lock] = [], _ body: @escaping @Sendable () async throws -> Void) {
         pending.add(1, ordering: .relaxed)
-        holds.take(locks)
+        if !locks.isEmpty { holds.take(locks) }
         Task {
             do { try await body() } catch { request.fail(error) }
             if !locks.isEmpty { released(locks) }
