@@ -2,20 +2,24 @@ import Foundation
 import Synchronization
 
 /// Times Dropbox does not record, kept for as long as the kernel holds the inode: when a
-/// file's or folder's status last changed here (chmod, a time set, a rename: its ctime), and
+/// file's or folder's status last changed here (chmod, a time set, a rename: its ctime),
 /// when a folder's entries last changed here (an entry made, removed or renamed in it: its
-/// mtime and ctime) or the time set on it (`touch`, `rsync -a`, `tar x`). Tools compare them
-/// (a backup's ctime check after a chmod, `find -newer` of a folder, a POSIX suite).
+/// mtime and ctime) or the time set on it (`touch`, `rsync -a`, `tar x`), and the access
+/// time set on a file or folder (`touch -a`, `cp -p`, `tar x --atime-preserve`; reads do not
+/// move it). Tools compare them (a backup's ctime check after a chmod, `find -newer` of a
+/// folder, a POSIX suite's `utimensat` checks).
 ///
 /// Bounded by the kernel's inode cache: an inode's times go when the kernel forgets it, and
-/// it shows Dropbox's times again (a file's modification time as its ctime, the mount's
-/// start as a folder's times; doc/SEMANTICS.md).
+/// it shows Dropbox's times again (a file's modification time as its ctime and atime, the
+/// mount's start as a folder's times; doc/SEMANTICS.md).
 final class ChangeTimes: Sendable {
     private struct Times {
         /// The status change (ctime) if later than the modification time.
         var status: timespec?
         /// A folder's modification time, replacing the mount's start.
         var folderModified: timespec?
+        /// The access time set here, replacing the modification time.
+        var accessed: timespec?
     }
 
     private let times = Mutex<[UInt64: Times]>([:])
@@ -35,6 +39,11 @@ final class ChangeTimes: Sendable {
         update(folder) { times, now in (times.folderModified, times.status) = (time, now) }
     }
 
+    /// utimensat's access time: kept, and the status changed now.
+    func setAccessed(_ inode: UInt64, to time: timespec) {
+        update(inode) { times, now in (times.accessed, times.status) = (time, now) }
+    }
+
     private func update(_ inode: UInt64, _ change: (inout Times, timespec) -> Void) {
         let now = LocalVersion.now()
         times.withLock { change(&$0[inode, default: Times()], now) }
@@ -44,11 +53,12 @@ final class ChangeTimes: Sendable {
         times.withLock { if !$0.isEmpty { $0[inode] = nil } }
     }
 
-    /// Puts the kept times into `attributes` (whose mtime and ctime are Dropbox's).
+    /// Puts the kept times into `attributes` (whose mtime, ctime and atime are Dropbox's).
     func apply(to attributes: inout stat, inode: UInt64, isFolder: Bool) {
         guard let kept = times.withLock({ $0.isEmpty ? nil : $0[inode] }) else { return }
         if isFolder, let modified = kept.folderModified { attributes.st_mtim = modified }
         attributes.st_ctim = attributes.st_mtim
+        attributes.st_atim = kept.accessed ?? attributes.st_mtim
         if let status = kept.status, Self.isLater(status, than: attributes.st_ctim) { attributes.st_ctim = status }
     }
 

@@ -118,9 +118,10 @@ extension DropboxFileSystem {
     /// A time set on a file whose content is already on Dropbox is kept in the store for
     /// that revision (Dropbox changes `client_modified` only with new content): this mount
     /// shows it across remounts; other clients see the upload's time (doc/SEMANTICS.md).
-    public func setAttributes(_ inode: UInt64, handle: UInt64?, size: Int64?, modified: timespec?, mode: UInt32? = nil) async throws -> Node {
+    public func setAttributes(_ inode: UInt64, handle: UInt64?, size: Int64?, modified: timespec?, mode: UInt32? = nil,
+                              accessed: timespec? = nil) async throws -> Node {
         try refuseInHistory(inode)
-        guard let size else { return try setAttributesWithoutWaiting(inode, modified: modified, mode: mode) }
+        guard let size else { return try setAttributesWithoutWaiting(inode, modified: modified, mode: mode, accessed: accessed) }
         if options.readOnly { throw FSError.readOnly }
         // truncate(2) of the path goes through a short-lived writer's handle, released before
         // the time and mode are set.
@@ -146,16 +147,19 @@ extension DropboxFileSystem {
             throw error
         }
         if let pathWriter { _ = try await writeBack.release(handle: pathWriter) }
-        return try setAttributesWithoutWaiting(inode, modified: modified, mode: mode)
+        return try setAttributesWithoutWaiting(inode, modified: modified, mode: mode, accessed: accessed)
     }
 
     /// setattr without a size (times, mode; the owner is not kept): nothing to wait for, so
     /// answered on the FUSE thread (`tar x` sets every file's time and mode after writing it).
-    public func setAttributesWithoutWaiting(_ inode: UInt64, modified: timespec?, mode: UInt32? = nil) throws -> Node {
+    /// `accessed`: an access time set (`touch -a`, `utimensat`), kept in `changeTimes` only.
+    public func setAttributesWithoutWaiting(_ inode: UInt64, modified: timespec?, mode: UInt32? = nil,
+                                            accessed: timespec? = nil) throws -> Node {
         try refuseInHistory(inode)
-        if (modified != nil || mode != nil) && options.readOnly { throw FSError.readOnly }
+        if (modified != nil || mode != nil || accessed != nil) && options.readOnly { throw FSError.readOnly }
         try pathChanges.withLock {
             try setAttributesLocked(inode, current: try node(inode), attached: inodes.path(of: inode) != nil, modified: modified, mode: mode)
+            if let accessed { changeTimes.setAccessed(inode, to: accessed) }
         }
         return try node(inode)
     }

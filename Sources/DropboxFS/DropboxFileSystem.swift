@@ -165,6 +165,19 @@ public final class DropboxFileSystem: Sendable {
         return children
     }
 
+    /// A folder whose name went while the kernel holds it (a shell's working directory after
+    /// `rm -r` elsewhere): nil for any other inode. As on a disk, it has no link and nothing
+    /// in it, and `stat` and `opendir` of it work (a disk's `readdir` then lists nothing);
+    /// everything that would make an entry in it still fails with `ENOENT` (`node` finds no
+    /// such folder).
+    public func removedFolderAttributes(_ inode: UInt64) -> stat? {
+        guard inodes.isDetachedFolder(inode) else { return nil }
+        var attributes = self.attributes(inode, Node(pathLower: InodeTable.detachedPath, name: "", isFolder: true))
+        attributes.st_nlink = 0
+        attributes.st_size = 0
+        return attributes
+    }
+
     /// opendir of a folder already listed (nil, having changed nothing, when it must be
     /// listed from Dropbox first). Answered on the FUSE thread: `find` opens every folder,
     /// and the hop to a task and back was a tenth of a walk over a listed tree.
@@ -483,8 +496,8 @@ public final class DropboxFileSystem: Sendable {
         attributes.st_blksize = Int(Reader.blockSize)
         attributes.st_mtim = node.isFolder ? timespec(tv_sec: mountedAt, tv_nsec: 0) : timespec(tv_sec: Int(node.modified), tv_nsec: Int(node.modifiedNanos))
         attributes.st_ctim = attributes.st_mtim
-        changeTimes.apply(to: &attributes, inode: inode, isFolder: node.isFolder)
         attributes.st_atim = attributes.st_mtim
+        changeTimes.apply(to: &attributes, inode: inode, isFolder: node.isFolder)
         return attributes
     }
 

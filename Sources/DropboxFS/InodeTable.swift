@@ -405,6 +405,12 @@ public final class InodeTable: Sendable {
         }
     }
 
+    /// Whether the inode is a folder whose name went (removed here or elsewhere) while the
+    /// kernel still holds it: a process's working directory, say.
+    public func isDetachedFolder(_ inode: UInt64) -> Bool {
+        state.withLock { state in state.byInode[inode].map { $0.path == Self.detachedPath && $0.isFolder == true } ?? false }
+    }
+
     /// The inode already given to a path, without creating one.
     public func existing(_ pathLower: String) -> UInt64? {
         if pathLower.isEmpty { return Self.root }

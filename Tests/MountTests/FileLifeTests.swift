@@ -403,6 +403,50 @@ struct FileLifeTests {
         }
     }
 
+    /// An access time set (`touch -a`, `utimensat`, `cp -p`) is the one `stat` shows, on files
+    /// and folders, and it moves the status time; one never set is the modification time.
+    @Test func accessTimesStayWhereTheUserSetThem() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let made = try await m.sh("cd \"$M\" && echo x > f && mkdir d && stat -c '%X %Y' f")
+            let fresh = made.stdout.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+            #expect(fresh.count == 2 && fresh.first == fresh.last, "atime of a new file: \(made.stdout) \(made.stderr)")
+            let set = try await m.sh("""
+                cd "$M" && touch -m -d @1500000000 f && touch -a -d @1000000000 f && touch -a -d @1100000000 d \
+                && stat -c '%X %Y %Z' f d
+                """)
+            let seen = set.stdout.split(separator: "\n").map { $0.split(separator: " ").compactMap { Int($0) } }
+            #expect(seen.count == 2, "\(set.stdout) \(set.stderr)")
+            #expect(seen.first?.prefix(2) == [1_000_000_000, 1_500_000_000], "file: atime, mtime \(seen)")
+            #expect((seen.first?.last ?? 0) > 1_500_000_000, "file: ctime \(seen)")
+            #expect(seen.last?.first == 1_100_000_000, "folder: atime \(seen)")
+            #expect((seen.last?.last ?? 0) > 1_100_000_000, "folder: ctime \(seen)")
+            // Both at once, with nanoseconds, as `cp -p` and `tar x` set them.
+            let both = try await offPool { () -> [Int] in
+                let path = m.mountpoint + "/f"
+                var times = [timespec(tv_sec: 1_200_000_000, tv_nsec: 123), timespec(tv_sec: 1_300_000_000, tv_nsec: 456)]
+                var after = stat()
+                guard utimensat(AT_FDCWD, path, &times, 0) == 0, stat(path, &after) == 0 else { return [-Int(errno)] }
+                return [after.st_atim.tv_sec, after.st_atim.tv_nsec, after.st_mtim.tv_sec, after.st_mtim.tv_nsec]
+            }
+            #expect(both == [1_200_000_000, 123, 1_300_000_000, 456])
+        }
+    }
+
+    /// A shell's working directory removed (`rm -r` from elsewhere): as on a disk, `stat .`
+    /// says a folder with no link, `ls` lists nothing, and nothing can be made in it.
+    @Test func aRemovedWorkingFolderStatsAndListsAsEmptyAndTakesNoNewEntry() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let said = try await m.sh("""
+                mkdir "$M/gone" && echo x > "$M/gone/f" && cd "$M/gone" && rm -r "$M/gone" \
+                && stat -c '%F %h' . && ls -a . && echo listed && if touch made 2>/dev/null; then echo made; fi \
+                && if mkdir sub 2>/dev/null; then echo made a folder; fi
+                """)
+            #expect(said.status == 0, "\(said.stderr)")
+            #expect(said.stdout == "directory 0\nlisted\n", "\(said.stdout)")
+            #expect(try await m.sh("ls -A \"$M\"").stdout == "")
+        }
+    }
+
     @Test func namesUpTo255BytesWorkAndLongerOnesAreTooLong() async throws {
         try await MountFixture.with { m in
             let long = m.mountpoint + "/" + String(repeating: "a", count: 256)

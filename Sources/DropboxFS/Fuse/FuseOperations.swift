@@ -6,7 +6,9 @@ private let renameNoReplace: UInt32 = 1
 /// FUSE_SET_ATTR_* bits of setattr's `to_set` (macros in fuse_lowlevel.h).
 private let setAttrMode: Int32 = 1 << 0
 private let setAttrSize: Int32 = 1 << 3
+private let setAttrAtime: Int32 = 1 << 4
 private let setAttrMtime: Int32 = 1 << 5
+private let setAttrAtimeNow: Int32 = 1 << 7
 private let setAttrMtimeNow: Int32 = 1 << 8
 
 /// The low-level operation table. Each entry copies its borrowed arguments, then calls the
@@ -52,6 +54,9 @@ enum FuseOperations {
             do {
                 var attributes = mount.fs.attributes(UInt64(ino), try mount.fs.node(UInt64(ino)))
                 fuse_reply_attr(request.raw, &attributes, mount.cacheTimeout)
+            } catch FSError.notFound {
+                guard var attributes = mount.fs.removedFolderAttributes(UInt64(ino)) else { return request.fail(FSError.notFound) }
+                fuse_reply_attr(request.raw, &attributes, mount.cacheTimeout)
             } catch {
                 request.fail(error)
             }
@@ -76,6 +81,8 @@ enum FuseOperations {
                 if let children = try mount.fs.openDirectoryWithoutWaiting(UInt64(ino)) {
                     return mount.answerOpenDirectory(request, info, children, namesGoneThen: gone)
                 }
+            } catch FSError.notFound where mount.fs.inodes.isDetachedFolder(UInt64(ino)) {
+                return mount.answerOpenDirectory(request, info, [], namesGoneThen: gone)  // lists nothing, as on a disk
             } catch {
                 return request.fail(error)
             }
@@ -172,6 +179,7 @@ enum FuseOperations {
             let handle = fi?.pointee.fh
             let size: Int64? = toSet & setAttrSize != 0 ? Int64(attr!.pointee.st_size) : nil
             let modified: timespec? = toSet & setAttrMtimeNow != 0 ? LocalVersion.now() : toSet & setAttrMtime != 0 ? attr!.pointee.st_mtim : nil
+            let accessed: timespec? = toSet & setAttrAtimeNow != 0 ? LocalVersion.now() : toSet & setAttrAtime != 0 ? attr!.pointee.st_atim : nil
             let mode: UInt32? = toSet & setAttrMode != 0 ? UInt32(attr!.pointee.st_mode) : nil
             // A chown, or a truncate by a caller without CAP_FSETID (a mode set with it wins).
             // The answer carries the mode: the kernel needs no word of it.
@@ -180,7 +188,7 @@ enum FuseOperations {
             }
             if size == nil {
                 do {
-                    let node = try mount.fs.setAttributesWithoutWaiting(UInt64(ino), modified: modified, mode: mode)
+                    let node = try mount.fs.setAttributesWithoutWaiting(UInt64(ino), modified: modified, mode: mode, accessed: accessed)
                     var attributes = mount.fs.attributes(UInt64(ino), node)
                     fuse_reply_attr(request.raw, &attributes, mount.cacheTimeout)
                 } catch {
@@ -189,7 +197,7 @@ enum FuseOperations {
                 return
             }
             mount.answerLater(request) {
-                let node = try await mount.fs.setAttributes(UInt64(ino), handle: handle, size: size, modified: modified, mode: mode)
+                let node = try await mount.fs.setAttributes(UInt64(ino), handle: handle, size: size, modified: modified, mode: mode, accessed: accessed)
                 var attributes = mount.fs.attributes(UInt64(ino), node)
                 fuse_reply_attr(request.raw, &attributes, mount.cacheTimeout)
             }
