@@ -85,6 +85,17 @@ struct ToolWorkloadTests {
         }
     }
 
+    /// About 85 edge cases of POSIX calls (Scripts/lib/edge_calls.py: renames of folders onto
+    /// folders and into themselves, trailing slashes, O_APPEND, O_DIRECT, holes, mappings,
+    /// descriptors of unlinked or renamed files, seekdir, an O_EXCL race, a removed working
+    /// folder, which times each change moves) answer as on a local disk, errno for errno.
+    @Test func edgeCasesOfPosixCallsAnswerAsOnALocalDisk() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let script = SharedTreeStressTests.script.replacingOccurrences(of: "shared_tree_calls.py", with: "edge_calls.py")
+            try await Self.same(m, "edges", "python3 '\(script)' .")
+        }
+    }
+
     @Test func gitInitAddCommitGcFsck() async throws {
         try await MountFixture.with { m in
             try await Self.same(m, "repo", """
