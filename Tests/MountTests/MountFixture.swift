@@ -9,6 +9,12 @@ import TestSupport
 final class MountFixture: @unchecked Sendable {
     static let token = "mount-token"
 
+    /// A script of the repository's Scripts/lib, which tests run as the scripts do.
+    static func libraryScript(_ name: String) -> String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Scripts/lib/" + name).path
+    }
+
     let root: URL
     let emulator: Emulator
     let mountpoint: String

@@ -164,8 +164,7 @@ struct SharedTreeStressTests {
         "python3 '\(script)' --api \"$DROPBOXFS_API_URL\" \"$DROPBOXFS_ACCESS_TOKEN\" '\(folder)' \(seed) \(calls)"
     }
 
-    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Scripts/lib/shared_tree_calls.py").path
+    static let script = MountFixture.libraryScript("shared_tree_calls.py")
 
     /// A Python script printing a tree: folders, and files with the MD5 of their bytes, sorted.
     static func snapshot(of folder: String) -> String {

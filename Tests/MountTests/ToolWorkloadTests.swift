@@ -91,8 +91,7 @@ struct ToolWorkloadTests {
     /// folder, which times each change moves) answer as on a local disk, errno for errno.
     @Test func edgeCasesOfPosixCallsAnswerAsOnALocalDisk() async throws {
         try await MountFixture.with(seeds: []) { m in
-            let script = SharedTreeStressTests.script.replacingOccurrences(of: "shared_tree_calls.py", with: "edge_calls.py")
-            try await Self.same(m, "edges", "python3 '\(script)' .")
+            try await Self.same(m, "edges", "python3 '\(MountFixture.libraryScript("edge_calls.py"))' .")
         }
     }
 
