@@ -450,31 +450,21 @@ struct FileLifeTests {
             // opened it (O_PATH, as a working directory holds it: the mount never saw an opendir).
             #expect(try await m.sh("mkdir \"$M/elsewhere\" && echo x > \"$M/elsewhere/f\" && sync \"$M/elsewhere\"").status == 0)
             let folder = m.mountpoint + "/elsewhere"
-            let held = try await offPool { try Sys.check(open(folder, Self.openPath | O_DIRECTORY)).value("open O_PATH") }
+            let held = try await offPool { try Sys.open(folder, Sys.openPath | O_DIRECTORY).value("open O_PATH") }
             defer { _ = Sys.close(held) }
             _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/elsewhere"))
             try await eventually("the delete to show") { try await offPool { Sys.stat(folder) } == .failure(Sys.Errno(code: ENOENT)) }
             let seen = try await offPool { () -> [Int32] in
                 var status = stat()
-                guard fstatat(held, "", &status, Self.atEmptyPath) == 0 else { return [-errno] }
+                guard fstatat(held, "", &status, Sys.atEmptyPath) == 0 else { return [-errno] }
                 let listing = openat(held, ".", O_RDONLY | O_DIRECTORY)
-                guard listing >= 0, let entries = fdopendir(listing) else { return [-errno] }
-                var names = 0
-                while let entry = readdir(entries) {
-                    let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-                    if name != "." && name != ".." { names += 1 }
-                }
-                closedir(entries)
+                guard listing >= 0, case .success(let names) = Sys.list(descriptor: listing) else { return [-errno] }
                 let made = openat(held, "new", O_CREAT | O_WRONLY, 0o644)
-                return [Int32(status.st_nlink), status.st_mode & S_IFMT == S_IFDIR ? 1 : 0, Int32(names), made >= 0 ? 0 : errno]
+                return [Int32(status.st_nlink), status.st_mode & S_IFMT == S_IFDIR ? 1 : 0, Int32(names.count), made >= 0 ? 0 : errno]
             }
             #expect(seen == [0, 1, 0, ENOENT], "links, is a folder, names listed, errno of a create")
         }
     }
-
-    /// O_PATH and AT_EMPTY_PATH (<fcntl.h>, behind _GNU_SOURCE: Glibc's module leaves them out).
-    static let openPath: Int32 = 0o10_000_000
-    static let atEmptyPath: Int32 = 0x1000
 
     @Test func namesUpTo255BytesWorkAndLongerOnesAreTooLong() async throws {
         try await MountFixture.with { m in

@@ -175,16 +175,36 @@ public enum Sys {
         setTimes(path, timespec(tv_sec: seconds, tv_nsec: 0))
     }
 
+    /// O_PATH and AT_EMPTY_PATH (<fcntl.h>, behind _GNU_SOURCE: Swift's Glibc module leaves
+    /// them out).
+    public static let openPath: Int32 = 0o10_000_000
+    public static let atEmptyPath: Int32 = 0x1000
+
     /// A folder's entry names, sorted.
     public static func list(_ path: String) -> Outcome<[String]> {
         guard let dir = opendir(path) else { return .failure(Errno(code: errno)) }
+        return .success(names(of: dir))
+    }
+
+    /// The entry names of the folder open as `fd`, sorted; `fd` is closed.
+    public static func list(descriptor fd: Int32) -> Outcome<[String]> {
+        guard let dir = fdopendir(fd) else {
+            let failure = Errno(code: errno)
+            Glibc.close(fd)
+            return .failure(failure)
+        }
+        return .success(names(of: dir))
+    }
+
+    /// Reads and closes `dir`.
+    private static func names(of dir: OpaquePointer) -> [String] {
         defer { closedir(dir) }
         var names: [String] = []
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
             if name != "." && name != ".." { names.append(name) }
         }
-        return .success(names.sorted())
+        return names.sorted()
     }
 
     /// The whole content of a file (sized by fstat; a read past it shows any bytes beyond).

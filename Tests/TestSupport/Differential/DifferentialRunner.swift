@@ -87,8 +87,7 @@ public struct Kernel: SystemCalls, Sendable {
     /// An O_PATH open walks the name without asking the filesystem anything.
     public func isGone(_ path: String) -> Bool {
         guard stat(path) == .failure(Sys.Errno(code: ENOENT)) else { return false }
-        let pathOnly: Int32 = 0o10000000  // O_PATH, which Swift's Glibc module leaves out
-        guard case .success(let fd) = Sys.open(path, pathOnly) else { return true }
+        guard case .success(let fd) = Sys.open(path, Sys.openPath) else { return true }
         _ = Sys.close(fd)
         return false
     }
