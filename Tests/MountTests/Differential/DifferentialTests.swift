@@ -20,7 +20,8 @@ import Testing
 /// network delays calls, which widens the windows between a call's answer and the change
 /// feed's (`;` between several); with
 /// `DROPBOXFS_DIFF_SEQUENCES=1 DROPBOXFS_DIFF_DROP=3,17` it leaves steps 3 and 17 out: a
-/// failure that depends on timing defeats the checker's shrinking: Scripts/shrink-differential.)
+/// failure that depends on timing defeats the checker's shrinking: Scripts/shrink-differential;
+/// `DROPBOXFS_DIFF_JITTER=MS` varies when outages and kills come.)
 @Suite("mount: differential against local disk", .serialized)
 struct DifferentialTests {
     /// A silent outage (`Step.network(silent:)`) lasts for the mount until two tries of a
@@ -47,6 +48,15 @@ struct DifferentialTests {
         }
     }
 
+    /// `DROPBOXFS_DIFF_JITTER=MS`: a random pause of up to MS milliseconds before each
+    /// outage, return and kill, so that replays of one seed catch the daemon at other points
+    /// of its work (a failure CI met once, under load, that quiet replays never met).
+    static let jitterMilliseconds = ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_JITTER"].flatMap { UInt32($0) } ?? 0
+
+    static func jitter() {
+        if jitterMilliseconds > 0 { usleep(UInt32.random(in: 0...jitterMilliseconds) * 1000) }
+    }
+
     @Test(.timeLimit(.minutes(40)))
     func randomSequencesMatchLocalDisk() async throws {
         try await MountFixture.with(mount: false) { m in
@@ -56,10 +66,23 @@ struct DifferentialTests {
             try FileManager.default.createDirectory(atPath: localBase, withIntermediateDirectories: true)
             _ = try await offPool { try Sys.mkdir(m.mountpoint + "/diff").value("mkdir diff") }
             let counters = Mutex((runs: 0, operations: 0))
+            // The checker records a failure while it shrinks with its issues suppressed, and
+            // when no replay fails again (a failure that depends on timing) only its own line
+            // "Failure occured with input…" is left in CI's excerpt: the difference itself,
+            // with the daemon's last lines, is recorded once more after it.
+            let firstDifference = Mutex<String?>(nil)
             await propertyCheck(count: DifferentialScript.count(default: 160), input: DifferentialScript.generator()) { sequence in
                 let run = counters.withLock { $0.runs += 1; $0.operations += sequence.operations.count; return $0.runs }
-                let outcome = try await DifferentialRunner<Kernel>.run(sequence.operations, named: "seq-\(run)", base: "/diff",
-                                                               localBase: localBase, on: m)
+                let outcome: Result<Void, any Error>
+                do {
+                    outcome = try await DifferentialRunner<Kernel>.run(sequence.operations, named: "seq-\(run)", base: "/diff",
+                                                                       localBase: localBase, on: m)
+                } catch {
+                    // The harness's own failure (a mount that never came back, say): as the
+                    // checker suppresses it while shrinking, kept to be recorded after it too.
+                    firstDifference.withLock { first in if first == nil { first = "seq-\(run), thrown: \(error)" } }
+                    throw error
+                }
                 if case .failure(let difference) = outcome {
                     // Printed at once as well: a difference that depends on timing may not come
                     // back while the sequence is shrunk, and then only this line tells what it was.
@@ -68,8 +91,12 @@ struct DifferentialTests {
                     let logged = lines.filter { $0.contains("/seq-\(run)/") }.suffix(60) + ["-- last lines:"] + lines.suffix(30)
                     print("differential: difference in seq-\(run): \(difference)\nin \(sequence)\ndaemon log:\n\(logged.joined(separator: "\n"))")
                     Issue.record("\(difference)\nin \(sequence)")
+                    firstDifference.withLock { first in
+                        if first == nil { first = "seq-\(run): \(difference)\ndaemon log:\n\(logged.suffix(40).joined(separator: "\n"))" }
+                    }
                 }
             }
+            if let first = firstDifference.withLock({ $0 }) { Issue.record("the first difference seen, in \(first)") }
             let (runs, operations) = counters.withLock { ($0.runs, $0.operations) }
             print("differential: \(runs) sequences, \(operations) operations against local disk")
             #expect(runs > 0)
@@ -88,6 +115,7 @@ extension DifferentialRunner where Tested == Kernel {
         // Back: once the mount has seen it (its status says so at the switch).
         let online: @Sendable () async throws -> Void = { try await eventually("the mount to see Dropbox again", timeout: 60) { try m.statusReport()["offline_since"] == nil } }
         configured.network = { up, silent in
+            DifferentialTests.jitter()
             try blocking {
                 if up {
                     try await emulator.setReachable(true)
@@ -101,6 +129,7 @@ extension DifferentialRunner where Tested == Kernel {
             }
         }
         configured.crash = { networkUp in
+            DifferentialTests.jitter()
             try blocking {
                 try await m.killDaemon()
                 try await DifferentialTests.mount(m)
