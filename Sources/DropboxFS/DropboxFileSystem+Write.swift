@@ -138,9 +138,14 @@ extension DropboxFileSystem {
                     let remote = try remoteNode(current.pathLower)
                     let writer = openFiles.open(inode: inode, node: current)
                     pathWriter = writer
-                    try writeBack.truncate(path: Node.parent(of: current.pathLower) + "/" + current.name,
-                                           base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size, through: writer)
+                    try writeBack.attachForTruncate(path: Node.parent(of: current.pathLower) + "/" + current.name,
+                                                    base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size, through: writer)
                 }
+            }
+            // The part kept comes first: the call fails, changing nothing, if it cannot.
+            if let pathWriter, size != 0 {
+                try await writeBack.fillBase(handle: pathWriter, below: size)
+                try pathChanges.withLock { try writeBack.truncate(handle: pathWriter, to: size) }
             }
         } catch {
             if let pathWriter { _ = try? await writeBack.release(handle: pathWriter) }

@@ -112,6 +112,34 @@ struct OfflineTests {
         }
     }
 
+    /// Out of reach, a change that needs bytes never fetched fails with ENETUNREACH: a
+    /// truncate(2) that keeps a part of the file, or a write into it, changes nothing. An
+    /// ftruncate through a descriptor is kept in the view, and its close says ENETUNREACH
+    /// (the file cannot be sealed without the part kept): it is sealed and sent once
+    /// Dropbox is back (doc/SEMANTICS.md, "Offline").
+    @Test func aChangeNeedingBytesOutOfReachFailsOrWaitsForDropbox() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let text = String(repeating: "0123456789abcdef", count: 1 << 14)  // 256 KiB
+            try await m.uploadElsewhere(text, to: "/far.txt")
+            try await eventually("the mount to show the file") { (try? await m.sh("stat -c %s \"$M/far.txt\"").stdout) == "262144\n" }
+            try await m.emulator.setReachable(false)
+            let refused = try await m.sh("""
+                python3 -c 'import os, sys; os.truncate(sys.argv[1], 5573)' "$M/far.txt"; echo "truncate(2) $?"
+                printf x | dd of="$M/far.txt" bs=1 seek=1000 conv=notrunc status=none; echo "write $?"
+                stat -c %s "$M/far.txt"
+                """)
+            #expect(refused.stdout == "truncate(2) 1\nwrite 1\n262144\n", "\(refused.stdout)\(refused.stderr)")
+            #expect(refused.stderr.components(separatedBy: "Network is unreachable").count == 3, "\(refused.stderr)")
+            let kept = try await m.sh("truncate -s 5573 \"$M/far.txt\"; echo \"truncate $?\"; stat -c %s \"$M/far.txt\"")
+            #expect(kept.stdout == "truncate 1\n5573\n", "\(kept.stdout)\(kept.stderr)")
+            #expect(kept.stderr.contains("failed to close") && kept.stderr.contains("Network is unreachable"), "\(kept.stderr)")
+            try await m.emulator.setReachable(true)
+            let prefix = String(text.prefix(5573))
+            try await eventually("the truncation to reach Dropbox", timeout: 60) { (try? await m.remoteText("/far.txt")) == prefix }
+            #expect(try await m.sh("cat \"$M/far.txt\"").stdout == prefix)
+        }
+    }
+
     /// The status of a mount started offline where a daemon was killed says offline from
     /// the moment `mount` returns: the new daemon wrote its report only after it said
     /// "ready", so for a moment `status` showed the killed daemon's report, online, and tests

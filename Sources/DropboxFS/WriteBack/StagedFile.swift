@@ -271,7 +271,16 @@ public final class StagedFile: Sendable {
 
     /// Fetches every block still on Dropbox, so the file is complete locally.
     public func fillComplete() async throws {
-        let blocks = state.withLock { missingBlocks($0) }
+        try await fill(state.withLock { missingBlocks($0) })
+    }
+
+    /// Fetches the blocks below `end` still on Dropbox: the part a truncation keeps.
+    public func fill(below end: Int64) async throws {
+        try await fill(state.withLock { missingBlocks($0) }.filter { $0 * Self.blockSize < end })
+    }
+
+    /// Fetches `blocks`, four at a time.
+    private func fill(_ blocks: [Int64]) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             var next = 0
             for _ in 0..<min(4, blocks.count) {

@@ -388,12 +388,21 @@ public final class WriteBack: Sendable {
         version.modified = LocalVersion.now()
     }
 
-    /// truncate(2) of a path: `handle` is a short-lived writer's, just opened (`OpenFiles`),
-    /// served like any other; the caller releases it, whatever this throws.
-    func truncate(path: String, base: Node?, to size: Int64, through handle: UInt64) throws {
+    /// truncate(2) of a path, first step: `handle` is a short-lived writer's, just opened
+    /// (`OpenFiles`), served like any other; the caller releases it, whatever this throws.
+    /// A size other than 0 is set through the handle (`truncate(handle:to:)`) once the part
+    /// it keeps is here (`fillBase`).
+    func attachForTruncate(path: String, base: Node?, to size: Int64, through handle: UInt64) throws {
         try Self.checkSize(size)
         _ = try attach(handle: handle, path: path, base: base, writable: true, truncate: size == 0)
-        if size != 0 { try truncate(handle: handle, to: size) }
+    }
+
+    /// Fetches the blocks below `end` of the handle's version that are still on Dropbox
+    /// alone. truncate(2) asks it before it changes anything: truncated first, a file whose
+    /// kept part could not be fetched (Dropbox out of reach) stayed truncated in the view,
+    /// and went to Dropbox so once it was back, while the call had said ENETUNREACH.
+    func fillBase(handle: UInt64, below end: Int64) async throws {
+        try await openFiles.version(of: handle)?.file.fill(below: end)
     }
 
     /// ftruncate through a handle served locally.
