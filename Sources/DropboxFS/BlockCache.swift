@@ -34,6 +34,8 @@ public final class BlockCache: @unchecked Sendable {
     private var lastTouch: [String: Int64] = [:]
     public private(set) var hits: Int64 = 0
     public private(set) var misses: Int64 = 0
+    /// Contents this mount's uploads are handing over to the cache.
+    let arrivals = BlockArrivals()
 
     public init(directory: URL, limit: Int64) throws {
         self.directory = directory

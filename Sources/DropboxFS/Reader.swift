@@ -79,6 +79,8 @@ public final class Reader: Sendable {
         let last = (end - 1) / Self.blockSize
         if let stream { stream.readAhead(through: prefetch(node, hash: hash, rev: rev, after: last, window: stream.advance(offset: offset, end: end))) }
         FuseLog.trace("read \(node.pathLower) [\(offset), \(end)) of rev \(rev): blocks \(first)...\(last)")
+        // Content this mount just uploaded: its blocks are on their way into the cache.
+        await cache.arrivals.awaitArrival(of: hash)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in first...last {
                 let key = BlockCache.key(contentHash: hash, index: index)
@@ -142,7 +144,8 @@ public final class Reader: Sendable {
     /// Returns the last block it dealt with, so the stream knows where read-ahead stands.
     @discardableResult
     private func prefetch(_ node: Node, hash: String, rev: String, after index: Int64, window: (size: Int64, from: Int64)) -> Int64 {
-        guard window.size > 0 else { return index }
+        // Blocks being handed over from an upload here are not fetched: considered next time.
+        guard window.size > 0, !cache.arrivals.isExpected(hash) else { return index }
         let lastBlock = (node.size - 1) / Self.blockSize
         var next = max(index + 1, window.from)
         while next <= min(lastBlock, index + window.size) {

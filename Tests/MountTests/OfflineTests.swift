@@ -140,6 +140,24 @@ struct OfflineTests {
         }
     }
 
+    /// A file written here and just uploaded reads from here at once: its bytes go to the
+    /// block cache after the upload, and until they were there a read of it asked Dropbox,
+    /// failing with ENETUNREACH in an outage that came just then (CI met it as a truncate(2)
+    /// that failed, seed 112 of the differential suite).
+    @Test func aFileJustUploadedReadsWithoutDropbox() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let made = try await m.sh("""
+                head -c 62914561 /dev/urandom > "$M/just.bin"
+                python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$M/just.bin"
+                """)
+            #expect(made.status == 0, "\(made.stderr)")
+            try await m.emulator.setReachable(false)
+            let read = try await m.sh("tail -c 1 \"$M/just.bin\" | wc -c; head -c 5573 \"$M/just.bin\" | wc -c")
+            #expect(read.stdout == "1\n5573\n", "\(read.stdout)\(read.stderr)")
+            try await m.emulator.setReachable(true)
+        }
+    }
+
     /// The status of a mount started offline where a daemon was killed says offline from
     /// the moment `mount` returns: the new daemon wrote its report only after it said
     /// "ready", so for a moment `status` showed the killed daemon's report, online, and tests

@@ -301,12 +301,16 @@ public final class Uploader: Sendable {
         // The store learns the new revisions before the local versions stop hiding the old
         // ones: the mount never shows the revision before its own write.
         await watcher.catchUp(after: done.map { .file($0.1) })
+        // Reads of these files wait for their blocks from here on, not for Dropbox.
+        let cache = writeBack.reader.cache, handedOver = done.compactMap(\.1.contentHash)
+        cache.arrivals.expect(handedOver)
+        defer { cache.arrivals.ended(handedOver) }
         writeBack.finished(done, atTheirPaths: !asConflictedCopy) { try? store.setModified($0) }
         var inline: [(key: String, bytes: [UInt8])] = []
         for (version, file) in done {
-            if let hash = file.contentHash { version.file.offerBlocks(to: writeBack.reader.cache, contentHash: hash, inline: &inline) }
+            if let hash = file.contentHash { version.file.offerBlocks(to: cache, contentHash: hash, inline: &inline) }
         }
-        writeBack.reader.cache.storeInline(inline)
+        cache.storeInline(inline)
     }
 
     private func failed(_ version: LocalVersion, _ error: any Error) async {
