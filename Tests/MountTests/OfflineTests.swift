@@ -117,8 +117,9 @@ struct OfflineTests {
     /// and mounted again out of reach, and one more rename: when Dropbox is back, with its
     /// answers slowed, the queue drains while `find` walks the tree again and again, and every
     /// walk must show what the last one before the return showed; Dropbox must end with it.
-    /// (The steps of the differential suite's seed 112, which failed once in CI and never in
-    /// a replay.)
+    /// (The steps of the differential suite's seed 112, which failed once in CI and never in a
+    /// replay: most likely its truncate, of a file just uploaded, out of reach; see
+    /// `aFileJustUploadedReadsWithoutDropbox`.)
     @Test func theTreeHoldsStillWhileAQueueLeftByAnOutageAndAKillDrains() async throws {
         try await MountFixture.with(seeds: [], mount: false) { m in
             try await DifferentialTests.mount(m)
