@@ -17,18 +17,16 @@ struct CoreDifferentialTests {
     func randomSequencesMatchLocalDisk() async throws {
         try await CoreFixture.with { core in
             let counters = Mutex((runs: 0, operations: 0))
-            // Recorded again after the checker, whose own issue alone does not say it when no
-            // replay fails (as `DifferentialTests` does).
-            let firstDifference = Mutex<String?>(nil)
+            let firstDifference = FirstDifference()
             await propertyCheck(count: DifferentialScript.count(default: 400), input: DifferentialScript.generator()) { script in
                 let run = counters.withLock { $0.runs += 1; $0.operations += script.operations.count; return $0.runs }
                 if case .failure(let difference) = try await core.differential(script.operations, named: "seq-\(run)", base: "/diff") {
                     print("core differential: difference in seq-\(run): \(difference)\nin \(script)")
                     Issue.record("\(difference)\nin \(script)")
-                    firstDifference.withLock { first in if first == nil { first = "seq-\(run): \(difference)" } }
+                    firstDifference.keep("seq-\(run): \(difference)")
                 }
             }
-            if let first = firstDifference.withLock({ $0 }) { Issue.record("the first difference seen, in \(first)") }
+            if let seen = firstDifference.seen { Issue.record("\(seen)") }
             let (runs, operations) = counters.withLock { ($0.runs, $0.operations) }
             print("core differential: \(runs) sequences, \(operations) operations against local disk")
             #expect(runs > 0)

@@ -66,11 +66,8 @@ struct DifferentialTests {
             try FileManager.default.createDirectory(atPath: localBase, withIntermediateDirectories: true)
             _ = try await offPool { try Sys.mkdir(m.mountpoint + "/diff").value("mkdir diff") }
             let counters = Mutex((runs: 0, operations: 0))
-            // The checker records a failure while it shrinks with its issues suppressed, and
-            // when no replay fails again (a failure that depends on timing) only its own line
-            // "Failure occured with input…" is left in CI's excerpt: the difference itself,
-            // with the daemon's last lines, is recorded once more after it.
-            let firstDifference = Mutex<String?>(nil)
+            // Recorded once more after the check, with the daemon's last lines.
+            let firstDifference = FirstDifference()
             await propertyCheck(count: DifferentialScript.count(default: 160), input: DifferentialScript.generator()) { sequence in
                 let run = counters.withLock { $0.runs += 1; $0.operations += sequence.operations.count; return $0.runs }
                 let outcome: Result<Void, any Error>
@@ -80,7 +77,7 @@ struct DifferentialTests {
                 } catch {
                     // The harness's own failure (a mount that never came back, say): as the
                     // checker suppresses it while shrinking, kept to be recorded after it too.
-                    firstDifference.withLock { first in if first == nil { first = "seq-\(run), thrown: \(error)" } }
+                    firstDifference.keep("seq-\(run), thrown: \(error)")
                     throw error
                 }
                 if case .failure(let difference) = outcome {
@@ -91,12 +88,10 @@ struct DifferentialTests {
                     let logged = lines.filter { $0.contains("/seq-\(run)/") }.suffix(60) + ["-- last lines:"] + lines.suffix(30)
                     print("differential: difference in seq-\(run): \(difference)\nin \(sequence)\ndaemon log:\n\(logged.joined(separator: "\n"))")
                     Issue.record("\(difference)\nin \(sequence)")
-                    firstDifference.withLock { first in
-                        if first == nil { first = "seq-\(run): \(difference)\ndaemon log:\n\(logged.suffix(40).joined(separator: "\n"))" }
-                    }
+                    firstDifference.keep("seq-\(run): \(difference)\ndaemon log:\n\(logged.suffix(40).joined(separator: "\n"))")
                 }
             }
-            if let first = firstDifference.withLock({ $0 }) { Issue.record("the first difference seen, in \(first)") }
+            if let seen = firstDifference.seen { Issue.record("\(seen)") }
             let (runs, operations) = counters.withLock { ($0.runs, $0.operations) }
             print("differential: \(runs) sequences, \(operations) operations against local disk")
             #expect(runs > 0)
