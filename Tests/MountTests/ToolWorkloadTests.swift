@@ -177,6 +177,41 @@ struct ToolWorkloadTests {
         }
     }
 
+    /// rsync's other ways of writing (in place, appending, resuming a partial file, with
+    /// backups, deleting what the source lost, deciding by checksum), and the coreutils that
+    /// rewrite a file through a second name or in pieces (`sort -o` onto itself, `split` and
+    /// `cat`, `dd` with odd block sizes and `seek`, `patch`, `install -m`, a log rotated by
+    /// rename while its writer reopens it), `unzip -o` over what it made, and `git clone` of a
+    /// repository on the mount: the same bytes, sizes, modes and output as in a local folder.
+    @Test func rsyncVariantsAndRewritingCoreutils() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            try await Self.same(m, "rs", """
+                mkdir src && for i in $(seq 1 25); do seq $((i * 100)) $((i * 100 + i * 300)) > src/f$i; done && \
+                python3 -c "import random; random.seed(7); open('src/big', 'wb').write(random.randbytes(6000000))" && \
+                rsync -a src/ dst/ && seq 1 50 >> src/f3 && rsync -a --inplace src/ dst/ && \
+                printf 'tail' >> src/big && rsync -a --append-verify src/big dst/big && \
+                rm src/f4 && echo changed > src/f5 && rsync -a --delete --backup --suffix=.old src/ dst/ && \
+                touch -r src/f6 dst/f6 && seq 1 7 > dst/f6 && touch -r src/f6 dst/f6 && rsync -a --checksum src/ dst/ && \
+                head -c 2500000 src/big > dst/partial && rsync -a --partial --inplace src/big dst/partial && \
+                diff -r src dst | sed 's/^Only in dst: //' && \
+                sort -r -o src/f7 src/f7 && sort -n -o src/f7 src/f7 && \
+                split -b 700000 src/big piece. && cat piece.* > joined && cmp src/big joined && ls piece.* | wc -l && \
+                dd if=src/big of=dd.out bs=7777 status=none && cmp src/big dd.out && \
+                dd if=/dev/zero of=dd.out bs=1000 seek=3001 count=2 conv=notrunc status=none && \
+                dd if=src/f1 of=sparse bs=1M seek=5 status=none && \
+                cp src/f8 f8.new && sed -i 's/^9/nine/' f8.new && { diff -u src/f8 f8.new > p.diff; true; } && \
+                patch -s src/f8 < p.diff && cmp src/f8 f8.new && install -m 750 src/f9 installed && \
+                for i in 1 2 3; do echo "line $i" >> app.log; mv app.log app.log.$i; : > app.log; done && \
+                (cd src && zip -q -r ../z.zip .) && mkdir un && (cd un && unzip -q ../z.zip && echo edit > f1 && unzip -qo ../z.zip) && \
+                diff -r src un && git init -q g && cp src/f1 src/f2 g/ && \
+                git -C g add -A && git -C g -c user.email=t@example.com -c user.name=t commit -qm one && \
+                git clone -q g g2 && git -C g2 log --format=%s && git -C g2 fsck --full 2>&1 && \
+                rm -r g g2 un && find . -type f ! -name z.zip ! -name p.diff -exec md5sum {} + | sort && \
+                find . -type f -printf '%p %s %m\\n' | sort
+                """)
+        }
+    }
+
     @Test func editorsSaveWithBackupAndSedInPlace() async throws {
         try await MountFixture.with { m in
             try await Self.same(m, "edit", """
