@@ -123,6 +123,12 @@ extension DropboxFileSystem {
         try refuseInHistory(inode)
         guard let size else { return try setAttributesWithoutWaiting(inode, modified: modified, mode: mode, accessed: accessed) }
         if options.readOnly { throw FSError.readOnly }
+        // An ftruncate needs the part it keeps, as truncate(2) does below: fetched first, the
+        // call fails changing nothing if it cannot (Dropbox out of reach). Left to the seal, the
+        // truncation stayed in the view while `close` said ENETUNREACH, and reached Dropbox later.
+        if let handle, size != 0, openFiles[handle]?.local == true {
+            try await writeBack.fillBase(handle: handle, below: size)
+        }
         // truncate(2) of the path goes through a short-lived writer's handle, released before
         // the time and mode are set.
         var pathWriter: UInt64?

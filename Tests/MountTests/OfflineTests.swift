@@ -161,12 +161,13 @@ struct OfflineTests {
         }
     }
 
-    /// Out of reach, a change that needs bytes never fetched fails with ENETUNREACH: a
-    /// truncate(2) that keeps a part of the file, or a write into it, changes nothing. An
-    /// ftruncate through a descriptor is kept in the view, and its close says ENETUNREACH
-    /// (the file cannot be sealed without the part kept): it is sealed and sent once
-    /// Dropbox is back (doc/SEMANTICS.md, "Offline").
-    @Test func aChangeNeedingBytesOutOfReachFailsOrWaitsForDropbox() async throws {
+    /// Out of reach, a change that needs bytes never fetched fails with ENETUNREACH and
+    /// changes nothing: a truncate(2) that keeps a part of the file, a write into it, and an
+    /// ftruncate through a descriptor (coreutils' `truncate -s`). The ftruncate was kept in
+    /// the view and its close said ENETUNREACH (the file could not be sealed without the part
+    /// kept); the truncation then reached Dropbox once it was back, after the command had
+    /// failed (doc/SEMANTICS.md, "Offline").
+    @Test func aChangeNeedingBytesOutOfReachFailsChangingNothing() async throws {
         try await MountFixture.with(seeds: []) { m in
             let text = String(repeating: "0123456789abcdef", count: 1 << 14)  // 256 KiB
             try await m.uploadElsewhere(text, to: "/far.txt")
@@ -179,13 +180,52 @@ struct OfflineTests {
                 """)
             #expect(refused.stdout == "truncate(2) 1\nwrite 1\n262144\n", "\(refused.stdout)\(refused.stderr)")
             #expect(refused.stderr.components(separatedBy: "Network is unreachable").count == 3, "\(refused.stderr)")
-            let kept = try await m.sh("truncate -s 5573 \"$M/far.txt\"; echo \"truncate $?\"; stat -c %s \"$M/far.txt\"")
-            #expect(kept.stdout == "truncate 1\n5573\n", "\(kept.stdout)\(kept.stderr)")
-            #expect(kept.stderr.contains("failed to close") && kept.stderr.contains("Network is unreachable"), "\(kept.stderr)")
+            let descriptor = try await m.sh("truncate -s 5573 \"$M/far.txt\"; echo \"truncate $?\"; stat -c %s \"$M/far.txt\"")
+            #expect(descriptor.stdout == "truncate 1\n262144\n", "\(descriptor.stdout)\(descriptor.stderr)")
+            #expect(descriptor.stderr.contains("failed to truncate") && descriptor.stderr.contains("Network is unreachable"),
+                    "\(descriptor.stderr)")
             try await m.emulator.setReachable(true)
-            let prefix = String(text.prefix(5573))
-            try await eventually("the truncation to reach Dropbox", timeout: 60) { (try? await m.remoteText("/far.txt")) == prefix }
-            #expect(try await m.sh("cat \"$M/far.txt\"").stdout == prefix)
+            // Back in reach: nothing was queued, and the same call now fetches and truncates.
+            try await eventually("the mount to read the file from Dropbox again", timeout: 60) {
+                (try? await m.sh("cat \"$M/far.txt\""))?.stdout == text
+            }
+            #expect(try await m.sh("sync \"$M\"").status == 0)
+            #expect(try await m.remoteText("/far.txt") == text)
+            #expect(try await m.sh("truncate -s 5573 \"$M/far.txt\" && sync \"$M/far.txt\" && wc -c < \"$M/far.txt\"").stdout == "5573\n")
+            #expect(try await m.remoteText("/far.txt") == String(text.prefix(5573)))
+        }
+    }
+
+    /// Out of reach, a write into the one cached block of a file whose other blocks were never
+    /// fetched needs nothing more, but its `close` says ENETUNREACH: the file cannot be sealed
+    /// without them (doc/SEMANTICS.md, "Offline"). Back in reach, the change kept in the view
+    /// is sealed and sent, and an fsync of its folder returns only once Dropbox has it.
+    @Test func aWriteIntoAPartlyCachedFileOfflineReachesDropboxBeforeTheFolderFsyncReturns() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let text = String(repeating: "0123456789abcdef", count: 3 << 18)  // 12 MiB: three blocks
+            try await m.uploadElsewhere(text, to: "/w/big.txt")
+            try await eventually("the mount to show the file") { (try? await m.sh("stat -c %s \"$M/w/big.txt\"").stdout) == "12582912\n" }
+            // The last block read (read-ahead goes on from there: past the end).
+            #expect(try await m.sh("tail -c 16 \"$M/w/big.txt\"").stdout == "0123456789abcdef")
+            try await m.emulator.setReachable(false)
+            let offline = try await m.sh("""
+                head -c 1 "$M/w/big.txt" > /dev/null; echo "read of an uncached block $?"
+                printf XYZ | dd of="$M/w/big.txt" bs=1 seek=12582900 conv=notrunc status=none; echo "dd $?"
+                tail -c 16 "$M/w/big.txt"
+                """)
+            // The write needs only its block; the close says the file could not be sealed, and
+            // the change stays in the view.
+            #expect(offline.stdout == "read of an uncached block 1\ndd 1\n0123XYZ789abcdef", "\(offline.stdout)\(offline.stderr)")
+            #expect(offline.stderr.contains("closing output file") && offline.stderr.contains("Network is unreachable"), "\(offline.stderr)")
+            try await m.emulator.setReachable(true)
+            try await eventually("the mount to read from Dropbox again", timeout: 60) {
+                (try? await m.sh("head -c 1 \"$M/w/big.txt\""))?.stdout == "0"
+            }
+            let synced = try await m.sh("sync \"$M/w\"")
+            #expect(synced.status == 0, "\(synced.stderr)")
+            var expected = Array(text.utf8)
+            expected.replaceSubrange(12582900..<12582903, with: Array("XYZ".utf8))
+            #expect(try await m.remoteText("/w/big.txt") == String(decoding: expected, as: UTF8.self))
         }
     }
 

@@ -281,6 +281,7 @@ public final class StagedFile: Sendable {
 
     /// Fetches `blocks`, four at a time.
     private func fill(_ blocks: [Int64]) async throws {
+        if blocks.isEmpty { return }  // every ftruncate asks, mostly of a file all here
         try await withThrowingTaskGroup(of: Void.self) { group in
             var next = 0
             for _ in 0..<min(4, blocks.count) {
