@@ -123,35 +123,30 @@ extension DropboxFileSystem {
         try refuseInHistory(inode)
         guard let size else { return try setAttributesWithoutWaiting(inode, modified: modified, mode: mode, accessed: accessed) }
         if options.readOnly { throw FSError.readOnly }
-        // An ftruncate needs the part it keeps, as truncate(2) does below: fetched first, the
-        // call fails changing nothing if it cannot (Dropbox out of reach). Left to the seal, the
-        // truncation stayed in the view while `close` said ENETUNREACH, and reached Dropbox later.
-        if let handle, size != 0, openFiles[handle]?.local == true {
-            try await writeBack.fillBase(handle: handle, below: size)
-        }
-        // truncate(2) of the path goes through a short-lived writer's handle, released before
-        // the time and mode are set.
+        // The truncation goes through a writer's handle: the descriptor's (ftruncate), or for
+        // truncate(2) of the path a short-lived one, released before the time and mode are set.
         var pathWriter: UInt64?
         do {
-            try pathChanges.withLock {
+            let writer: UInt64 = try pathChanges.withLock {
                 let current = try node(inode)
                 if current.isFolder { throw FSError.isDirectory }
-                if let handle, openFiles[handle]?.local == true {
-                    try writeBack.truncate(handle: handle, to: size)
-                } else {
-                    // A detached file (its name is gone) changes only through its open descriptor.
-                    guard inodes.path(of: inode) != nil else { throw FSError.notFound }
-                    let remote = try remoteNode(current.pathLower)
-                    let writer = openFiles.open(inode: inode, node: current)
-                    pathWriter = writer
-                    try writeBack.attachForTruncate(path: Node.parent(of: current.pathLower) + "/" + current.name,
-                                                    base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size, through: writer)
-                }
+                if let handle, openFiles[handle]?.local == true { return handle }
+                // A detached file (its name is gone) changes only through its open descriptor.
+                guard inodes.path(of: inode) != nil else { throw FSError.notFound }
+                let remote = try remoteNode(current.pathLower)
+                let writer = openFiles.open(inode: inode, node: current)
+                pathWriter = writer
+                try writeBack.attachForTruncate(path: Node.parent(of: current.pathLower) + "/" + current.name,
+                                                base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size, through: writer)
+                return writer
             }
-            // The part kept comes first: the call fails, changing nothing, if it cannot.
-            if let pathWriter, size != 0 {
-                try await writeBack.fillBase(handle: pathWriter, below: size)
-                try pathChanges.withLock { try writeBack.truncate(handle: pathWriter, to: size) }
+            // The part kept comes first: the call fails, changing nothing, if it cannot (Dropbox
+            // out of reach). Truncated first, the file stayed so in the view while the call (or,
+            // for ftruncate, the `close`) said ENETUNREACH, and went to Dropbox so later.
+            if size != 0 { try await writeBack.fillBase(handle: writer, below: size) }
+            // A path's truncation to 0 was done as its writer attached.
+            if pathWriter == nil || size != 0 {
+                try pathChanges.withLock { try writeBack.truncate(handle: writer, to: size) }
             }
         } catch {
             if let pathWriter { _ = try? await writeBack.release(handle: pathWriter) }

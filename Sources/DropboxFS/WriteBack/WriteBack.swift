@@ -398,10 +398,7 @@ public final class WriteBack: Sendable {
     }
 
     /// Fetches the blocks below `end` of the handle's version that are still on Dropbox
-    /// alone. truncate(2) and ftruncate ask it before they change anything: truncated first, a
-    /// file whose kept part could not be fetched (Dropbox out of reach) stayed truncated in the
-    /// view, and went to Dropbox so once it was back, while the call (or the `close`) had said
-    /// ENETUNREACH.
+    /// alone: the part a truncation keeps, asked before it changes anything (`setAttributes`).
     func fillBase(handle: UInt64, below end: Int64) async throws {
         try await openFiles.version(of: handle)?.file.fill(below: end)
     }
