@@ -159,13 +159,15 @@ extension DropboxFileSystem {
     /// setattr without a size (times, mode; the owner is not kept): nothing to wait for, so
     /// answered on the FUSE thread (`tar x` sets every file's time and mode after writing it).
     /// `accessed`: an access time set (`touch -a`, `utimensat`), kept in `changeTimes` only.
+    /// `owner`: a chown, which changes nothing here but the status time, as on a disk.
     public func setAttributesWithoutWaiting(_ inode: UInt64, modified: timespec?, mode: UInt32? = nil,
-                                            accessed: timespec? = nil) throws -> Node {
+                                            accessed: timespec? = nil, owner: Bool = false) throws -> Node {
         try refuseInHistory(inode)
         if (modified != nil || mode != nil || accessed != nil) && options.readOnly { throw FSError.readOnly }
         try pathChanges.withLock {
             try setAttributesLocked(inode, current: try node(inode), attached: inodes.path(of: inode) != nil, modified: modified, mode: mode)
             if let accessed { changeTimes.setAccessed(inode, to: accessed) }
+            if owner { changeTimes.statusChanged(inode) }
         }
         return try node(inode)
     }

@@ -371,8 +371,8 @@ struct FileLifeTests {
         }
     }
 
-    /// A chmod, a time set or a rename changes the status time (ctime), not the modification
-    /// time; an entry made or removed in a folder changes the folder's modification and
+    /// A chmod, a chown (one that changes nothing here too, as on a disk), a time set or a
+    /// rename changes the status time (ctime), not the modification time; an entry made or removed in a folder changes the folder's modification and
     /// status times, and a time set on a folder stays (both were the mount's start).
     @Test func statusAndFolderTimesFollowTheirChanges() async throws {
         try await MountFixture.with(seeds: []) { m in
@@ -380,14 +380,15 @@ struct FileLifeTests {
             try await m.uploadElsewhere("a", to: "/chmodded.txt", clientModified: before2002)
             try await m.uploadElsewhere("b", to: "/renamed.txt", clientModified: before2002)
             try await m.uploadElsewhere("c", to: "/timed.txt", clientModified: before2002)
+            try await m.uploadElsewhere("d", to: "/chowned.txt", clientModified: before2002)
             func times(_ paths: String) async throws -> [[Int]] {
                 let said = try await m.sh("cd \"$M\" && stat -c '%Y %Z' \(paths)")
                 #expect(said.status == 0, "\(said.stderr)")
                 return said.stdout.split(separator: "\n").map { $0.split(separator: " ").compactMap { Int($0) } }
             }
-            #expect(try await times("chmodded.txt renamed.txt timed.txt") == Array(repeating: [1_000_000_000, 1_000_000_000], count: 3))
-            #expect(try await m.sh("cd \"$M\" && chmod 600 chmodded.txt && mv renamed.txt moved.txt && touch -m -d @1000000000 timed.txt").status == 0)
-            for (path, seen) in zip(["chmodded.txt", "moved.txt", "timed.txt"], try await times("chmodded.txt moved.txt timed.txt")) {
+            #expect(try await times("chmodded.txt renamed.txt timed.txt chowned.txt") == Array(repeating: [1_000_000_000, 1_000_000_000], count: 4))
+            #expect(try await m.sh("cd \"$M\" && chmod 600 chmodded.txt && mv renamed.txt moved.txt && touch -m -d @1000000000 timed.txt && chown \"$(id -u):$(id -g)\" chowned.txt").status == 0)
+            for (path, seen) in zip(["chmodded.txt", "moved.txt", "timed.txt", "chowned.txt"], try await times("chmodded.txt moved.txt timed.txt chowned.txt")) {
                 #expect(seen.first == 1_000_000_000, "\(path): mtime \(seen)")
                 #expect((seen.last ?? 0) > 1_000_000_000, "\(path): ctime \(seen)")
             }

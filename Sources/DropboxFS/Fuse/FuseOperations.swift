@@ -5,6 +5,7 @@ import Foundation
 private let renameNoReplace: UInt32 = 1
 /// FUSE_SET_ATTR_* bits of setattr's `to_set` (macros in fuse_lowlevel.h).
 private let setAttrMode: Int32 = 1 << 0
+private let setAttrOwner: Int32 = 1 << 1 | 1 << 2  // FUSE_SET_ATTR_UID, FUSE_SET_ATTR_GID
 private let setAttrSize: Int32 = 1 << 3
 private let setAttrAtime: Int32 = 1 << 4
 private let setAttrMtime: Int32 = 1 << 5
@@ -188,7 +189,8 @@ enum FuseOperations {
             }
             if size == nil {
                 do {
-                    let node = try mount.fs.setAttributesWithoutWaiting(UInt64(ino), modified: modified, mode: mode, accessed: accessed)
+                    let node = try mount.fs.setAttributesWithoutWaiting(UInt64(ino), modified: modified, mode: mode, accessed: accessed,
+                                                                        owner: toSet & setAttrOwner != 0)
                     var attributes = mount.fs.attributes(UInt64(ino), node)
                     fuse_reply_attr(request.raw, &attributes, mount.cacheTimeout)
                 } catch {
