@@ -35,6 +35,7 @@ int cfuse_session_loop(struct fuse_session *session, unsigned max_threads) {
 
 void cfuse_file_info_set_keep_cache(struct fuse_file_info *info, int keep) { info->keep_cache = keep ? 1 : 0; }
 void cfuse_file_info_set_direct_io(struct fuse_file_info *info, int direct) { info->direct_io = direct ? 1 : 0; }
+void cfuse_file_info_set_noflush(struct fuse_file_info *info, int noflush) { info->noflush = noflush ? 1 : 0; }
 
 void cfuse_conn_configure(struct fuse_conn_info *conn, unsigned max_readahead) {
     if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;

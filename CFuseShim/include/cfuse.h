@@ -21,6 +21,8 @@ int cfuse_session_loop(struct fuse_session *session, unsigned max_threads);
 void cfuse_file_info_set_keep_cache(struct fuse_file_info *info, int keep);
 /* Bitfield: Swift cannot set it. Direct I/O bypasses the page cache for one open file. */
 void cfuse_file_info_set_direct_io(struct fuse_file_info *info, int direct);
+/* Bitfield: an open whose close needs no FLUSH request (the kernel then sends none). */
+void cfuse_file_info_set_noflush(struct fuse_file_info *info, int noflush);
 
 /// Answers a read with `size` bytes of `fd` at `offset`, spliced by the kernel where it can
 /// (no copy through user space): FUSE_BUFVEC_INIT is a macro.

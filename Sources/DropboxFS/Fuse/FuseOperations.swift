@@ -114,6 +114,9 @@ enum FuseOperations {
                 fi!.pointee.fh = handle
                 cfuse_file_info_set_keep_cache(fi, keep ? 1 : 0)
                 cfuse_file_info_set_direct_io(fi, direct ? 1 : 0)
+                // A reader's close has nothing to seal: no FLUSH request, one round trip less
+                // for every file `grep -r` or `tar c` reads (the RELEASE still comes).
+                cfuse_file_info_set_noflush(fi, writable ? 0 : 1)
                 fuse_reply_open(request.raw, fi)
             } catch {
                 request.fail(error)
