@@ -372,8 +372,9 @@ struct FileLifeTests {
     }
 
     /// A chmod, a chown (one that changes nothing here too, as on a disk), a time set or a
-    /// rename changes the status time (ctime), not the modification time; an entry made or removed in a folder changes the folder's modification and
-    /// status times, and a time set on a folder stays (both were the mount's start).
+    /// rename changes the status time (ctime), not the modification time; an entry made or
+    /// removed in a folder changes the folder's modification and status times, and a time set
+    /// on a folder stays (both were the mount's start).
     @Test func statusAndFolderTimesFollowTheirChanges() async throws {
         try await MountFixture.with(seeds: []) { m in
             let before2002 = "2001-09-09T01:46:40Z"  // 1,000,000,000
