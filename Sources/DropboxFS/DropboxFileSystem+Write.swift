@@ -165,25 +165,27 @@ extension DropboxFileSystem {
         try refuseInHistory(inode)
         if (modified != nil || mode != nil || accessed != nil) && options.readOnly { throw FSError.readOnly }
         try pathChanges.withLock {
-            try setAttributesLocked(inode, current: try node(inode), attached: inodes.path(of: inode) != nil, modified: modified, mode: mode)
+            try setAttributesLocked(inode, current: try node(inode), attached: inodes.path(of: inode) != nil, modified: modified, mode: mode,
+                                    owner: owner)
             if let accessed { changeTimes.setAccessed(inode, to: accessed) }
-            if owner { changeTimes.statusChanged(inode) }
         }
         return try node(inode)
     }
 
-    /// A time and a mode set on the file `current` at the inode's path (`pathChanges` held).
-    private func setAttributesLocked(_ inode: UInt64, current: Node, attached: Bool, modified: timespec?, mode: UInt32?) throws {
+    /// A time, a mode and an owner set on the file `current` at the inode's path (`pathChanges` held).
+    private func setAttributesLocked(_ inode: UInt64, current: Node, attached: Bool, modified: timespec?, mode: UInt32?,
+                                     owner: Bool) throws {
         try setModified(current, inode: inode, attached: attached, to: modified)
         try setMode(current, inode: inode, attached: attached, to: mode)
-        statusChanged(current, inode: inode, modified: modified, mode: mode)
+        statusChanged(current, inode: inode, modified: modified, mode: mode, owner: owner)
     }
 
-    /// A time or a mode set: the status changed now (a folder's time is kept here, with it).
-    private func statusChanged(_ current: Node, inode: UInt64, modified: timespec?, mode: UInt32?) {
+    /// A time, a mode or an owner set: the status changed now (a folder's time is kept here,
+    /// with it).
+    private func statusChanged(_ current: Node, inode: UInt64, modified: timespec?, mode: UInt32?, owner: Bool) {
         if current.isFolder, let modified {
             changeTimes.setFolderModified(inode, to: modified)
-        } else if modified != nil || mode != nil {
+        } else if modified != nil || mode != nil || owner {
             changeTimes.statusChanged(inode)
         }
     }
