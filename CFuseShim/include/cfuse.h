@@ -46,6 +46,10 @@ int cfuse_syncfs(int fd);
 /// the first write to each inode.
 int cfuse_take_setid_clearing(struct fuse_session *session);
 
+/// Called by the mount's read of /dev/fuse before it sleeps there: polls for a request for a
+/// moment, so that a burst's next request needs no wake-up (see request_spin.c).
+void cfuse_spin_for_request(int fd);
+
 /// Whether the kernel marked the request this thread is answering as one that clears the
 /// file's set-ID bits (a write or truncate by a caller without CAP_FSETID, a chown, an
 /// open with O_TRUNC). Ask at the start of the operation, on the thread libfuse called.
