@@ -48,8 +48,7 @@ static int marked(uint32_t opcode, const char *body, size_t length) {
 
 ssize_t cfuse_setid_read(int fd, void *buffer, size_t size, void *userdata) {
     (void)userdata;
-    cfuse_spin_for_request(fd);
-    ssize_t count = read(fd, buffer, size);
+    ssize_t count = cfuse_read_request(fd, buffer, size);
     request_clears_setid = 0;
     if (count < (ssize_t)sizeof(struct fuse_in_header)) return count;
     const struct fuse_in_header *header = buffer;

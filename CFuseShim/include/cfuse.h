@@ -46,9 +46,9 @@ int cfuse_syncfs(int fd);
 /// the first write to each inode.
 int cfuse_take_setid_clearing(struct fuse_session *session);
 
-/// Called by the mount's read of /dev/fuse before it sleeps there: polls for a request for a
-/// moment, so that a burst's next request needs no wake-up (see request_spin.c).
-void cfuse_spin_for_request(int fd);
+/// read(2) of the next request from /dev/fuse; while requests come in bursts, polled for a
+/// moment first, so that the next one needs no wake-up (see request_spin.c).
+ssize_t cfuse_read_request(int fd, void *buffer, size_t size);
 
 /// Whether the kernel marked the request this thread is answering as one that clears the
 /// file's set-ID bits (a write or truncate by a caller without CAP_FSETID, a chown, an
