@@ -26,7 +26,7 @@
 // no polling. One worker at a time polls, yielding the vCPU between looks.
 // DROPBOXFS_FUSE_SPIN_US sets the budget (0: never poll), to measure with and without.
 static const long default_budget_us = 100;
-static long budget_ns = -1;
+static _Atomic long budget_ns = -1;
 static atomic_int polling;        // a worker polls now
 static atomic_int bursting = 1;   // the last requests came within the budget
 static _Atomic long went_idle_ns; // when a worker last went to read a request
@@ -51,13 +51,20 @@ static int poll_for_request(int fd) {
     pthread_cleanup_push(stop_polling, NULL);
     struct pollfd pending = { .fd = fd, .events = POLLIN };
     long start = now_ns();
-    while (!(found = poll(&pending, 1, 0) != 0) && now_ns() - start < budget_ns) sched_yield();
+    for (;;) {
+        if (poll(&pending, 1, 0) != 0) {  // a request, the connection's end, or EINTR: read
+            found = 1;
+            break;
+        }
+        if (now_ns() - start >= budget_ns) break;
+        sched_yield();
+    }
     pthread_cleanup_pop(1);
     return found;
 }
 
 ssize_t cfuse_read_request(int fd, void *buffer, size_t size) {
-    if (budget_ns < 0) {
+    if (budget_ns < 0) {  // the first read (workers racing here all store the same)
         const char *us = getenv("DROPBOXFS_FUSE_SPIN_US");
         budget_ns = (us && *us ? atol(us) : default_budget_us) * 1000L;
     }
