@@ -10,8 +10,9 @@ import Synchronization
 /// folder, a POSIX suite's `utimensat` checks).
 ///
 /// Bounded by the kernel's inode cache: an inode's times go when the kernel forgets it, and
-/// it shows Dropbox's times again (a file's modification time as its ctime and atime, the
-/// mount's start as a folder's times; doc/SEMANTICS.md).
+/// it shows Dropbox's times again (a file's modification time as its ctime and atime; a
+/// folder's modification time, kept then by `FolderTimes`, or the mount's start as all three
+/// of a folder's times; doc/SEMANTICS.md).
 final class ChangeTimes: Sendable {
     private struct Times {
         /// The status change (ctime) if later than the modification time.
@@ -49,8 +50,21 @@ final class ChangeTimes: Sendable {
         times.withLock { change(&$0[inode, default: Times()], now) }
     }
 
-    func forget(_ inode: UInt64) {
-        times.withLock { if !$0.isEmpty { $0[inode] = nil } }
+    /// The kernel let go of the inode: its times go. Returns a folder's modification time
+    /// changed here, to be kept (`FolderTimes`).
+    @discardableResult
+    func forget(_ inode: UInt64) -> timespec? {
+        times.withLock { $0.isEmpty ? nil : $0.removeValue(forKey: inode)?.folderModified }
+    }
+
+    /// A folder's modification time changed here, if any.
+    func folderModified(_ inode: UInt64) -> timespec? {
+        times.withLock { $0.isEmpty ? nil : $0[inode]?.folderModified }
+    }
+
+    /// Every folder modification time changed here, by inode.
+    func foldersModified() -> [(inode: UInt64, time: timespec)] {
+        times.withLock { $0.compactMap { inode, times in times.folderModified.map { (inode, $0) } } }
     }
 
     /// Puts the kept times into `attributes` (whose mtime, ctime and atime are Dropbox's).

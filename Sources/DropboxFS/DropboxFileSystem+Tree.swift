@@ -286,6 +286,7 @@ extension DropboxFileSystem {
             }
             if let target { nameRemoved(targetLower, folder: target.isFolder) }
             modes.move(from: source.pathLower, to: targetLower, isFolder: source.isFolder)
+            if source.isFolder { folderTimes.moved(from: source.pathLower, to: targetLower) }
             inodes.rename(from: source.pathLower, to: targetLower)
             return false
         } }

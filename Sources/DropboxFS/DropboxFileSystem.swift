@@ -58,6 +58,8 @@ public final class DropboxFileSystem: Sendable {
     let modes: FileModes
     /// Status and folder change times Dropbox does not keep, while the kernel holds the inode.
     let changeTimes = ChangeTimes()
+    /// Folders' modification times kept once the kernel forgets them or the mount ends.
+    let folderTimes: FolderTimes
     private let listings = Mutex<[String: Task<Void, any Error>]>([:])
     /// Wakes the loop that keeps pinned files downloaded (`DropboxFileSystem+Pins`).
     let pinSignal = ChangeSignal()
@@ -80,7 +82,8 @@ public final class DropboxFileSystem: Sendable {
     /// Folders open through opendir, with how many times: their node outlives their name.
     private let openFolders = Mutex<[UInt64: (node: Node, count: Int)]>([:])
     let pages: KernelPages
-    /// Folders have no modification time on Dropbox: they show the time of the mount.
+    /// Folders have no modification time on Dropbox: they show the time of the mount, unless
+    /// one is kept here (`changeTimes`, `folderTimes`).
     private let mountedAt = Int(Date().timeIntervalSince1970)
     private let space = Mutex<(value: (used: Int64, allocated: Int64)?, at: ContinuousClock.Instant)>((nil, .now))
 
@@ -94,6 +97,7 @@ public final class DropboxFileSystem: Sendable {
         self.watcher = ChangeWatcher(client: client, store: store)
         let modes = try FileModes(store: store, umask: options.umask)
         self.modes = modes
+        self.folderTimes = try FolderTimes(store: store)
         self.writeBack = try WriteBack(queue: queue, stagingDirectory: stagingDirectory, reader: reader, openFiles: openFiles,
                                        beforeSeal: { modes.persist($0) })
         let pages = KernelPages(), inodes = inodes
@@ -494,7 +498,8 @@ public final class DropboxFileSystem: Sendable {
             attributes.st_blocks = Int((node.size + 511) / 512)
         }
         attributes.st_blksize = Int(Reader.blockSize)
-        attributes.st_mtim = node.isFolder ? timespec(tv_sec: mountedAt, tv_nsec: 0) : timespec(tv_sec: Int(node.modified), tv_nsec: Int(node.modifiedNanos))
+        attributes.st_mtim = node.isFolder ? keptTime(ofFolder: node) ?? timespec(tv_sec: mountedAt, tv_nsec: 0)
+            : timespec(tv_sec: Int(node.modified), tv_nsec: Int(node.modifiedNanos))
         attributes.st_ctim = attributes.st_mtim
         attributes.st_atim = attributes.st_mtim
         changeTimes.apply(to: &attributes, inode: inode, isFolder: node.isFolder)
@@ -660,13 +665,34 @@ public final class DropboxFileSystem: Sendable {
         return true
     }
 
-    /// The kernel forgot `count` references to an inode; its state goes with the last one.
+    /// The kernel forgot `count` references to an inode; its state goes with the last one,
+    /// but for a folder's modification time changed here, which is kept (`folderTimes`).
     public func forget(_ inode: UInt64, count: UInt64) {
+        let path = changeTimes.folderModified(inode) == nil ? nil : inodes.path(of: inode)
         if inodes.forget(inode, count: count) {
             pages.forget(inode)
             modes.forget(inode)
-            changeTimes.forget(inode)
+            if let time = changeTimes.forget(inode), let path { keepFolderTimes([(path, time)]) }
         }
+    }
+
+    /// The mount ended (its uploads and new folders sent, unless told to stop at once): the
+    /// folder times changed here go to the store, to be shown by the next mount.
+    public func keepFolderTimes() {
+        keepFolderTimes(changeTimes.foldersModified().compactMap { inode, time in inodes.path(of: inode).map { ($0, time) } })
+    }
+
+    private func keepFolderTimes(_ changed: [(path: String, time: timespec)]) {
+        folderTimes.keep(changed.compactMap { path, time in
+            guard let node = try? node(at: path, remember: false), node.isFolder else { return nil }
+            return (node.id, path, time)
+        })
+    }
+
+    /// A folder's modification time kept from an earlier mount or inode, if any.
+    private func keptTime(ofFolder node: Node) -> timespec? {
+        guard folderTimes.keepsAny else { return nil }
+        return folderTimes.time(of: node) { path in (try? self.node(at: path, remember: false))??.id }
     }
 
     /// The kernel's entry (parent inode, name) of a file it may drop to keep the inode table

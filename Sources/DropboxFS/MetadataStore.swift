@@ -70,6 +70,11 @@ public final class MetadataStore: @unchecked Sendable {
             -- Permission bits set here (`FileModes`): Dropbox keeps none. Not cleared with
             -- the nodes: they are this machine's, not a copy of Dropbox's.
             CREATE TABLE IF NOT EXISTS modes (path_lower TEXT PRIMARY KEY, mode INTEGER NOT NULL) WITHOUT ROWID;
+            -- Folders' modification times kept here (`FolderTimes`), by Dropbox folder id, which
+            -- follows the folder wherever it is moved, with the path it was last seen at. This
+            -- machine's too.
+            CREATE TABLE IF NOT EXISTS folder_times (id TEXT PRIMARY KEY, path_lower TEXT NOT NULL, sec INTEGER NOT NULL,
+                                                     nsec INTEGER NOT NULL) WITHOUT ROWID;
             """)
         // A cache from before `times` kept nanoseconds alone: carried over once.
         if try db.first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'nanos'", map: { _ in true }) == true {
@@ -558,6 +563,29 @@ public final class MetadataStore: @unchecked Sendable {
                 for path in removing { try db.run("DELETE FROM modes WHERE path_lower = ?", [.text(path)]) }
                 for (path, mode) in setting {
                     try db.run("INSERT OR REPLACE INTO modes (path_lower, mode) VALUES (?, ?)", [.text(path), .int(Int64(mode))])
+                }
+            }
+        }
+    }
+
+    /// Every folder time kept (`FolderTimes` loads them once).
+    func folderTimes() throws -> [(id: String, path: String, time: timespec)] {
+        try lock.withLock {
+            var times: [(id: String, path: String, time: timespec)] = []
+            try db.query("SELECT id, path_lower, sec, nsec FROM folder_times", []) { row in
+                times.append((row.text(0), row.text(1), timespec(tv_sec: Int(row.int(2)), tv_nsec: Int(row.int(3)))))
+            }
+            return times
+        }
+    }
+
+    /// Keeps these folders' times, replacing what was kept for them, in one transaction.
+    func keepFolderTimes(_ times: [(id: String, path: String, time: timespec)]) throws {
+        try lock.withLock {
+            try db.transaction {
+                for (id, path, time) in times {
+                    try db.run("INSERT OR REPLACE INTO folder_times (id, path_lower, sec, nsec) VALUES (?, ?, ?, ?)",
+                               [.text(id), .text(path), .int(Int64(time.tv_sec)), .int(Int64(time.tv_nsec))])
                 }
             }
         }

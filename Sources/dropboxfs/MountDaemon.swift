@@ -61,6 +61,7 @@ struct MountDaemon {
             left = await prepared.fs.uploader.drain()
             if let left { FuseLog.write("dropboxfs: left for the next mount: \(left)\n") }
         }
+        prepared.fs.keepFolderTimes()
         uploading.cancel()
         pinning.cancel()
         watching.cancel()

@@ -405,6 +405,54 @@ struct FileLifeTests {
         }
     }
 
+    /// A folder's modification time, set here (`touch`, `tar x`, `rsync -a`) or moved by an
+    /// entry made in it, outlives the mount and the kernel's inode, nanoseconds too, and follows
+    /// a rename; it showed the mount's start again after either.
+    @Test func folderTimesOutliveTheInodeAndTheMount() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let made = try await m.sh("""
+                cd "$M" && mkdir set changed moving && touch -d @1000000000.123456789 set && touch -d @1000000000 changed \
+                && echo x > changed/new && touch -d @1100000000 moving && mv moving moved
+                """)
+            #expect(made.status == 0, "\(made.stderr)")
+            func times() async throws -> [[Int]] {
+                try await offPool {
+                    try ["set", "changed", "moved"].map { name in
+                        let modified = try Sys.stat(m.mountpoint + "/" + name).value("stat \(name)").modified
+                        return [modified.tv_sec, modified.tv_nsec]
+                    }
+                }
+            }
+            let before = try await times()
+            #expect(before.first == [1_000_000_000, 123_456_789], "\(before)")
+            #expect((before.dropFirst().first?.first ?? 0) > 1_000_000_000, "changed: \(before)")
+            #expect(before.last == [1_100_000_000, 0], "\(before)")
+            try await m.unmount()
+            try await m.mount()
+            // A listing's entries (which carry no Dropbox id) show them too, before any lookup,
+            // and a folder renamed here keeps its time.
+            func listed() async throws -> [String: String] {
+                let said = try await m.sh("ls -l --time-style=+%s.%N \"$M\"")
+                #expect(said.status == 0, "\(said.stderr)")
+                return Dictionary(said.stdout.split(separator: "\n").compactMap { line in
+                    let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                    return fields.count >= 7 ? (String(fields[6]), String(fields[5])) : nil
+                }, uniquingKeysWith: { first, _ in first })
+            }
+            let listing = try await listed()
+            #expect(listing["set"] == "1000000000.123456789" && listing["moved"] == "1100000000.000000000", "\(listing)")
+            let remounted = try await times()
+            #expect(remounted == before, "after a remount")
+            #expect(try await m.sh("mv \"$M/moved\" \"$M/renamed\"").status == 0)
+            #expect(try await listed()["renamed"] == "1100000000.000000000")
+            #expect(try await m.sh("mv \"$M/renamed\" \"$M/moved\"").status == 0)
+            // Set again, then forgotten by the kernel (none is held) and asked again.
+            #expect(try await m.sh("touch -d @1200000000.5 \"$M/set\" && echo 2 > /proc/sys/vm/drop_caches").status == 0)
+            let forgotten = try await times()
+            #expect(forgotten == [[1_200_000_000, 500_000_000]] + before.dropFirst(), "after the kernel forgot them")
+        }
+    }
+
     /// An access time set (`touch -a`, `utimensat`, `cp -p`) is the one `stat` shows, on files
     /// and folders, and it moves the status time; one never set is the modification time.
     @Test func accessTimesStayWhereTheUserSetThem() async throws {

@@ -1,0 +1,96 @@
+import Foundation
+import Synchronization
+
+/// Folders' modification times that outlive the kernel's inode and the mount. Dropbox keeps
+/// no time for a folder, so a folder shows the mount's start unless a time was set on it here
+/// (`touch`, `tar x`, `rsync -a`) or an entry was made, removed or renamed in it here
+/// (`ChangeTimes`, by inode, while the kernel holds it). When the kernel forgets such a folder,
+/// and when the mount ends, its time is kept here, in the cache's store, by the folder's
+/// Dropbox id: the id follows the folder through renames, here and elsewhere. A folder removed
+/// leaves its row behind (one a folder changed here, at most).
+///
+/// Written at those two moments only, never at each change (`tar x` changes its folders at
+/// every file): a daemon killed loses the times changed since the folder was last forgotten
+/// or the last mount ended, and the folder shows an older one (or the mount's start).
+/// A folder not on Dropbox yet (no id) when its time is to be kept keeps none.
+///
+/// A listing's nodes carry no id (`Node.attributesOnly`: the store's index has none, and
+/// reading it was a third of a `find` over a million entries), so each kept time also has the
+/// path it was last seen at: only a listed folder at such a path is asked for its id. A rename
+/// here moves the paths (`moved`); a folder another client moved shows the mount's start in a
+/// listing until it is looked up by its path, which finds its id and its new path.
+final class FolderTimes: Sendable {
+    private struct Kept {
+        var byID: [String: (time: timespec, path: String)] = [:]
+        /// The id kept for each path in `byID`.
+        var idAt: [String: String] = [:]
+        /// Ids seen at a new path since the store had them: written with the next `keep`.
+        var pathsUnsaved: Set<String> = []
+
+        mutating func set(_ id: String, path: String, time: timespec) {
+            if let old = byID[id]?.path, idAt[old] == id { idAt[old] = nil }
+            byID[id] = (time, path)
+            idAt[path] = id
+        }
+    }
+
+    private let kept: Mutex<Kept>
+    private let store: MetadataStore
+
+    init(store: MetadataStore) throws {
+        self.store = store
+        var loaded = Kept()
+        for (id, path, time) in try store.folderTimes() { loaded.set(id, path: path, time: time) }
+        kept = Mutex(loaded)
+    }
+
+    var keepsAny: Bool { kept.withLock { !$0.byID.isEmpty } }
+
+    /// The time kept for a folder, if any. `withID` finds the id of a node that has none (a
+    /// listing's), asked only where a kept folder was last seen.
+    func time(of folder: Node, withID: (String) -> String?) -> timespec? {
+        if !folder.id.isEmpty {
+            return kept.withLock { kept in
+                guard let found = kept.byID[folder.id] else { return nil }
+                if found.path != folder.pathLower {  // moved
+                    kept.set(folder.id, path: folder.pathLower, time: found.time)
+                    kept.pathsUnsaved.insert(folder.id)
+                }
+                return found.time
+            }
+        }
+        guard let id = kept.withLock({ $0.idAt[folder.pathLower] }), withID(folder.pathLower) == id else { return nil }
+        return kept.withLock { $0.byID[id]?.time }
+    }
+
+    /// Keeps these folders' times (those with an id: on Dropbox), in the store first: a store
+    /// that cannot (a full disk) is logged, and the times are kept in memory alone, until the
+    /// mount ends.
+    func keep(_ times: [(id: String, path: String, time: timespec)]) {
+        let rehomed = kept.withLock { kept in
+            defer { kept.pathsUnsaved.removeAll() }
+            return kept.pathsUnsaved.compactMap { id in kept.byID[id].map { (id: id, path: $0.path, time: $0.time) } }
+        }
+        let times = rehomed + times.filter { !$0.id.isEmpty }
+        guard !times.isEmpty else { return }
+        do {
+            try store.keepFolderTimes(times)
+        } catch {
+            FuseLog.error("times of \(times.count) folder(s) not kept: \(error)")
+        }
+        kept.withLock { for (id, path, time) in times { $0.set(id, path: path, time: time) } }
+    }
+
+    /// A rename made here: the folders kept at or below `source` are seen below `target` now.
+    func moved(from source: String, to target: String) {
+        kept.withLock { kept in
+            guard !kept.idAt.isEmpty else { return }
+            let moving = kept.idAt.filter { path, _ in path == source || path.hasPrefix(source + "/") }
+            for (path, id) in moving {
+                guard let time = kept.byID[id]?.time else { continue }
+                kept.set(id, path: target + path.dropFirst(source.count), time: time)
+                kept.pathsUnsaved.insert(id)
+            }
+        }
+    }
+}
