@@ -52,7 +52,6 @@ final class ChangeTimes: Sendable {
 
     /// The kernel let go of the inode: its times go. Returns a folder's modification time
     /// changed here, to be kept (`FolderTimes`).
-    @discardableResult
     func forget(_ inode: UInt64) -> timespec? {
         times.withLock { $0.isEmpty ? nil : $0.removeValue(forKey: inode)?.folderModified }
     }

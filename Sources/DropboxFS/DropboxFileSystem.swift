@@ -691,8 +691,7 @@ public final class DropboxFileSystem: Sendable {
 
     /// A folder's modification time kept from an earlier mount or inode, if any.
     private func keptTime(ofFolder node: Node) -> timespec? {
-        guard folderTimes.keepsAny else { return nil }
-        return folderTimes.time(of: node) { path in (try? self.node(at: path, remember: false))??.id }
+        folderTimes.time(of: node) { path in (try? self.node(at: path, remember: false))??.id }
     }
 
     /// The kernel's entry (parent inode, name) of a file it may drop to keep the inode table

@@ -44,8 +44,6 @@ final class FolderTimes: Sendable {
         kept = Mutex(loaded)
     }
 
-    var keepsAny: Bool { kept.withLock { !$0.byID.isEmpty } }
-
     /// The time kept for a folder, if any. `withID` finds the id of a node that has none (a
     /// listing's), asked only where a kept folder was last seen.
     func time(of folder: Node, withID: (String) -> String?) -> timespec? {
