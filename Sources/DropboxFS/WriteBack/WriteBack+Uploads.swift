@@ -282,7 +282,7 @@ extension WriteBack {
             for version in state.versions.values where version.phase == .queued && version.failure == .networkUnreachable {
                 version.retryAt = nil
             }
-            return state.versions.values.filter { $0.phase == .editing && $0.writers == 0 && !$0.detached && $0.file.hasChanges }
+            return Self.closedUnsealedLocked(state)
         }
         changed()
         // Closed while Dropbox was out of reach, with blocks only Dropbox had: the close could
@@ -293,6 +293,15 @@ extension WriteBack {
             for version in unsealed {
                 do { try await seal(version) } catch { FuseLog.error("\(version.pathLower): closed in an outage, not sealed yet (\(error)); tried again when Dropbox is next back") }
             }
+        }
+    }
+
+    /// Files closed with changes yet not sealed (at or below `folder`, if given): their close
+    /// came while Dropbox was out of reach and needed blocks only Dropbox had.
+    static func closedUnsealedLocked(_ state: State, under folder: String? = nil) -> [LocalVersion] {
+        state.versions.values.filter { version in
+            version.phase == .editing && version.writers == 0 && !version.detached && version.file.hasChanges
+                && folder.map { version.isAt(orUnder: $0) } ?? true
         }
     }
 

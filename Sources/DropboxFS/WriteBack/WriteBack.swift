@@ -675,10 +675,7 @@ public final class WriteBack: Sendable {
         // sealed yet: sealed now, so that the fsync covers them. `retryUnreachable` seals them
         // too once Dropbox is back, but an fsync right after returned before that seal was
         // done, without them (CI, OfflineTests). Still out of reach, the close said it already.
-        let unsealed = state.withLock { state in
-            state.versions.values.filter { $0.phase == .editing && $0.writers == 0 && !$0.detached && $0.file.hasChanges && $0.isAt(orUnder: pathLower) }
-        }
-        for version in unsealed { try? await seal(version) }
+        for version in state.withLock({ Self.closedUnsealedLocked($0, under: pathLower) }) { try? await seal(version) }
         let sealed = state.withLock { state in
             state.current.values.filter { ($0.phase == .queued || $0.phase == .uploading) && $0.isAt(orUnder: pathLower) }
         }
