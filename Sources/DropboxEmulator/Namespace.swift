@@ -233,18 +233,18 @@ final class Namespace: @unchecked Sendable {
     /// writes it held are undone together (their sessions open again, each data file still
     /// where it was).
     func inOneTransactionLocked<T>(_ body: () throws -> T) throws -> T {
-        try db.execute("BEGIN IMMEDIATE")
+        try db.run("BEGIN IMMEDIATE")
         batchOpen = true
         do {
             let result = try body()
             batchOpen = false
             try setMeta("seq", String(seq))
-            try db.execute("COMMIT")
+            try db.run("COMMIT")
             changes.notify()
             return result
         } catch {
             batchOpen = false
-            try? db.execute("ROLLBACK")
+            try? db.run("ROLLBACK")
             reloadUsedBytesLocked()
             throw error
         }

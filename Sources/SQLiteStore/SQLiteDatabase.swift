@@ -67,14 +67,16 @@ public final class SQLiteDatabase {
     }
 
     /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
+    /// (Its statements prepared once, as `savepoint`'s: parsed again by `execute` at each
+    /// transaction, they were a tenth of the time a `close` spent recording its upload.)
     public func transaction<T>(_ body: () throws -> T) throws -> T {
-        try execute("BEGIN IMMEDIATE")
+        try run("BEGIN IMMEDIATE")
         do {
             let result = try body()
-            try execute("COMMIT")
+            try run("COMMIT")
             return result
         } catch {
-            try? execute("ROLLBACK")
+            try? run("ROLLBACK")
             throw error
         }
     }
