@@ -41,6 +41,10 @@ extension DropboxFileSystem {
         }
     }
 
+    /// What an rmdir of a new folder it could not take back from the queue waits for: the
+    /// round sending it, or (a new folder or rename pending below it) its own sending.
+    private enum NewFolderWait { case roundUnderWay, send }
+
     /// unlink (a file) or rmdir (an empty folder), answered once the delete is queued: the
     /// name is gone from the view at once, and from Dropbox when `DeleteSender` sends it.
     public func remove(parent: UInt64, name: String, folder: Bool) async throws {
@@ -52,7 +56,7 @@ extension DropboxFileSystem {
             guard let node = try child(of: parentPath, named: name) else { throw FSError.notFound }
             try checkRemovable(node, folder: folder)
             if folder { try await requireEmpty(node) }  // a quick refusal; `DeleteSender` makes sure on Dropbox
-            let sendFirst = try await writeBack.holding([node.pathLower]) { () async throws -> Bool in
+            let waitFor = try await writeBack.holding([node.pathLower]) { () async throws -> NewFolderWait? in
                 // nil: a new folder to send first; .some(nil): removed; .some(node): what
                 // Dropbox holds there, to remove at once (no room to queue its delete).
                 let unqueued = try pathChanges.withLock { () throws -> Node?? in
@@ -62,7 +66,7 @@ extension DropboxFileSystem {
                     if folder, try showsNewFolderMadeHere(node.pathLower), try !takeBackNewFolder(node.pathLower) { return nil }
                     return .some(try removeHeldAndName(node))
                 }
-                guard let unqueued else { return true }
+                guard let unqueued else { return folders.isSending(node.pathLower) ? .roundUnderWay : .send }
                 if let unqueued {
                     try await removeNow(unqueued)
                     try pathChanges.withLock {
@@ -70,9 +74,17 @@ extension DropboxFileSystem {
                         nameRemoved(node.pathLower, folder: node.isFolder)
                     }
                 }
-                return false
+                return nil
             }
-            if sendFirst {
+            switch waitFor {
+            case nil: break
+            case .roundUnderWay?:
+                // Once that round ends the folder is on Dropbox, or back in the queue to take
+                // back: no new round, which would fail in an outage (one under way as the
+                // outage began made `rm -r` of new folders fail with ENETUNREACH).
+                await namespace.folders.roundsUnderWayEnd()
+                throw StartAgain()
+            case .send?:
                 try await namespace.send(touching: [node.pathLower])
                 throw StartAgain()  // the folder is on Dropbox now
             }

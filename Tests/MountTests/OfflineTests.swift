@@ -276,6 +276,29 @@ struct OfflineTests {
         }
     }
 
+    /// `rm -r` in an outage of folders made here that Dropbox never got: each rmdir takes its
+    /// folder back from the queue. Each take-back woke the queue's sender, whose round (tried
+    /// in the outage, failing at once) held the folders while it ran; an rmdir that came then
+    /// had to send its folder first, and failed with ENETUNREACH, the folder left in place.
+    @Test func rmROfNewFoldersInAnOutageRemovesEveryOne() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            // The folders stay queued, and the sender in its retries: Dropbox refuses them.
+            try await m.emulator.setFaults(["500:p=1,routes=files/create_folder_batch"])
+            let made = try await m.sh("for i in $(seq 1 40); do mkdir -p \"$M/n$i/a/b\"; done")
+            #expect(made.status == 0, "\(made.stderr)")
+            try await eventually("a round of new folders tried") { (try await m.routeStats()["files/create_folder_batch"]?["requests"] ?? 0) > 0 }
+            try await m.emulator.setReachable(false)
+            try await eventually("the mount to find Dropbox out of reach") { try m.statusReport()["offline_since"] != nil }
+            let removed = try await m.sh("for i in $(seq 1 40); do rm -r \"$M/n$i\" || echo \"n$i left\"; done; ls \"$M\"")
+            #expect(removed.stdout.isEmpty && removed.stderr.isEmpty, "\(removed.stdout)\(removed.stderr)")
+            try m.emulator.replaceFaults([])
+            try await m.emulator.setReachable(true)
+            try await eventually("the mount to be online again", timeout: 60) { try m.statusReport()["offline_since"] == nil }
+            #expect(try await m.sh("sync \"$M\"").status == 0)
+            #expect(try await m.client.listAll("").isEmpty)
+        }
+    }
+
     /// The status of a mount started offline where a daemon was killed says offline from
     /// the moment `mount` returns: the new daemon wrote its report only after it said
     /// "ready", so for a moment `status` showed the killed daemon's report, online, and tests

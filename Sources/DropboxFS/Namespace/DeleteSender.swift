@@ -35,7 +35,7 @@ final class DeleteSender: Sendable {
 
     /// Sends deletes until cancelled; failures wait and try again (the deletes stay queued).
     func run() async {
-        await rounds.run(pending, quiet: Self.quiet, what: "deletes") { try await self.sendRound() }
+        await rounds.run(pending, quiet: Self.quiet, what: "deletes", reachability: calls.client.reachability) { try await self.sendRound() }
     }
 
     /// Sends the deletes at, above or below `paths` (and every other pending one with them)

@@ -25,7 +25,7 @@ final class FolderSender: Sendable {
 
     /// Sends new folders until cancelled; failures wait and try again (they stay queued).
     func run() async {
-        await rounds.run(pending, quiet: Self.quiet, what: "new folders") {
+        await rounds.run(pending, quiet: Self.quiet, what: "new folders", reachability: calls.client.reachability) {
             try await self.sendRound()
         }
     }
@@ -37,6 +37,9 @@ final class FolderSender: Sendable {
 
     /// One round after those already running.
     func sendAll() async throws { try await rounds.sendAll { try await self.sendRound() } }
+
+    /// Returns once the rounds started so far have ended, whatever their outcome.
+    func roundsUnderWayEnd() async { await rounds.underWayEnd() }
 
     private func sendRound() async throws {
         let records = pending.startSending()

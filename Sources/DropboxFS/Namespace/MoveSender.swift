@@ -44,7 +44,7 @@ final class MoveSender: Sendable {
 
     /// Sends renames until cancelled; failures wait and try again (they stay queued).
     func run() async {
-        await rounds.run(pending, quiet: Self.quiet, what: "renames") {
+        await rounds.run(pending, quiet: Self.quiet, what: "renames", reachability: calls.client.reachability) {
             while !self.pending.isEmpty { try await self.sendNext() }
         }
     }

@@ -164,6 +164,9 @@ public final class PendingFolders: RoundQueue {
         }
     }
 
+    /// Whether a round is sending the new folder at this path.
+    func isSending(_ pathLower: String) -> Bool { state.withLock { $0.sending.contains(pathLower) } }
+
     /// Every pending folder that may be sent now (older than every pending rename), oldest
     /// first, now marked as being sent.
     func startSending() -> [QueuedFolder] {

@@ -29,14 +29,20 @@ final class QueuedRounds: Sendable {
     static let burst = 20_000
 
     /// Sends rounds until cancelled; a failed round waits and is tried again (its changes
-    /// stay queued). `what` names the changes in the log.
-    func run(_ queue: some RoundQueue, quiet: Duration, what: String,
+    /// stay queued). `what` names the changes in the log. While Dropbox is out of reach
+    /// (`reachability`), no round starts: the return signals the queue (`sendQueuedNow`).
+    func run(_ queue: some RoundQueue, quiet: Duration, what: String, reachability: Reachability,
              round: @escaping @Sendable () async throws -> Void) async {
         var failures = 0
         while !Task.isCancelled {
             let seen = queue.signal.generation
             let count = queue.count
             if count == 0 { await queue.signal.wait(after: seen); continue }
+            // A round tried in an outage fails at once, but holds its changes while it runs,
+            // and every change queued wakes this loop: an `rm -r` of new folders offline had
+            // each rmdir's take-back wake a round, and the next rmdir, finding its folder held
+            // by that round, had to send it first and failed with ENETUNREACH.
+            if reachability.offlineSince != nil { await queue.signal.wait(after: seen); continue }
             let waited = ContinuousClock.now - queue.lastAdded
             if waited < quiet && count < Self.burst {
                 await queue.signal.wait(after: seen, timeout: quiet - waited)
@@ -55,6 +61,12 @@ final class QueuedRounds: Sendable {
                 await queue.signal.wait(after: queue.signal.generation, timeout: Self.retry.wait(attempt: failures))
             }
         }
+    }
+
+    /// Returns once the rounds started so far have ended, whatever their outcome.
+    func underWayEnd() async {
+        let last = lastRound.withLock { $0 }
+        _ = try? await last?.value
     }
 
     /// One round, after those already running.
