@@ -48,6 +48,9 @@ struct MountDaemon {
         let uploading = Task { await prepared.fs.uploader.run() }
         let pinning = Task { await prepared.fs.keepPinnedFilesDownloaded() }
         let reporting = Task { await status.run() }
+        // Asked once now, the account's space answers `df`, and the `fstatfs` of each `rm -r`,
+        // `find` or `du`, at once from then on, in an outage too (`DropboxFileSystem.spaceUsage`).
+        Task { _ = try? await prepared.fs.spaceUsage() }
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
             let thread = Thread { continuation.resume(returning: prepared.mount.serve()) }
             thread.name = "dropboxfs-fuse"

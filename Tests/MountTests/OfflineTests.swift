@@ -299,6 +299,25 @@ struct OfflineTests {
         }
     }
 
+    /// `df` (statfs) in an outage answers the account's space as Dropbox last told it: the
+    /// mount asks as it starts, and later only in the background. It asked at the first
+    /// statfs, and at the first after each 30 s, failing with ENETUNREACH in an outage (and
+    /// `rm -r`, which makes one, said so for the folder it was removing).
+    @Test func dfInAnOutageAnswersTheSpaceLastKnown() async throws {
+        try await MountFixture.with(seeds: ["demo"]) { m in
+            try await eventually("the mount to ask for the account's space") {
+                (try await m.routeStats()["users/get_space_usage"]?["requests"] ?? 0) > 0
+            }
+            let used = try await m.client.rpc(Routes.getSpaceUsage, NoArgument()).used
+            try await m.emulator.setReachable(false)
+            try await eventually("the mount to find Dropbox out of reach") { try m.statusReport()["offline_since"] != nil }
+            let df = try await m.sh("df -k --output=size,used \"$M\" | tail -1")
+            let fields = df.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int64($0) }
+            #expect(fields == [Int64(2 << 40) / 1024, (used + 4095) / 4096 * 4], "\(df.stdout)\(df.stderr)")
+            try await m.emulator.setReachable(true)
+        }
+    }
+
     /// The status of a mount started offline where a daemon was killed says offline from
     /// the moment `mount` returns: the new daemon wrote its report only after it said
     /// "ready", so for a moment `status` showed the killed daemon's report, online, and tests
