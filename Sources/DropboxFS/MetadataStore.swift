@@ -449,12 +449,17 @@ public final class MetadataStore: @unchecked Sendable {
     }
 
     /// The folder is on Dropbox and the store has caught up (or it was taken back: then it
-    /// is no longer listed either).
+    /// is no longer listed either, unless the store holds a folder at its path: the listing
+    /// is that folder's, which a pending rename is moving away, `markMadeFolderListedLocked`
+    /// having left it as it was. Unlisted, an rmdir of the renamed folder had to list it
+    /// again, and failed with ENETUNREACH in an outage: `mv b x; mkdir b; rmdir b; rmdir x`).
     public func endMakingFolder(_ pathLower: String, takenBack: Bool) throws {
         try lock.withLock {
             let left = foldersBeingMade[pathLower, default: 1] - 1
             foldersBeingMade[pathLower] = left > 0 ? left : nil
-            if takenBack { try unlistLocked(pathLower) }
+            if takenBack, try db.first(Self.selectByPath, [.text(pathLower)], map: Self.node)?.isFolder != true {
+                try unlistLocked(pathLower)
+            }
         }
     }
 

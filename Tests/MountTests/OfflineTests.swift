@@ -299,6 +299,24 @@ struct OfflineTests {
         }
     }
 
+    /// A new folder made and removed in an outage at the name a folder Dropbox holds was
+    /// renamed away from: the removal unlisted that name, which was the renamed folder's
+    /// listing too (Dropbox has it there until the rename is sent), and an rmdir of the
+    /// renamed folder had to list it again: ENETUNREACH (differential, tree mix with outages).
+    @Test func aNewFolderTakenBackLeavesTheRenamedFolderAtItsNameListed() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/b\" && sync \"$M\"").status == 0)
+            try await m.emulator.setReachable(false)
+            try await eventually("the mount to find Dropbox out of reach") { try m.statusReport()["offline_since"] != nil }
+            let removed = try await m.sh("cd \"$M\" && mv b x && mkdir b && rmdir b && rmdir x && ls -A")
+            #expect(removed.status == 0 && removed.stdout.isEmpty, "\(removed.stdout)\(removed.stderr)")
+            try await m.emulator.setReachable(true)
+            try await eventually("the mount to be online again", timeout: 60) { try m.statusReport()["offline_since"] == nil }
+            #expect(try await m.sh("sync \"$M\"").status == 0)
+            #expect(try await m.client.listAll("").isEmpty)
+        }
+    }
+
     /// `df` (statfs) in an outage answers the account's space as Dropbox last told it: the
     /// mount asks as it starts, and later only in the background. It asked at the first
     /// statfs, and at the first after each 30 s, failing with ENETUNREACH in an outage (and
