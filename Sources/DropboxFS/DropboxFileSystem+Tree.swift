@@ -134,6 +134,19 @@ extension DropboxFileSystem {
         inodes.detach(pathLower, folder: folder)
     }
 
+    /// A rename of a new folder not sent yet, with nothing made, written or renamed in it or
+    /// renamed above it: the folder is made at the new name instead (`PendingFolders.remake`).
+    /// Moved on Dropbox, it would have to be made at its old name first, so a removal or a
+    /// rename over that name later had to send it first, and failed with ENETUNREACH in an
+    /// outage (`mkdir -p a/b; mv a/b c; rmdir a`, and renames over `a` likewise: differential,
+    /// tree mix with outages). False, having changed nothing, otherwise.
+    private func remakeNewFolder(_ source: Node, at path: String) throws -> Bool {
+        guard source.isFolder, try remoteNode(source.pathLower) == nil, try showsNewFolderMadeHere(source.pathLower),
+              !folders.hasRecordBelow(source.pathLower), !writeBack.hasVersions(under: source.pathLower),
+              moves.isEmpty || !moves.touches([source.pathLower]) else { return false }
+        return try folders.remake(source.pathLower, at: path)
+    }
+
     /// A new folder leaves the queue unless a round is sending it (false); one that may be
     /// on Dropbox already (sent before, its outcome unknown) is deleted there in its place.
     /// Nor while a new folder or a rename is pending below it (false): those make it on
@@ -285,7 +298,9 @@ extension DropboxFileSystem {
             } else {
                 try deletes.addOwnCommits(targetCommits, at: targetLower, name: newName)
             }
-            if let movedOnDropbox {
+            if movedOnDropbox != nil, try remakeNewFolder(source, at: toParent + "/" + newName) {
+                // A new folder not sent yet, empty: made at the new name instead of moved there.
+            } else if let movedOnDropbox {
                 // Queued: the view shows the rename at once, Dropbox gets it in order.
                 try moves.add(movedOnDropbox, to: toParent + "/" + newName)
                 try writeBack.move(from: source.pathLower, to: targetLower, toName: newName, rebase: .none)

@@ -116,6 +116,30 @@ public final class PendingFolders: RoundQueue {
         if first { signal.notify() }  // later ones the sender finds when its quiet wait ends
     }
 
+    /// A rename of a folder not sent yet: it is made at its new name instead (`path`: the
+    /// parent's key and the name as typed), with a new place in the order, after whatever the
+    /// rename comes after; no move for Dropbox to make, and nothing left behind at the old
+    /// name. False, changing nothing, if a round is sending it, one may have made it already
+    /// (its move must then be made), or a new folder is pending at the new name.
+    func remake(_ fromLower: String, at path: String) throws -> Bool {
+        let pathLower = Node.key(of: path)
+        let remade: Bool = try state.withLock { state in
+            guard let old = state.byPath[fromLower], !state.sending.contains(fromLower), !state.maybeMade.contains(fromLower),
+                  state.byPath[pathLower] == nil else { return false }
+            let parent = state.byPath[Node.parent(of: pathLower)].map { $0.path + path[path.lastIndex(of: "/")!...] }
+            let record = QueuedFolder(id: order.take(), pathLower: pathLower, path: parent ?? path)
+            try queue.replaceFolder(old.id, with: record)
+            try store.endMakingFolder(fromLower, takenBack: true)
+            try store.beginMakingFolder(pathLower)
+            state.remove(fromLower)
+            state.insert(record)
+            state.lastAdded = .now
+            return true
+        }
+        if remade { signal.notify() }
+        return remade
+    }
+
     /// rmdir of a folder not sent yet: it leaves the queue, no request made, and so do the
     /// renames that moved it (`takeBackRenames`, false if one is under way). One that may be
     /// on Dropbox all the same has its delete queued first (`removeFromDropbox`), before it

@@ -42,5 +42,14 @@ extension UploadQueue {
         }
     }
 
+    /// A new folder renamed before it was sent, made at its new name instead: one statement,
+    /// so that a crash leaves it at one name or the other.
+    public func replaceFolder(_ id: Int64, with folder: QueuedFolder) throws {
+        try durable {
+            try db.run("UPDATE folders SET id = ?, path_lower = ?, path = ? WHERE id = ?",
+                       [.int(folder.id), .text(folder.pathLower), .text(folder.path), .int(id)])
+        }
+    }
+
     public func removeFolders(_ ids: [Int64]) throws { try removeRows(ids, from: "folders") }
 }
