@@ -139,6 +139,14 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     /// on Dropbox yet: another client's change could then meet a pending upload, a conflict
     /// no local disk models, so those steps are skipped from here on.
     private var wentOffline = false
+    /// The step under way may need Dropbox (`Step.mayNeedDropbox`): only then is its
+    /// ENETUNREACH taken for an answer.
+    private var stepMayNeedDropbox = false
+    /// The paths renames of this sequence took something away from (`Step.paths` entries):
+    /// offline, the queue cannot keep a `mkdir` at such a name or an `rmdir` of a folder
+    /// something was renamed out of, or a rename over it (doc/SEMANTICS.md, "Offline"), and
+    /// those may fail with ENETUNREACH; any other mkdir, rmdir or rename may not.
+    private var renamedAwayFrom: Set<String> = []
 
     /// `testedRoot` and `localRoot` exist and are empty; `remoteRoot` is `testedRoot` as
     /// Dropbox names it.
@@ -192,7 +200,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     /// local side.
     private func both<T>(_ tested: () -> Sys.Outcome<T>, _ local: () -> Sys.Outcome<T>) -> (Sys.Outcome<T>, Sys.Outcome<T>?) {
         let testedOutcome = tested()
-        if wentOffline, case .failure(let error) = testedOutcome, error.code == ENETUNREACH { return (testedOutcome, nil) }
+        if wentOffline, stepMayNeedDropbox, case .failure(let error) = testedOutcome, error.code == ENETUNREACH { return (testedOutcome, nil) }
         return (testedOutcome, local())
     }
 
@@ -240,6 +248,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
 
     /// Performs one operation on both sides; returns what each side gave, as text.
     private mutating func perform(_ operation: Step) throws -> (String, String) {
+        stepMayNeedDropbox = operation.mayNeedDropbox
         switch operation {
         case .open(let path, let mode):
             let (t, l) = paths(path)
@@ -287,20 +296,24 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             return compared({ tested.truncate(t, size) }, { local.truncate(l, size) })
         case .rename(let from, let to):
             let (tf, lf) = paths(from), (tt, lt) = paths(to)
+            // Over a folder: its removal, as an rmdir's (below).
+            stepMayNeedDropbox = to >= 0 && renamedAwayFrom.contains { $0.hasPrefix(Step.paths[to] + "/") }
+            if from >= 0 { renamedAwayFrom.insert(Step.paths[from]) }
             return compared({ tested.rename(tf, tt) }, { local.rename(lf, lt) })
         case .caseRename(let path):
             let (t, l) = paths(path)
-            let tested = caseRename(t, on: self.tested)
-            if wentOffline, tested.hasPrefix(Sys.Errno(code: ENETUNREACH).description) { return ("out of reach: skipped", "out of reach: skipped") }
-            return (tested, caseRename(l, on: local))
+            if path >= 0 { renamedAwayFrom.insert(Step.paths[path]) }
+            return (caseRename(t, on: self.tested), caseRename(l, on: local))
         case .unlink(let path):
             let (t, l) = paths(path)
             return compared({ tested.unlink(t) }, { local.unlink(l) })
         case .mkdir(let path):
             let (t, l) = paths(path)
+            stepMayNeedDropbox = path >= 0 && renamedAwayFrom.contains { Step.paths[path] == $0 || Step.paths[path].hasPrefix($0 + "/") }
             return compared({ tested.mkdir(t) }, { local.mkdir(l) })
         case .rmdir(let path):
             let (t, l) = paths(path)
+            stepMayNeedDropbox = path >= 0 && renamedAwayFrom.contains { $0.hasPrefix(Step.paths[path] + "/") }
             return compared({ tested.rmdir(t) }, { local.rmdir(l) })
         case .stat(let path):
             let (t, l) = paths(path)

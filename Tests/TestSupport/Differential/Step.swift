@@ -127,6 +127,21 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+extension Step {
+    /// Whether the mount may answer this call with ENETUNREACH while Dropbox is out of reach
+    /// (doc/SEMANTICS.md, "Offline") whatever came before it: calls that need bytes only
+    /// Dropbox has (reads, writes and truncations into blocks not in the cache, the close
+    /// that seals such a file, a copy that reads it). mkdir, rmdir and rename may too, after
+    /// certain renames only (`DifferentialRunner` tracks them); everything else is answered
+    /// from local state, offline too.
+    public var mayNeedDropbox: Bool {
+        switch self {
+        case .read, .write, .mapWrite, .ftruncate, .truncate, .fallocate, .close, .copy: return true
+        default: return false
+        }
+    }
+}
+
 /// Random sequences from a seed (SplitMix64): the same seed gives the same sequence on
 /// every machine, so CI runs a fixed set and a failure names the seed that shows it.
 public struct SequenceGenerator {
@@ -166,7 +181,8 @@ public struct SequenceGenerator {
     }
 
     /// `DROPBOXFS_DIFF_MIX=tree`: sequences of mostly mkdir, rmdir and rename (a few files,
-    /// listings and settles among them), for the order of namespace changes on Dropbox; the
+    /// listings, settles, outages and kills among them), for the order of namespace changes
+    /// on Dropbox, and what the queue keeps while it is out of reach; the
     /// default mix has one such change in five steps.
     static let treeMix = ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_MIX"] == "tree"
 
@@ -185,7 +201,10 @@ public struct SequenceGenerator {
         case 84..<89: return .open(path: path, mode: Step.OpenMode.all[4])  // WRONLY|CREAT|TRUNC
         case 89..<94: return .close(slot: below(4))
         case 94..<96: return .unlink(path: path)
-        default: return .settle
+        case 96..<98: return .settle
+        // Outages and kills among them: the queue keeps what Dropbox cannot have yet.
+        case 98: return .network(up: below(2) == 0)
+        default: return below(2) == 0 ? .crash : .settle
         }
     }
 
