@@ -41,8 +41,9 @@ extension DropboxFileSystem {
         }
     }
 
-    /// What an rmdir of a new folder it could not take back from the queue waits for: the
-    /// round sending it, or (a new folder or rename pending below it) its own sending.
+    /// What an rmdir of a new folder (or a rename over it) that could not take it back from
+    /// the queue waits for: the round sending it, or (a new folder or rename pending below
+    /// it) its own sending.
     private enum NewFolderWait { case roundUnderWay, send }
 
     /// unlink (a file) or rmdir (an empty folder), answered once the delete is queued: the
@@ -267,7 +268,7 @@ extension DropboxFileSystem {
         } else if source.name == newName && fromParent == toParent {
             return  // the same name: nothing to do
         }
-        let sendFirst = try await writeBack.holding([source.pathLower, targetLower]) { try pathChanges.withLock { () throws -> Bool in
+        let waitFor = try await writeBack.holding([source.pathLower, targetLower]) { try pathChanges.withLock { () throws -> NewFolderWait? in
             try requireUnmoved(parents)
             // The change feed may have changed either name while the rename waited (for the
             // target's listing, for a commit there): it starts again on what the view shows
@@ -280,7 +281,9 @@ extension DropboxFileSystem {
             else { throw StartAgain() }
             // A new folder at the target not sent yet is taken back (no request): the rename
             // replaces it. One being sent is on Dropbox next, and removed before the move.
-            if target?.isFolder == true, try showsNewFolderMadeHere(targetLower), try !takeBackNewFolder(targetLower) { return true }
+            if target?.isFolder == true, try showsNewFolderMadeHere(targetLower), try !takeBackNewFolder(targetLower) {
+                return folders.isSending(targetLower) ? .roundUnderWay : .send
+            }
             if target != nil { adoptRemoteHandles(at: targetLower) }
             // What goes to Dropbox as a move: what it holds, or a folder made here (made
             // there before the move: the order of namespace changes says so).
@@ -315,9 +318,15 @@ extension DropboxFileSystem {
             modes.move(from: source.pathLower, to: targetLower, isFolder: source.isFolder)
             if source.isFolder { folderTimes.moved(from: source.pathLower, to: targetLower) }
             inodes.rename(from: source.pathLower, to: targetLower)
-            return false
+            return nil
         } }
-        if sendFirst {
+        switch waitFor {
+        case nil: break
+        case .roundUnderWay?:
+            // As for an rmdir (`remove`): sending a round of its own failed in an outage.
+            await namespace.folders.roundsUnderWayEnd()
+            throw StartAgain()
+        case .send?:
             try await namespace.send(touching: [targetLower])
             throw StartAgain()  // the folder is on Dropbox now
         }

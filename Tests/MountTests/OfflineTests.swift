@@ -348,6 +348,29 @@ struct OfflineTests {
         }
     }
 
+    /// Renames in an outage over folders made here that Dropbox never got (as
+    /// `rmROfNewFoldersInAnOutageRemovesEveryOne` for rmdir): each replaces its folder, taken
+    /// back from the queue. One that came while the round sending the folder was under way
+    /// sent a round of its own, and failed with ENETUNREACH (differential, tree mix with
+    /// outages and server errors).
+    @Test func renamesOverNewFoldersInAnOutageReplaceEveryOne() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            // The round sending them is under way when the outage begins, and for a while.
+            try await m.emulator.setFaults(["latency:ms=4000,routes=files/create_folder_batch"])
+            let made = try await m.sh("for i in $(seq 1 40); do mkdir \"$M/t$i\"; done")
+            #expect(made.status == 0, "\(made.stderr)")
+            try await eventually("a round of new folders sent") { (try await m.routeStats()["files/create_folder_batch"]?["requests"] ?? 0) > 0 }
+            try await m.emulator.setReachable(false)
+            let renamed = try await m.sh("for i in $(seq 1 40); do mkdir \"$M/s$i\" && mv -T \"$M/s$i\" \"$M/t$i\" || echo \"t$i left\"; done; ls \"$M\" | grep s")
+            #expect(renamed.stdout.isEmpty && renamed.stderr.isEmpty, "\(renamed.stdout)\(renamed.stderr)")
+            try m.emulator.replaceFaults([])
+            try await m.emulator.setReachable(true)
+            try await eventually("the mount to be online again", timeout: 60) { try m.statusReport()["offline_since"] == nil }
+            #expect(try await m.sh("sync \"$M\"").status == 0)
+            #expect(try await m.client.listAll("").map(\.name).sorted() == (1...40).map { "t\($0)" }.sorted())
+        }
+    }
+
     /// `df` (statfs) in an outage answers the account's space as Dropbox last told it: the
     /// mount asks as it starts, and later only in the background. It asked at the first
     /// statfs, and at the first after each 30 s, failing with ENETUNREACH in an outage (and
