@@ -46,6 +46,21 @@ extension DropboxFileSystem {
     /// it) its own sending.
     private enum NewFolderWait { case roundUnderWay, send }
 
+    /// Waits as `wait` says for the new folder at `pathLower`, then starts the call again
+    /// (`StartAgain`, always thrown): the folder is on Dropbox then, or back in the queue to
+    /// take back.
+    private func wait(_ wait: NewFolderWait, forNewFolder pathLower: String) async throws -> Never {
+        switch wait {
+        case .roundUnderWay:
+            // No round of its own, which would fail in an outage (one under way as the outage
+            // began made `rm -r` of new folders, and renames over them, fail with ENETUNREACH).
+            await namespace.folders.roundsUnderWayEnd()
+        case .send:
+            try await namespace.send(touching: [pathLower])
+        }
+        throw StartAgain()
+    }
+
     /// unlink (a file) or rmdir (an empty folder), answered once the delete is queued: the
     /// name is gone from the view at once, and from Dropbox when `DeleteSender` sends it.
     public func remove(parent: UInt64, name: String, folder: Bool) async throws {
@@ -77,18 +92,7 @@ extension DropboxFileSystem {
                 }
                 return nil
             }
-            switch waitFor {
-            case nil: break
-            case .roundUnderWay?:
-                // Once that round ends the folder is on Dropbox, or back in the queue to take
-                // back: no new round, which would fail in an outage (one under way as the
-                // outage began made `rm -r` of new folders fail with ENETUNREACH).
-                await namespace.folders.roundsUnderWayEnd()
-                throw StartAgain()
-            case .send?:
-                try await namespace.send(touching: [node.pathLower])
-                throw StartAgain()  // the folder is on Dropbox now
-            }
+            if let waitFor { try await wait(waitFor, forNewFolder: node.pathLower) }
         }
         changeTimes.entriesChanged(parent)
     }
@@ -320,16 +324,7 @@ extension DropboxFileSystem {
             inodes.rename(from: source.pathLower, to: targetLower)
             return nil
         } }
-        switch waitFor {
-        case nil: break
-        case .roundUnderWay?:
-            // As for an rmdir (`remove`): sending a round of its own failed in an outage.
-            await namespace.folders.roundsUnderWayEnd()
-            throw StartAgain()
-        case .send?:
-            try await namespace.send(touching: [targetLower])
-            throw StartAgain()  // the folder is on Dropbox now
-        }
+        if let waitFor { try await wait(waitFor, forNewFolder: targetLower) }
         changeTimes.entriesChanged(parent)
         changeTimes.entriesChanged(newParent)
         if let moved = inodes.existing(targetLower) { changeTimes.statusChanged(moved) }

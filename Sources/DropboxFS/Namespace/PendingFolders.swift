@@ -41,6 +41,12 @@ public final class PendingFolders: RoundQueue {
             byParent[Node.parent(of: record.pathLower), default: []].insert(record.pathLower)
         }
 
+        /// A new folder's path as Dropbox is to show it: `path` (the parent's key and the
+        /// name as typed), with the parent's path as typed when that is a new folder too.
+        func typed(_ path: String, key pathLower: String) -> String {
+            byPath[Node.parent(of: pathLower)].map { $0.path + path[path.lastIndex(of: "/")!...] } ?? path
+        }
+
         mutating func remove(_ pathLower: String) {
             if byPath.removeValue(forKey: pathLower) != nil { paths.remove(pathLower) }
             let parent = Node.parent(of: pathLower)
@@ -105,8 +111,7 @@ public final class PendingFolders: RoundQueue {
         let first: Bool = try state.withLock { state in
             if state.byPath[pathLower] != nil { return false }
             // In a new folder: its path as typed too (Dropbox shows what it was sent).
-            let parent = state.byPath[Node.parent(of: pathLower)].map { $0.path + path[path.lastIndex(of: "/")!...] }
-            let record = QueuedFolder(id: order.take(), pathLower: pathLower, path: parent ?? path)
+            let record = QueuedFolder(id: order.take(), pathLower: pathLower, path: state.typed(path, key: pathLower))
             try queue.saveFolder(record)
             try store.beginMakingFolder(pathLower)
             state.insert(record)
@@ -126,8 +131,7 @@ public final class PendingFolders: RoundQueue {
         let remade: Bool = try state.withLock { state in
             guard let old = state.byPath[fromLower], !state.sending.contains(fromLower), !state.maybeMade.contains(fromLower),
                   state.byPath[pathLower] == nil else { return false }
-            let parent = state.byPath[Node.parent(of: pathLower)].map { $0.path + path[path.lastIndex(of: "/")!...] }
-            let record = QueuedFolder(id: order.take(), pathLower: pathLower, path: parent ?? path)
+            let record = QueuedFolder(id: order.take(), pathLower: pathLower, path: state.typed(path, key: pathLower))
             try queue.replaceFolder(old.id, with: record)
             try store.endMakingFolder(fromLower, takenBack: true)
             try store.beginMakingFolder(pathLower)
