@@ -180,6 +180,11 @@ struct TreeCalls: Sendable {
         Node.parent(of: path) + "/.dropboxfs-\(purpose)-" + tag
     }
 
+    /// Whether a path's last name is one `hiddenName` gives for `purpose`.
+    static func isHiddenName(_ pathLower: String, for purpose: String) -> Bool {
+        pathLower[(Node.lastSlash(pathLower).map(pathLower.index(after:)) ?? pathLower.startIndex)...].hasPrefix(".dropboxfs-\(purpose)-")
+    }
+
     /// Eight random hex digits: a hidden name's own among every client's.
     static func randomTag() -> String { String(UUID().uuidString.prefix(8)).lowercased() }
 }

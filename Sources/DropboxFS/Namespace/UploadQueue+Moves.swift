@@ -42,9 +42,7 @@ public struct QueuedMove: Sendable, Equatable {
     var isParked: Bool { isCaseOnly && !parkedAt.isEmpty }
 
     /// Whether a path is a case-only rename's hidden step (`freshHiddenStep`).
-    static func isHiddenStep(_ pathLower: String) -> Bool {
-        pathLower[pathLower.index(after: Node.lastSlash(pathLower) ?? pathLower.startIndex)...].hasPrefix(".dropboxfs-rename-")
-    }
+    static func isHiddenStep(_ pathLower: String) -> Bool { TreeCalls.isHiddenName(pathLower, for: "rename") }
 
     /// A hidden name for the first step, beside the destination: named after the rename's
     /// place in the order and the source's Dropbox id, so another machine's rename (whose
