@@ -135,7 +135,7 @@ final class MoveSender: Sendable {
             // the change feed), the next step's try failed: the rename goes on from the hidden
             // name. Dropped, it left the entry there for good. (Any source the store lacks
             // going on, not only these, broke removals under way: 18ff258, reverted.)
-            guard let there, there.pathLower == move.fromLower, QueuedMove.isHiddenStep(move.fromLower), let found = Node(there) else {
+            guard let there, there.pathLower == move.fromLower, TreeCalls.isHiddenName(move.fromLower, for: "rename"), let found = Node(there) else {
                 FuseLog.error("rename of \(move.fromLower) to \(move.toPath) not made: it is gone from Dropbox")
                 return try await dropped(move)
             }

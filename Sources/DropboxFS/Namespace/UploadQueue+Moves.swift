@@ -41,9 +41,6 @@ public struct QueuedMove: Sendable, Equatable {
     /// A case-only rename whose first step may be done: its source may be at `parkedAt`.
     var isParked: Bool { isCaseOnly && !parkedAt.isEmpty }
 
-    /// Whether a path is a case-only rename's hidden step (`freshHiddenStep`).
-    static func isHiddenStep(_ pathLower: String) -> Bool { TreeCalls.isHiddenName(pathLower, for: "rename") }
-
     /// A hidden name for the first step, beside the destination: named after the rename's
     /// place in the order and the source's Dropbox id, so another machine's rename (whose
     /// queue numbers its moves alike) never parks at the same name.
