@@ -1,20 +1,21 @@
 import DropboxAPI
 import Foundation
 
-/// Permission modes kept here (`FileModes`) follow what other clients do to the files.
+/// Modes and owners kept here (`FileModes`) follow what other clients do to the files.
 extension DropboxFileSystem {
     /// Clears a file's set-user-ID and set-group-ID bits, which the kernel leaves to the mount
     /// (`cfuse_take_setid_clearing`): on a write or truncate by a caller without CAP_FSETID,
     /// on a chown and on an open with O_TRUNC. As the VFS does, set-group-ID goes only with
     /// group execute or when the caller is not in the file's group (`callerInGroup`, asked
     /// only then). Returns whether the mode changed.
-    public func clearSetIDBits(_ inode: UInt64, callerInGroup: () -> Bool) throws -> Bool {
+    public func clearSetIDBits(_ inode: UInt64, callerInGroup: (_ group: UInt32) -> Bool) throws -> Bool {
         guard modes.keepsSetIDBits else { return false }  // asked at every write by a user other than root
         let node = try node(inode)
         if node.isFolder { return false }
-        let mode = modes.mode(of: node.pathLower, inode: inode, attached: showsEntry(inode), isFolder: false)
+        let shown = modes.shown(of: node.pathLower, inode: inode, attached: showsEntry(inode), isFolder: false)
+        let mode = shown.mode
         var cleared = mode & ~UInt32(S_ISUID)
-        if mode & UInt32(S_ISGID) != 0 && (mode & UInt32(S_IXGRP) != 0 || !callerInGroup()) { cleared &= ~UInt32(S_ISGID) }
+        if mode & UInt32(S_ISGID) != 0 && (mode & UInt32(S_IXGRP) != 0 || !callerInGroup(shown.gid)) { cleared &= ~UInt32(S_ISGID) }
         if cleared == mode { return false }
         _ = try setAttributesWithoutWaiting(inode, modified: nil, mode: cleared)
         return true
@@ -25,17 +26,18 @@ extension DropboxFileSystem {
     /// `default_permissions` (`MountOptions`: root's mount that only root can reach); the kernel
     /// sends `access` and `chdir` here, and answers `open`, `exec` and the rest itself. Root
     /// may read and write anything, and execute what has an execute bit or is a folder.
-    public func checkAccess(_ inode: UInt64, mask: Int32, uid: UInt32, inGroup: () -> Bool) throws {
+    public func checkAccess(_ inode: UInt64, mask: Int32, uid: UInt32, inGroup: (_ group: UInt32) -> Bool) throws {
         let node = try node(inode)
         let wanted = UInt32(mask & (R_OK | W_OK | X_OK))
         guard wanted != 0 else { return }
-        let mode = attributes(inode, node).st_mode
+        let shown = attributes(inode, node)
+        let mode = shown.st_mode
         if uid == 0 {
             if wanted & UInt32(X_OK) == 0 || node.isFolder || mode & (S_IXUSR | S_IXGRP | S_IXOTH) != 0 { return }
             throw FSError.accessDenied
         }
         // The owner's bits for the owner, else the group's for a member, else the others'.
-        let shift: UInt32 = uid == options.uid ? 6 : (inGroup() ? 3 : 0)
+        let shift: UInt32 = uid == shown.st_uid ? 6 : (inGroup(shown.st_gid) ? 3 : 0)
         if (mode >> shift) & wanted != wanted { throw FSError.accessDenied }
     }
 

@@ -112,16 +112,18 @@ extension DropboxFileSystem {
     static let zeroChunk = 1 << 20
 
     /// setattr: size truncates or extends (through the handle, or as truncate(2) would);
-    /// a modification time goes with the next upload as `client_modified`; a mode is kept
-    /// here (`FileModes`). Owner and atime are accepted and not kept (Dropbox has no such
-    /// thing; doc/SEMANTICS.md).
+    /// a modification time goes with the next upload as `client_modified`; a mode and an
+    /// owner or group (`uid`, `gid`: a chown) are kept here (`FileModes`); an access time in
+    /// `changeTimes` (Dropbox has no such things; doc/SEMANTICS.md).
     /// A time set on a file whose content is already on Dropbox is kept in the store for
     /// that revision (Dropbox changes `client_modified` only with new content): this mount
     /// shows it across remounts; other clients see the upload's time (doc/SEMANTICS.md).
     public func setAttributes(_ inode: UInt64, handle: UInt64?, size: Int64?, modified: timespec?, mode: UInt32? = nil,
-                              accessed: timespec? = nil) async throws -> Node {
+                              accessed: timespec? = nil, uid: UInt32? = nil, gid: UInt32? = nil) async throws -> Node {
         try refuseInHistory(inode)
-        guard let size else { return try setAttributesWithoutWaiting(inode, modified: modified, mode: mode, accessed: accessed) }
+        guard let size else {
+            return try setAttributesWithoutWaiting(inode, modified: modified, mode: mode, accessed: accessed, uid: uid, gid: gid)
+        }
         if options.readOnly { throw FSError.readOnly }
         // The truncation goes through a writer's handle: the descriptor's (ftruncate), or for
         // truncate(2) of the path a short-lived one, released before the time and mode are set.
@@ -153,20 +155,20 @@ extension DropboxFileSystem {
             throw error
         }
         if let pathWriter { _ = try await writeBack.release(handle: pathWriter) }
-        return try setAttributesWithoutWaiting(inode, modified: modified, mode: mode, accessed: accessed)
+        return try setAttributesWithoutWaiting(inode, modified: modified, mode: mode, accessed: accessed, uid: uid, gid: gid)
     }
 
-    /// setattr without a size (times, mode; the owner is not kept): nothing to wait for, so
-    /// answered on the FUSE thread (`tar x` sets every file's time and mode after writing it).
+    /// setattr without a size (times, mode, owner): nothing to wait for, so answered on the
+    /// FUSE thread (`tar x` sets every file's time and mode after writing it).
     /// `accessed`: an access time set (`touch -a`, `utimensat`), kept in `changeTimes` only.
-    /// `owner`: a chown, which changes nothing here but the status time, as on a disk.
+    /// `uid`, `gid`: a chown's (nil: unchanged), kept here (`FileModes`).
     public func setAttributesWithoutWaiting(_ inode: UInt64, modified: timespec?, mode: UInt32? = nil,
-                                            accessed: timespec? = nil, owner: Bool = false) throws -> Node {
+                                            accessed: timespec? = nil, uid: UInt32? = nil, gid: UInt32? = nil) throws -> Node {
         try refuseInHistory(inode)
-        if (modified != nil || mode != nil || accessed != nil) && options.readOnly { throw FSError.readOnly }
+        if (modified != nil || mode != nil || accessed != nil || uid != nil || gid != nil) && options.readOnly { throw FSError.readOnly }
         try pathChanges.withLock {
             try setAttributesLocked(inode, current: try node(inode), attached: inodes.path(of: inode) != nil, modified: modified, mode: mode,
-                                    owner: owner)
+                                    uid: uid, gid: gid)
             if let accessed { changeTimes.setAccessed(inode, to: accessed) }
         }
         return try node(inode)
@@ -174,10 +176,11 @@ extension DropboxFileSystem {
 
     /// A time, a mode and an owner set on the file `current` at the inode's path (`pathChanges` held).
     private func setAttributesLocked(_ inode: UInt64, current: Node, attached: Bool, modified: timespec?, mode: UInt32?,
-                                     owner: Bool) throws {
+                                     uid: UInt32?, gid: UInt32?) throws {
         try setModified(current, inode: inode, attached: attached, to: modified)
         try setMode(current, inode: inode, attached: attached, to: mode)
-        statusChanged(current, inode: inode, modified: modified, mode: mode, owner: owner)
+        try setOwner(current, inode: inode, attached: attached, uid: uid, gid: gid)
+        statusChanged(current, inode: inode, modified: modified, mode: mode, owner: uid != nil || gid != nil)
     }
 
     /// A time, a mode or an owner set: the status changed now (a folder's time is kept here,
@@ -197,7 +200,17 @@ extension DropboxFileSystem {
         if attached {
             try modes.set(current.pathLower, isFolder: current.isFolder, to: mode)
         } else {
-            modes.setDetached(inode, to: mode)
+            modes.setDetached(inode, isFolder: current.isFolder, to: mode)
+        }
+    }
+
+    /// A chown, kept as a mode is (`setMode`).
+    private func setOwner(_ current: Node, inode: UInt64, attached: Bool, uid: UInt32?, gid: UInt32?) throws {
+        guard uid != nil || gid != nil else { return }
+        if attached {
+            try modes.setOwner(current.pathLower, isFolder: current.isFolder, uid: uid, gid: gid)
+        } else {
+            modes.setDetachedOwner(inode, isFolder: current.isFolder, uid: uid, gid: gid)
         }
     }
 

@@ -95,7 +95,7 @@ public final class DropboxFileSystem: Sendable {
         self.store = store
         self.reader = Reader(client: client, cache: cache)
         self.watcher = ChangeWatcher(client: client, store: store)
-        let modes = try FileModes(store: store, umask: options.umask)
+        let modes = try FileModes(store: store, umask: options.umask, uid: options.uid, gid: options.gid)
         self.modes = modes
         self.folderTimes = try FolderTimes(store: store)
         self.writeBack = try WriteBack(queue: queue, stagingDirectory: stagingDirectory, reader: reader, openFiles: openFiles,
@@ -475,16 +475,16 @@ public final class DropboxFileSystem: Sendable {
     public func attributes(_ inode: UInt64, _ node: Node) -> stat {
         var attributes = stat()
         attributes.st_ino = UInt(inode)
-        attributes.st_uid = options.uid
-        attributes.st_gid = options.gid
         // No write bits where nothing can be changed: the history views, a team space's top.
         let readOnly = (history.inUse && HistoryPath.isInView(node.pathLower)) || (options.protectedTop && node.pathLower.isEmpty)
         let attached = inodes.path(of: inode) != nil
         // Asked only of an inode with a mode of its own (its name went): whether its path
         // shows an entry still. One whose name another client removed keeps its path in the
         // inode table until the kernel is told (`FuseMount`), or for good in the core alone.
-        let shown = modes.mode(of: node.pathLower, inode: inode, attached: self.showsEntry(inode), isFolder: node.isFolder)
-        let permissions = shown & (readOnly ? ~0o222 : ~0)
+        let shown = modes.shown(of: node.pathLower, inode: inode, attached: self.showsEntry(inode), isFolder: node.isFolder)
+        attributes.st_uid = shown.uid
+        attributes.st_gid = shown.gid
+        let permissions = shown.mode & (readOnly ? ~0o222 : ~0)
         if node.isFolder {
             attributes.st_mode = S_IFDIR | permissions
             attributes.st_nlink = 2

@@ -1,21 +1,32 @@
 import Foundation
 
+/// What a path keeps here that Dropbox does not: its permission bits, and the owner and group
+/// a chown gave it (nil: the mount's, `uid=` and `gid=`).
+struct KeptAttributes: Equatable, Sendable {
+    var mode: UInt32
+    var uid: UInt32? = nil
+    var gid: UInt32? = nil
+}
+
 /// Permission bits this mount was asked for: by chmod, or by a create or mkdir whose mode
-/// differs from the default. Dropbox keeps no modes, so without them `chmod +x script`
-/// followed by `./script` failed (`default_permissions` has the kernel check the shown
-/// mode), and `chmod 600` made nothing private.
+/// differs from the default; and owners given by chown. Dropbox keeps no modes, so without
+/// them `chmod +x script` followed by `./script` failed (`default_permissions` has the kernel
+/// check the shown mode), and `chmod 600` made nothing private; nor owners, so `chown`,
+/// `cp -a`, `rsync -a` and `tar xp` as root changed nothing that `stat` showed, where a disk
+/// shows the owners they set.
 ///
 /// They are this machine's: kept in the cache store by path key, moved by the renames made
 /// here and dropped by the removals made here; another client's move takes them along, its
 /// removal drops them (`DropboxFileSystem.modesFollow`). Other clients never see them. An entry
 /// exists only where the mode differs from the default (`0o666` or `0o777` minus the
-/// mount's `umask=`), so `cp -a` and `tar x` of ordinary trees add none.
+/// mount's `umask=`) or the owner or group from the mount's, so `cp -a` and `tar x` of
+/// ordinary trees by the mounting user add none.
 ///
 /// Lock: `lock` guards `modes` and is held across the store's write, so the store and the
 /// memory never disagree about an order of changes. The store never calls back here.
 final class FileModes: @unchecked Sendable {
     private let lock = NSLock()
-    private var modes: [String: UInt32]
+    private var modes: [String: KeptAttributes]
     /// The keys of `modes` in order, so that the ones below a folder are found alone.
     private var ordered: SortedPaths
     /// Keys looked at to find those below a folder (`keysExamined`).
@@ -25,13 +36,15 @@ final class FileModes: @unchecked Sendable {
     /// Until then a crash of the daemon loses the file (nothing of it is queued), so its mode
     /// need not outlive one; `tar x` as root creates each file 0600 and sets 0644 before
     /// closing it, and wrote the store twice a file for that (6 % of the daemon's CPU in a profile).
-    private var unsaved: [String: UInt32?] = [:]
-    /// Modes of files whose name went (unlinked, or replaced by a rename) while the kernel
-    /// holds them still, by inode: fstat of a descriptor open on one shows its mode, fchmod
-    /// changes it. In memory alone: such a file does not outlive the mount.
-    private var detached: [UInt64: UInt32] = [:]
+    private var unsaved: [String: KeptAttributes?] = [:]
+    /// Modes and owners of files whose name went (unlinked, or replaced by a rename) while
+    /// the kernel holds them still, by inode: fstat of a descriptor open on one shows them,
+    /// fchmod and fchown change them. In memory alone: such a file does not outlive the mount.
+    private var detached: [UInt64: KeptAttributes] = [:]
     private let store: MetadataStore
     private let umask: UInt32
+    /// The owner and group shown where a chown gave none (`uid=`, `gid=`).
+    private let owner: (uid: UInt32, gid: UInt32)
     /// How many of `modes` have a set-user-ID or set-group-ID bit: every write by a user
     /// other than root asks (`keepsSetIDBits`), and nearly always none has.
     private var setIDModes = 0
@@ -39,19 +52,25 @@ final class FileModes: @unchecked Sendable {
     static let permissionBits: UInt32 = 0o7777
     static let setIDBits: UInt32 = 0o6000
 
-    init(store: MetadataStore, umask: UInt32) throws {
+    init(store: MetadataStore, umask: UInt32, uid: UInt32, gid: UInt32) throws {
         self.store = store
         self.umask = umask
-        self.modes = try store.modes()
+        self.owner = (uid, gid)
+        self.modes = try store.keptAttributes()
         self.ordered = SortedPaths(modes.keys)
-        self.setIDModes = modes.values.filter { $0 & Self.setIDBits != 0 }.count
+        self.setIDModes = modes.values.filter { $0.mode & Self.setIDBits != 0 }.count
+    }
+
+    /// The mode, owner and group shown for a node; `attached`: whether its inode still has its path.
+    func shown(of pathLower: String, inode: UInt64, attached: @autoclosure () -> Bool, isFolder: Bool) -> (mode: UInt32, uid: UInt32, gid: UInt32) {
+        let (ofInode, atPath) = lock.withLock { (detached.isEmpty ? nil : detached[inode], modes.isEmpty ? nil : modes[pathLower]) }
+        let kept = ofInode.flatMap { attached() ? nil : $0 } ?? atPath ?? defaults(isFolder: isFolder)
+        return (kept.mode, kept.uid ?? owner.uid, kept.gid ?? owner.gid)
     }
 
     /// The mode shown for a node; `attached`: whether its inode still has its path.
     func mode(of pathLower: String, inode: UInt64, attached: @autoclosure () -> Bool, isFolder: Bool) -> UInt32 {
-        let (ofInode, kept) = lock.withLock { (detached.isEmpty ? nil : detached[inode], modes.isEmpty ? nil : modes[pathLower]) }
-        if let ofInode, !attached() { return ofInode }
-        return kept ?? defaultMode(isFolder: isFolder)
+        shown(of: pathLower, inode: inode, attached: attached(), isFolder: isFolder).mode
     }
 
     /// The name of `inode` is going (unlink, or a rename over it): it keeps the mode it
@@ -59,7 +78,7 @@ final class FileModes: @unchecked Sendable {
     /// (The default too: another file may take the path and its mode.)
     func detach(_ pathLower: String, inode: UInt64?, isFolder: Bool) {
         guard let inode else { return }
-        lock.withLock { detached[inode] = modes[pathLower] ?? defaultMode(isFolder: isFolder) }
+        lock.withLock { detached[inode] = modes[pathLower] ?? defaults(isFolder: isFolder) }
     }
 
     /// Another client removed a path: whatever at or below it keeps a mode and is still held
@@ -69,15 +88,22 @@ final class FileModes: @unchecked Sendable {
     func removeElsewhere(_ pathLower: String, isFolder: Bool, inodeOf: (String) -> UInt64?) {
         let kept = lock.withLock { keys(atOrUnder: pathLower, isFolder: isFolder).map { ($0, modes[$0]!) } }
         // Inodes looked up with no lock of ours held: the inode table has its own.
-        let held = kept.compactMap { key, mode in inodeOf(key).map { ($0, mode) } }
-        if !held.isEmpty { lock.withLock { for (inode, mode) in held { detached[inode] = mode } } }
+        let held = kept.compactMap { key, attributes in inodeOf(key).map { ($0, attributes) } }
+        if !held.isEmpty { lock.withLock { for (inode, attributes) in held { detached[inode] = attributes } } }
         remove(pathLower, isFolder: isFolder)
     }
 
     /// fchmod of a detached file.
-    func setDetached(_ inode: UInt64, to mode: UInt32) {
-        let mode = mode & Self.permissionBits
-        lock.withLock { detached[inode] = mode }
+    func setDetached(_ inode: UInt64, isFolder: Bool, to mode: UInt32) {
+        lock.withLock { detached[inode, default: defaults(isFolder: isFolder)].mode = mode & Self.permissionBits }
+    }
+
+    /// fchown of a detached file (nil: unchanged).
+    func setDetachedOwner(_ inode: UInt64, isFolder: Bool, uid: UInt32?, gid: UInt32?) {
+        lock.withLock {
+            if let uid { detached[inode, default: defaults(isFolder: isFolder)].uid = uid }
+            if let gid { detached[inode, default: defaults(isFolder: isFolder)].gid = gid }
+        }
     }
 
     /// The kernel let go of an inode.
@@ -93,7 +119,7 @@ final class FileModes: @unchecked Sendable {
     /// Whether any file may show a set-user-ID or set-group-ID bit (the default modes have
     /// none): one kept by name, or by the inode of a file whose name went.
     var keepsSetIDBits: Bool {
-        lock.withLock { setIDModes > 0 || detached.values.contains { $0 & Self.setIDBits != 0 } }
+        lock.withLock { setIDModes > 0 || detached.values.contains { $0.mode & Self.setIDBits != 0 } }
     }
 
     /// Whether a mode is kept at a path, or below it for a folder.
@@ -103,16 +129,33 @@ final class FileModes: @unchecked Sendable {
 
     func defaultMode(isFolder: Bool) -> UInt32 { (isFolder ? 0o777 : 0o666) & ~umask }
 
+    /// What a path shows when nothing is kept for it.
+    private func defaults(isFolder: Bool) -> KeptAttributes { KeptAttributes(mode: defaultMode(isFolder: isFolder)) }
+
     /// chmod. Fails, having changed nothing, when the store cannot keep it (a full disk). The
     /// mode of a new file not sealed yet is kept in memory until it is (`unsaved`).
     func set(_ pathLower: String, isFolder: Bool, to mode: UInt32) throws {
-        try set(pathLower, isFolder: isFolder, to: mode, untilSealed: false)
+        try edit(pathLower, isFolder: isFolder, untilSealed: false) { $0.mode = mode & Self.permissionBits }
     }
 
-    private func set(_ pathLower: String, isFolder: Bool, to mode: UInt32, untilSealed: Bool) throws {
-        let mode = mode & Self.permissionBits
-        let kept: UInt32? = mode == defaultMode(isFolder: isFolder) ? nil : mode
+    /// chown (nil: unchanged, as `chown -1`). Fails, having changed nothing, when the store
+    /// cannot keep it.
+    func setOwner(_ pathLower: String, isFolder: Bool, uid: UInt32?, gid: UInt32?) throws {
+        try edit(pathLower, isFolder: isFolder, untilSealed: false) { kept in
+            if let uid { kept.uid = uid }
+            if let gid { kept.gid = gid }
+        }
+    }
+
+    /// Changes what a path keeps (starting from the defaults); nothing is kept where the
+    /// result is the defaults.
+    private func edit(_ pathLower: String, isFolder: Bool, untilSealed: Bool, _ apply: (inout KeptAttributes) -> Void) throws {
         try lock.withLock {
+            var attributes = modes[pathLower] ?? defaults(isFolder: isFolder)
+            apply(&attributes)
+            if attributes.uid == owner.uid { attributes.uid = nil }
+            if attributes.gid == owner.gid { attributes.gid = nil }
+            let kept = attributes == defaults(isFolder: isFolder) ? nil : attributes
             guard modes[pathLower] != kept else { return }
             if unsaved.index(forKey: pathLower) == nil {  // else it stays in memory until its seal
                 if untilSealed { unsaved[pathLower] = .some(modes[pathLower]) } else { try write([(pathLower, kept)]) }
@@ -128,7 +171,7 @@ final class FileModes: @unchecked Sendable {
     func created(_ pathLower: String, isFolder: Bool, requested: UInt32?) {
         let mode = requested.map { $0 & Self.permissionBits & ~umask } ?? defaultMode(isFolder: isFolder)
         do {
-            try set(pathLower, isFolder: isFolder, to: mode, untilSealed: !isFolder)
+            try edit(pathLower, isFolder: isFolder, untilSealed: !isFolder) { $0 = KeptAttributes(mode: mode) }
         } catch {
             FuseLog.error("mode of \(pathLower) not kept: \(error)")
         }
@@ -154,7 +197,7 @@ final class FileModes: @unchecked Sendable {
             let replaced = keys(atOrUnder: target, isFolder: isFolder)
             let moved = keys(atOrUnder: source, isFolder: isFolder)
             guard !replaced.isEmpty || !moved.isEmpty else { return nil }
-            let setting = moved.map { (path: target + $0.dropFirst(source.count), mode: modes[$0]!) }
+            let setting = moved.map { (path: target + $0.dropFirst(source.count), kept: modes[$0]!) }
             return (removing: replaced + moved, setting: setting)
         }
     }
@@ -178,17 +221,17 @@ final class FileModes: @unchecked Sendable {
         return at + below.keys
     }
 
-    /// Sets or drops a path's mode in memory. Call with `lock` held.
-    private func keep(_ pathLower: String, _ mode: UInt32?) {
+    /// Sets or drops what a path keeps in memory. Call with `lock` held.
+    private func keep(_ pathLower: String, _ kept: KeptAttributes?) {
         let old = modes[pathLower]
-        switch (old, mode) {
+        switch (old, kept) {
         case (nil, .some): ordered.insert(pathLower)
         case (.some, nil): ordered.remove(pathLower)
         default: break
         }
-        if let old, old & Self.setIDBits != 0 { setIDModes -= 1 }
-        if let mode, mode & Self.setIDBits != 0 { setIDModes += 1 }
-        modes[pathLower] = mode
+        if let old, old.mode & Self.setIDBits != 0 { setIDModes -= 1 }
+        if let kept, kept.mode & Self.setIDBits != 0 { setIDModes += 1 }
+        modes[pathLower] = kept
     }
 
     /// Applies a change worked out from the kept modes (nil: nothing to change) to the
@@ -196,32 +239,32 @@ final class FileModes: @unchecked Sendable {
     /// memory follows the rename or removal anyway, as it has happened: until the next
     /// mount, which shows what the store kept. The change is worked out from memory, so the
     /// modes kept in memory alone (`unsaved`) go to the store first.
-    private func change(_ work: () -> (removing: [String], setting: [(path: String, mode: UInt32)])?) {
+    private func change(_ work: () -> (removing: [String], setting: [(path: String, kept: KeptAttributes)])?) {
         lock.withLock {
             saveUnsavedLocked()
             guard !modes.isEmpty, let (removing, setting) = work() else { return }
             do {
-                try store.replaceModes(removing: removing, setting: setting)
+                try store.replaceKept(removing: removing, setting: setting)
             } catch {
                 FuseLog.error("modes of \(removing.first ?? "") not kept: \(error)")
             }
             for path in removing { keep(path, nil) }
-            for (path, mode) in setting { keep(path, mode) }
+            for (path, kept) in setting { keep(path, kept) }
         }
     }
 
     /// Writes every mode kept in memory alone to the store. Call with `lock` held.
     private func saveUnsavedLocked() {
         guard !unsaved.isEmpty else { return }
-        let saving = unsaved.filter { path, stored in modes[path] != stored }.map { path, _ in (path: path, mode: modes[path]) }
+        let saving = unsaved.filter { path, stored in modes[path] != stored }.map { path, _ in (path: path, kept: modes[path]) }
         unsaved.removeAll()
         guard !saving.isEmpty else { return }
         do { try write(saving) } catch { FuseLog.error("modes of \(saving[0].path) not kept: \(error)") }
     }
 
-    /// Gives each path its mode in the store (nil: none kept), in one transaction.
-    private func write(_ values: [(path: String, mode: UInt32?)]) throws {
-        try store.replaceModes(removing: values.filter { $0.mode == nil }.map(\.path),
-                               setting: values.compactMap { value in value.mode.map { (path: value.path, mode: $0) } })
+    /// Gives each path what it keeps in the store (nil: nothing), in one transaction.
+    private func write(_ values: [(path: String, kept: KeptAttributes?)]) throws {
+        try store.replaceKept(removing: values.filter { $0.kept == nil }.map(\.path),
+                              setting: values.compactMap { value in value.kept.map { (path: value.path, kept: $0) } })
     }
 }

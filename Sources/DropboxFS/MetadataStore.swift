@@ -67,9 +67,10 @@ public final class MetadataStore: @unchecked Sendable {
             CREATE TABLE IF NOT EXISTS listed (path_lower TEXT PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS times (rev TEXT PRIMARY KEY, sec INTEGER, nsec INTEGER NOT NULL) WITHOUT ROWID;
-            -- Permission bits set here (`FileModes`): Dropbox keeps none. Not cleared with
-            -- the nodes: they are this machine's, not a copy of Dropbox's.
-            CREATE TABLE IF NOT EXISTS modes (path_lower TEXT PRIMARY KEY, mode INTEGER NOT NULL) WITHOUT ROWID;
+            -- Permission bits, and the owner and group a chown gave (NULL: the mount's), set
+            -- here (`FileModes`): Dropbox keeps none. Not cleared with the nodes: they are this
+            -- machine's, not a copy of Dropbox's.
+            CREATE TABLE IF NOT EXISTS modes (path_lower TEXT PRIMARY KEY, mode INTEGER NOT NULL, uid INTEGER, gid INTEGER) WITHOUT ROWID;
             -- Folders' modification times kept here (`FolderTimes`), by Dropbox folder id, which
             -- follows the folder wherever it is moved, with the path it was last seen at. This
             -- machine's too.
@@ -82,6 +83,10 @@ public final class MetadataStore: @unchecked Sendable {
                 INSERT OR IGNORE INTO times (rev, sec, nsec) SELECT rev, NULL, nsec FROM nanos;
                 DROP TABLE nanos;
                 """)
+        }
+        // A cache from before owners were kept: its modes table gains their columns, empty.
+        if try db.first("SELECT 1 FROM pragma_table_info('modes') WHERE name = 'uid'", map: { _ in true }) != true {
+            try db.execute("ALTER TABLE modes ADD COLUMN uid INTEGER; ALTER TABLE modes ADD COLUMN gid INTEGER;")
         }
     }
 
@@ -551,23 +556,30 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
-    /// Every permission mode kept (`FileModes` loads them once).
-    func modes() throws -> [String: UInt32] {
+    /// Every mode and owner kept (`FileModes` loads them once).
+    func keptAttributes() throws -> [String: KeptAttributes] {
         try lock.withLock {
-            var modes: [String: UInt32] = [:]
-            try db.query("SELECT path_lower, mode FROM modes", []) { row in modes[row.text(0)] = UInt32(truncatingIfNeeded: row.int(1)) }
-            return modes
+            var kept: [String: KeptAttributes] = [:]
+            try db.query("SELECT path_lower, mode, uid, gid FROM modes", []) { row in
+                let id = { (column: Int32) in row.isNull(column) ? nil : UInt32(truncatingIfNeeded: row.int(column)) }
+                kept[row.text(0)] = KeptAttributes(mode: UInt32(truncatingIfNeeded: row.int(1)), uid: id(2), gid: id(3))
+            }
+            return kept
         }
     }
 
-    /// Drops the modes of `removing`, then keeps `setting`'s, in one transaction.
-    func replaceModes(removing: [String], setting: [(path: String, mode: UInt32)]) throws {
+    /// Every permission mode kept, by path (for tests).
+    func modes() throws -> [String: UInt32] { try keptAttributes().mapValues(\.mode) }
+
+    /// Drops what `removing` kept, then keeps `setting`'s, in one transaction.
+    func replaceKept(removing: [String], setting: [(path: String, kept: KeptAttributes)]) throws {
         try lock.withLock {
             modeWrites += 1
             try db.transaction {
                 for path in removing { try db.run("DELETE FROM modes WHERE path_lower = ?", [.text(path)]) }
-                for (path, mode) in setting {
-                    try db.run("INSERT OR REPLACE INTO modes (path_lower, mode) VALUES (?, ?)", [.text(path), .int(Int64(mode))])
+                for (path, kept) in setting {
+                    try db.run("INSERT OR REPLACE INTO modes (path_lower, mode, uid, gid) VALUES (?, ?, ?, ?)",
+                               [.text(path), .int(Int64(kept.mode)), kept.uid.map { .int(Int64($0)) } ?? .null, kept.gid.map { .int(Int64($0)) } ?? .null])
                 }
             }
         }

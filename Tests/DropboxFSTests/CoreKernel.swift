@@ -284,6 +284,17 @@ final class CoreKernel: SystemCalls, Sendable {
         }
     }
 
+    /// setattr of the owner or group, answered as the FUSE adapter does; the kernel marks a
+    /// chown as one that clears set-ID bits (root's too, as `chown_common` does).
+    func chown(_ path: String, _ owner: UInt32?, _ group: UInt32?) -> Sys.Outcome<Int32> {
+        outcome {
+            let (inode, _) = try await self.resolve(path)
+            _ = try self.fs.clearSetIDBits(inode, callerInGroup: { _ in true })
+            _ = try self.fs.setAttributesWithoutWaiting(inode, modified: nil, uid: owner, gid: group)
+            return 0
+        }
+    }
+
     func list(_ path: String) -> Sys.Outcome<[String]> {
         outcome {
             let (inode, node) = try await self.resolve(path)

@@ -127,4 +127,71 @@ struct KeptModeTests {
             #expect(try fs.store.modes()["/gone.txt"] == nil)
         }
     }
+
+    /// A chown is kept as a mode is: `stat` shows it, a rename takes it along (below a folder
+    /// too), a descriptor open on a removed file keeps it, and a chown back to the mount's
+    /// owner keeps nothing (a remount: `ModeTests`). Before, a chown changed nothing that
+    /// `stat` showed (`cp -a`, `rsync -a` and `tar xp` as root lost owners).
+    @Test func chownIsKeptAsAModeIs() async throws {
+        try await Scratch.with { scratch in
+            let fs = try scratch.filesystem()
+            try await fs.watcher.catchUp()
+            let root = InodeTable.root
+            let owners = { (inode: UInt64) throws -> [UInt32] in
+                let shown = fs.attributes(inode, try fs.node(inode))
+                return [shown.st_uid, shown.st_gid]
+            }
+            let mine = [getuid(), getgid()]
+            let file = try await fs.create(parent: root, name: "owned.txt", exclusive: true, mode: 0o644)
+            try await fs.release(handle: file.handle)
+            #expect(try owners(file.inode) == mine)
+            _ = try fs.setAttributesWithoutWaiting(file.inode, modified: nil, uid: 1234, gid: 5678)
+            #expect(try owners(file.inode) == [1234, 5678])
+            // chown -1: the other id stays.
+            _ = try fs.setAttributesWithoutWaiting(file.inode, modified: nil, gid: 42)
+            #expect(try owners(file.inode) == [1234, 42])
+            #expect(try fs.store.keptAttributes()["/owned.txt"] == KeptAttributes(mode: 0o644, uid: 1234, gid: 42))
+
+            // A folder's and a file's below it go along with the folder's rename.
+            let folder = try await fs.makeDirectory(parent: root, name: "dir", mode: 0o755).0
+            let inside = try await fs.create(parent: folder, name: "in.txt", exclusive: true, mode: 0o644)
+            try await fs.release(handle: inside.handle)
+            _ = try fs.setAttributesWithoutWaiting(folder, modified: nil, uid: 7)
+            _ = try fs.setAttributesWithoutWaiting(inside.inode, modified: nil, uid: 8, gid: 9)
+            try await fs.rename(parent: root, name: "dir", newParent: root, newName: "moved", noReplace: false)
+            let kept = try fs.store.keptAttributes()
+            #expect(kept["/moved"]?.uid == 7 && kept["/moved/in.txt"] == KeptAttributes(mode: 0o644, uid: 8, gid: 9))
+            #expect(kept["/dir"] == nil && kept["/dir/in.txt"] == nil)
+            #expect(try owners(folder) == [7, mine[1]])
+
+            // Removed while open: the descriptor's file keeps its owner, the name keeps nothing.
+            let held = try fs.open(file.inode, writable: false)
+            try await fs.remove(parent: root, name: "owned.txt", folder: false)
+            #expect(try owners(file.inode) == [1234, 42])
+            #expect(try fs.store.keptAttributes()["/owned.txt"] == nil)
+            try await fs.release(handle: held.handle)
+
+            // Back to the mount's owner and group: nothing kept.
+            let back = try await fs.lookup(parent: folder, name: "in.txt")
+            _ = try fs.setAttributesWithoutWaiting(back.0, modified: nil, uid: mine[0], gid: mine[1])
+            #expect(try fs.store.keptAttributes()["/moved/in.txt"] == nil)
+            #expect(try owners(back.0) == mine)
+        }
+    }
+
+    /// A cache from before owners were kept (its modes table without their columns): its
+    /// modes stay, and owners are kept from then on.
+    @Test func aCacheFromBeforeOwnersKeepsItsModesAndGainsOwners() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
+        let old = try await ProcessRunner.run("/usr/bin/sqlite3", [path, """
+            CREATE TABLE modes (path_lower TEXT PRIMARY KEY, mode INTEGER NOT NULL) WITHOUT ROWID;
+            INSERT INTO modes VALUES ('/run.sh', 493);
+            """])
+        #expect(old.status == 0, "\(old)")
+        let store = try MetadataStore(path: path)
+        #expect(try store.keptAttributes() == ["/run.sh": KeptAttributes(mode: 0o755)])
+        try store.replaceKept(removing: [], setting: [(path: "/given", kept: KeptAttributes(mode: 0o644, uid: 7))])
+        #expect(try store.keptAttributes()["/given"] == KeptAttributes(mode: 0o644, uid: 7))
+    }
 }

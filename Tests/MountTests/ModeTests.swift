@@ -49,6 +49,30 @@ struct ModeTests {
         }
     }
 
+    /// Owners and groups given by chown are kept here as modes are (Dropbox keeps none): `stat`
+    /// shows them, `cp -a`, `tar xp` and `rsync -a` as root keep them, `mv` takes them along,
+    /// and the kernel judges the owner's bits by them (`nobody` writes the file it was given,
+    /// and only that one); a new mount on the same cache shows them still. Before, a chown
+    /// changed nothing that `stat` showed.
+    @Test func ownersGivenByChownAreShownAsOnALocalDisk() async throws {
+        try await MountFixture.with(options: ["allow_other"]) { m in
+            let other = "setpriv --reuid=65534 --regid=65534 --clear-groups"
+            try await ToolWorkloadTests.same(m, "owners", """
+                echo a > given && echo b > kept && mkdir given-dir && echo c > given-dir/inside && \
+                chown 65534:65534 given && chown 1000 kept && chgrp 100 kept && chown -R 65534:100 given-dir && \
+                mv kept moved && tar -cf ../owners.tar given given-dir && mkdir untar && tar -C untar -xpf ../owners.tar && \
+                rm ../owners.tar && mkdir copied && cp -a given given-dir copied/ && rsync -a given-dir/ synced/ && \
+                \(other) sh -c 'echo nobody >> given; (echo nobody >> moved) 2>/dev/null || echo nobody may not write moved' && \
+                chown root:root untar/given && cat given && find . -printf '%u:%g %m %P\\n' | sort
+                """)
+            try await m.unmount()
+            try await m.mount()
+            let again = try await m.sh("stat -c '%u:%g %n' \"$M\"/owners/given \"$M\"/owners/moved \"$M\"/owners/given-dir/inside")
+            #expect(again.stdout == "65534:65534 \(m.mountpoint)/owners/given\n1000:100 \(m.mountpoint)/owners/moved\n"
+                    + "65534:100 \(m.mountpoint)/owners/given-dir/inside\n", "\(again)")
+        }
+    }
+
     /// What root may do, as on a local disk, on a mount only root can reach: it runs without
     /// `default_permissions` (a round trip fewer for each create and removal, `MountOptions`),
     /// so the kernel asks the mount about `access(2)` and `cd`, and checks `exec` itself. Root

@@ -102,8 +102,8 @@ public enum Sys {
     public static func rmdir(_ path: String) -> Outcome<Int32> { check(Glibc.rmdir(path)) }
     public static func rename(_ from: String, _ to: String) -> Outcome<Int32> { check(Glibc.rename(from, to)) }
 
-    /// What a test compares of a stat: type, permission bits, size, and (for files) the
-    /// modification time.
+    /// What a test compares of a stat: type, permission bits, owner and group, size, and (for
+    /// files) the modification time.
     public struct Status: Equatable, Sendable, CustomStringConvertible {
         public var isDirectory: Bool
         public var size: Int64
@@ -113,6 +113,9 @@ public enum Sys {
         public var permissions: UInt32
         /// Hard links (`st_nlink`): 0 for a file unlinked while a descriptor holds it.
         public var links: UInt64 = 1
+        /// `st_uid`, `st_gid`.
+        public var owner: UInt32 = 0
+        public var group: UInt32 = 0
         public init(isDirectory: Bool, size: Int64, inode: UInt64, modified: timespec, permissions: UInt32) {
             self.isDirectory = isDirectory
             self.size = size
@@ -121,11 +124,11 @@ public enum Sys {
             self.permissions = permissions
         }
         public static func == (a: Status, b: Status) -> Bool {
-            a.isDirectory == b.isDirectory && a.permissions == b.permissions
+            a.isDirectory == b.isDirectory && a.permissions == b.permissions && a.owner == b.owner && a.group == b.group
                 && (a.isDirectory || (a.size == b.size && a.setTime?.seconds == b.setTime?.seconds && a.setTime?.nanos == b.setTime?.nanos))
         }
         public var description: String {
-            let mode = String(permissions, radix: 8)
+            let mode = String(permissions, radix: 8) + (owner == 0 && group == 0 ? "" : " \(owner):\(group)")
             return isDirectory ? "dir \(mode)" : "file(\(size), \(mode)\(setTime.map { ", mtime \($0.seconds).\($0.nanos)" } ?? ""))"
         }
         /// A file's modification time when it is one set on purpose (utimensat to a time
@@ -142,10 +145,16 @@ public enum Sys {
         var status = Status(isDirectory: info.st_mode & S_IFMT == S_IFDIR, size: Int64(info.st_size), inode: UInt64(info.st_ino),
                             modified: info.st_mtim, permissions: UInt32(info.st_mode) & 0o7777)
         status.links = UInt64(info.st_nlink)
+        status.owner = info.st_uid
+        status.group = info.st_gid
         return status
     }
 
     public static func chmod(_ path: String, _ mode: mode_t) -> Outcome<Int32> { check(Glibc.chmod(path, mode)) }
+    /// chown(2); nil leaves the id as it is (-1).
+    public static func chown(_ path: String, _ owner: UInt32?, _ group: UInt32?) -> Outcome<Int32> {
+        check(Glibc.chown(path, owner ?? UInt32.max, group ?? UInt32.max))
+    }
 
     /// This process's umask, read without setting it (umask(2) sets it, for every thread).
     public static let processUmask: mode_t = {

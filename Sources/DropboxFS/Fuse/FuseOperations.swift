@@ -5,7 +5,8 @@ import Foundation
 private let renameNoReplace: UInt32 = 1
 /// FUSE_SET_ATTR_* bits of setattr's `to_set` (macros in fuse_lowlevel.h).
 private let setAttrMode: Int32 = 1 << 0
-private let setAttrOwner: Int32 = 1 << 1 | 1 << 2  // FUSE_SET_ATTR_UID, FUSE_SET_ATTR_GID
+private let setAttrUID: Int32 = 1 << 1  // FUSE_SET_ATTR_UID
+private let setAttrGID: Int32 = 1 << 2  // FUSE_SET_ATTR_GID
 private let setAttrSize: Int32 = 1 << 3
 private let setAttrAtime: Int32 = 1 << 4
 private let setAttrMtime: Int32 = 1 << 5
@@ -67,7 +68,7 @@ enum FuseOperations {
             let request = Request(raw: req!)
             do {
                 let uid = fuse_req_ctx(req)?.pointee.uid ?? 0
-                try mount.fs.checkAccess(UInt64(ino), mask: mask, uid: uid, inGroup: { FuseOperations.callerInFilesGroup(req, mount) })
+                try mount.fs.checkAccess(UInt64(ino), mask: mask, uid: uid, inGroup: { FuseOperations.callerIn(group: $0, req) })
                 request.ok()
             } catch {
                 request.fail(error)
@@ -185,6 +186,8 @@ enum FuseOperations {
             let modified: timespec? = toSet & setAttrMtimeNow != 0 ? LocalVersion.now() : toSet & setAttrMtime != 0 ? attr!.pointee.st_mtim : nil
             let accessed: timespec? = toSet & setAttrAtimeNow != 0 ? LocalVersion.now() : toSet & setAttrAtime != 0 ? attr!.pointee.st_atim : nil
             let mode: UInt32? = toSet & setAttrMode != 0 ? UInt32(attr!.pointee.st_mode) : nil
+            let uid: UInt32? = toSet & setAttrUID != 0 ? attr!.pointee.st_uid : nil
+            let gid: UInt32? = toSet & setAttrGID != 0 ? attr!.pointee.st_gid : nil
             // A chown, or a truncate by a caller without CAP_FSETID (a mode set with it wins).
             // The answer carries the mode: the kernel needs no word of it.
             if mode == nil {
@@ -193,7 +196,7 @@ enum FuseOperations {
             if size == nil {
                 do {
                     let node = try mount.fs.setAttributesWithoutWaiting(UInt64(ino), modified: modified, mode: mode, accessed: accessed,
-                                                                        owner: toSet & setAttrOwner != 0)
+                                                                        uid: uid, gid: gid)
                     var attributes = mount.fs.attributes(UInt64(ino), node)
                     fuse_reply_attr(request.raw, &attributes, mount.cacheTimeout)
                 } catch {
@@ -202,7 +205,8 @@ enum FuseOperations {
                 return
             }
             mount.answerLater(request) {
-                let node = try await mount.fs.setAttributes(UInt64(ino), handle: handle, size: size, modified: modified, mode: mode, accessed: accessed)
+                let node = try await mount.fs.setAttributes(UInt64(ino), handle: handle, size: size, modified: modified, mode: mode, accessed: accessed,
+                                                            uid: uid, gid: gid)
                 var attributes = mount.fs.attributes(UInt64(ino), node)
                 fuse_reply_attr(request.raw, &attributes, mount.cacheTimeout)
             }
@@ -376,14 +380,13 @@ extension FuseOperations {
     /// whether the mode changed.
     static func clearSetIDBitsIfMarked(_ req: fuse_req_t?, _ mount: FuseMount, _ ino: fuse_ino_t) throws -> Bool {
         guard cfuse_request_clears_setid() != 0 else { return false }
-        return try mount.fs.clearSetIDBits(UInt64(ino), callerInGroup: { callerInFilesGroup(req, mount) })
+        return try mount.fs.clearSetIDBits(UInt64(ino), callerInGroup: { callerIn(group: $0, req) })
     }
 
-    /// Whether the caller of a request may keep a set-group-ID bit on the mount's files (the
-    /// VFS's `in_group_or_capable`): root, or a member of their group.
-    static func callerInFilesGroup(_ req: fuse_req_t?, _ mount: FuseMount) -> Bool {
+    /// Whether the caller of a request may keep a set-group-ID bit on a file of `group` (the
+    /// VFS's `in_group_or_capable`), or is judged by its group bits: root, or a member.
+    static func callerIn(group: UInt32, _ req: fuse_req_t?) -> Bool {
         guard let caller = fuse_req_ctx(req)?.pointee else { return true }
-        let group = mount.fs.options.gid
         if caller.uid == 0 || caller.gid == group { return true }
         var groups = [gid_t](repeating: 0, count: 256)
         let count = fuse_req_getgroups(req, Int32(groups.count), &groups)

@@ -28,6 +28,8 @@ public protocol SystemCalls {
     /// utimensat of a path: to `time`, or (nil) to now.
     func setTimes(_ path: String, _ time: timespec?) -> Sys.Outcome<Int32>
     func chmod(_ path: String, _ mode: mode_t) -> Sys.Outcome<Int32>
+    /// chown of a path (nil: -1, unchanged).
+    func chown(_ path: String, _ owner: UInt32?, _ group: UInt32?) -> Sys.Outcome<Int32>
     /// copy_file_range from `source` to `target` until it copies nothing (`Sys.copyAll`).
     func copyAll(_ source: Int32, to target: Int32) -> Sys.Outcome<Int64>
     /// Whether a name removed by another client is gone for every call, not only for stat.
@@ -79,6 +81,7 @@ public struct Kernel: SystemCalls, Sendable {
     public func setTimes(_ path: String, _ time: timespec?) -> Sys.Outcome<Int32> { Sys.setTimes(path, time) }
     public func list(_ path: String) -> Sys.Outcome<[String]> { Sys.list(path) }
     public func chmod(_ path: String, _ mode: mode_t) -> Sys.Outcome<Int32> { Sys.chmod(path, mode) }
+    public func chown(_ path: String, _ owner: UInt32?, _ group: UInt32?) -> Sys.Outcome<Int32> { Sys.chown(path, owner, group) }
     public func copyAll(_ source: Int32, to target: Int32) -> Sys.Outcome<Int64> { Sys.copyAll(source, to: target) }
     /// Also gone from the kernel's name cache: a stat asks the filesystem for the inode's
     /// attributes (and hears ENOENT) through a name the kernel still holds until the mount's
@@ -328,6 +331,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         case .chmod(let path, let mode):
             let (t, l) = paths(path)
             return compared({ tested.chmod(t, mode) }, { local.chmod(l, mode) })
+        case .chown(let path, let owner, let group):
+            let (t, l) = paths(path)
+            return compared({ tested.chown(t, owner, group) }, { local.chown(l, owner, group) })
         case .copy(let from, let to):
             let (tf, lf) = paths(from), (tt, lt) = paths(to)
             return (copy(tf, tt, on: tested), copy(lf, lt, on: local))
@@ -524,10 +530,10 @@ public struct DifferentialRunner<Tested: SystemCalls> {
                 let path = relative + "/" + name
                 switch side.stat(root + path) {
                 case .success(let status) where status.isDirectory:
-                    lines.append("\(path)/ \(String(status.permissions, radix: 8))")
+                    lines.append("\(path)/ \(String(status.permissions, radix: 8)) \(status.owner):\(status.group)")
                     walk(path)
                 case .success(let status):
-                    lines.append("\(path) \(status.size) \(String(status.permissions, radix: 8)) \(describe(side.contents(root + path)))")
+                    lines.append("\(path) \(status.size) \(String(status.permissions, radix: 8)) \(status.owner):\(status.group) \(describe(side.contents(root + path)))")
                 case .failure(let error):
                     lines.append("\(path) \(error)")
                 }

@@ -34,6 +34,9 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     case list(path: Int)
     /// chmod: a mode kept here (Dropbox keeps none), which renames take along and stat shows.
     case chmod(path: Int, mode: mode_t)
+    /// chown (`cp -a`, `rsync -a`, `tar xp` as root): an owner and a group kept here, as a
+    /// mode is (nil: unchanged, -1).
+    case chown(path: Int, owner: UInt32?, group: UInt32?)
     /// `cp from to`: open `from` to read, `to` with O_WRONLY|O_CREAT|O_TRUNC, copy_file_range
     /// until it copies nothing, close both (a whole file Dropbox holds is copied by Dropbox).
     case copy(from: Int, to: Int)
@@ -59,6 +62,9 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
 
     /// Modes tools set: executables, the defaults, private files and folders, read-only ones.
     public static let chmodModes: [mode_t] = [0o755, 0o644, 0o600, 0o700, 0o444, 0o555, 0o640, 0o4755]
+
+    /// Owners and groups a chown gives: root's (the mount's default here), others, or none (-1).
+    public static let chownIDs: [UInt32?] = [nil, 0, 1000, 65534]
 
     /// 0, KEEP_SIZE, PUNCH_HOLE | KEEP_SIZE, ZERO_RANGE, ZERO_RANGE | KEEP_SIZE.
     public static let fallocateModes: [Int32] = [0, 0x01, 0x03, 0x10, 0x11]
@@ -116,6 +122,7 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .touch(let p, let seconds, let nanos): return "touch(\(path(p)), \(seconds.map { "\($0).\(nanos)" } ?? "now"))"
         case .list(let p): return "list(\(path(p)))"
         case .chmod(let p, let mode): return "chmod(\(path(p)), \(String(mode, radix: 8)))"
+        case .chown(let p, let owner, let group): return "chown(\(path(p)), \(owner.map(String.init) ?? "-1"), \(group.map(String.init) ?? "-1"))"
         case .copy(let from, let to): return "cp(\(path(from)), \(path(to)))"
         case .remoteWrite(let p, let length, let fill): return "remoteWrite(\(path(p)), \(length) bytes of \(fill))"
         case .remoteDelete(let p): return "remoteDelete(\(path(p)))"
@@ -234,7 +241,8 @@ public struct SequenceGenerator {
         case 84..<86: return .rmdir(path: path)
         case 86: return .stat(path: path)
         case 87: return .copy(from: path, to: below(Step.paths.count))
-        case 88..<90: return .chmod(path: path, mode: Step.chmodModes[below(Step.chmodModes.count)])
+        case 88: return .chmod(path: path, mode: Step.chmodModes[below(Step.chmodModes.count)])
+        case 89: return .chown(path: path, owner: Step.chownIDs[below(Step.chownIDs.count)], group: Step.chownIDs[below(Step.chownIDs.count)])
         case 90..<93: return .list(path: below(Step.paths.count + 1) - 1)  // -1: the sequence's root
         case 93..<95: return .remoteWrite(path: path, length: length(), fill: fill)
         case 95: return .remoteDelete(path: path)
