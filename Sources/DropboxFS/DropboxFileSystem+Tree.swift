@@ -15,8 +15,9 @@ import Foundation
 extension DropboxFileSystem {
     /// mkdir, answered once the folder is queued: it shows at once, and reaches Dropbox when
     /// `FolderSender` sends it (after any removal pending at its name).
-    /// `mode`: what mkdir(2) asked for, the process's umask applied (nil: the default).
-    public func makeDirectory(parent: UInt64, name: String, mode: UInt32? = nil) async throws -> (UInt64, Node) {
+    /// `mode`: what mkdir(2) asked for, the process's umask applied (nil: the default);
+    /// `creator`: who asked (`FileModes.created`; nil: the mount's owner).
+    public func makeDirectory(parent: UInt64, name: String, mode: UInt32? = nil, creator: Caller? = nil) async throws -> (UInt64, Node) {
         if options.readOnly { throw FSError.readOnly }
         try refuseChanges(in: parent)
         try Self.checkName(name)
@@ -34,7 +35,7 @@ extension DropboxFileSystem {
                 if folders.isPending(pathLower) { throw StartAgain() }  // another made and moved meanwhile: again
                 try folders.add(path: parentPath + "/" + name)
                 guard let node = folders.node(pathLower) else { throw FSError.io("mkdir \(pathLower): not queued") }
-                modes.created(pathLower, isFolder: true, requested: mode)
+                modes.created(pathLower, isFolder: true, requested: mode, by: creator)
                 changeTimes.entriesChanged(parent)
                 return (inodes.inode(forNew: pathLower), node)
             }

@@ -6,8 +6,10 @@ import Foundation
 /// waits for Dropbox except `fsync` (and a copy, which Dropbox makes itself).
 extension DropboxFileSystem {
     /// create(2) / open with O_CREAT of a new name: an empty local version, open for writing.
-    /// `mode`: what open(2) asked for, the process's umask applied (nil: the default).
-    public func create(parent: UInt64, name: String, exclusive: Bool, mode: UInt32? = nil) async throws -> (inode: UInt64, node: Node, handle: UInt64) {
+    /// `mode`: what open(2) asked for, the process's umask applied (nil: the default);
+    /// `creator`: who asked (`FileModes.created`; nil: the mount's owner).
+    public func create(parent: UInt64, name: String, exclusive: Bool, mode: UInt32? = nil,
+                       creator: Caller? = nil) async throws -> (inode: UInt64, node: Node, handle: UInt64) {
         if options.readOnly { throw FSError.readOnly }
         try refuseChanges(in: parent)
         return try await startingAgain {
@@ -15,24 +17,26 @@ extension DropboxFileSystem {
             try await ensureListed(folder.pathLower)
             return try pathChanges.withLock {
                 try requireUnmoved([(parent, folder.pathLower)])
-                return try create(in: folder, parent: parent, name: name, exclusive: exclusive, mode: mode)
+                return try create(in: folder, parent: parent, name: name, exclusive: exclusive, mode: mode, creator: creator)
             }
         }
     }
 
     /// `create` when the folder is listed already (nothing to ask Dropbox); nil otherwise.
-    public func createWithoutWaiting(parent: UInt64, name: String, exclusive: Bool, mode: UInt32? = nil) throws -> (inode: UInt64, node: Node, handle: UInt64)? {
+    public func createWithoutWaiting(parent: UInt64, name: String, exclusive: Bool, mode: UInt32? = nil,
+                                     creator: Caller? = nil) throws -> (inode: UInt64, node: Node, handle: UInt64)? {
         if options.readOnly { throw FSError.readOnly }
         try refuseChanges(in: parent)
         return try pathChanges.withLock {
             let folder = try node(parent)
             guard folder.isFolder else { throw FSError.notDirectory }
             guard try isListed(folder.pathLower) else { return nil }
-            return try create(in: folder, parent: parent, name: name, exclusive: exclusive, mode: mode)
+            return try create(in: folder, parent: parent, name: name, exclusive: exclusive, mode: mode, creator: creator)
         }
     }
 
-    private func create(in folder: Node, parent: UInt64, name: String, exclusive: Bool, mode: UInt32?) throws -> (inode: UInt64, node: Node, handle: UInt64) {
+    private func create(in folder: Node, parent: UInt64, name: String, exclusive: Bool, mode: UInt32?,
+                        creator: Caller?) throws -> (inode: UInt64, node: Node, handle: UInt64) {
         try Self.checkName(name)
         if let existing = try collidingEntry(in: folder.pathLower, named: name) {
             if exclusive || !ExactKey.same(existing.name, name) { throw refusal(of: name, in: folder.pathLower, takenFor: existing, by: "create") }
@@ -51,14 +55,14 @@ extension DropboxFileSystem {
             _ = openFiles.remove(handle)
             throw error
         }
-        modes.created(pathLower, isFolder: false, requested: mode)
+        modes.created(pathLower, isFolder: false, requested: mode, by: creator)
         changeTimes.entriesChanged(parent)
         return (inode, try node(inode), handle)
     }
 
     /// mknod(2) of a regular file: created and closed at once (an empty file to upload).
-    public func makeFile(parent: UInt64, name: String, mode: UInt32? = nil) async throws -> (UInt64, Node) {
-        let (inode, node, handle) = try await create(parent: parent, name: name, exclusive: true, mode: mode)
+    public func makeFile(parent: UInt64, name: String, mode: UInt32? = nil, creator: Caller? = nil) async throws -> (UInt64, Node) {
+        let (inode, node, handle) = try await create(parent: parent, name: name, exclusive: true, mode: mode, creator: creator)
         try await release(handle: handle)
         return (inode, node)
     }

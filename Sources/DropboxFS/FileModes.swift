@@ -2,6 +2,9 @@ import Foundation
 
 /// What a path keeps here that Dropbox does not: its permission bits, and the owner and group
 /// a chown gave it (nil: the mount's, `uid=` and `gid=`).
+/// Who made a call: the uid and gid the kernel passed with it.
+public typealias Caller = (uid: UInt32, gid: UInt32)
+
 struct KeptAttributes: Equatable, Sendable {
     var mode: UInt32
     var uid: UInt32? = nil
@@ -50,6 +53,8 @@ final class FileModes: @unchecked Sendable {
     private var setIDModes = 0
 
     static let permissionBits: UInt32 = 0o7777
+    /// Who runs the mount.
+    static let mountingUser = getuid()
     static let setIDBits: UInt32 = 0o6000
 
     init(store: MetadataStore, umask: UInt32, uid: UInt32, gid: UInt32) throws {
@@ -167,11 +172,20 @@ final class FileModes: @unchecked Sendable {
     /// A file or folder made here with `requested` (umask applied by the kernel): the mount's
     /// `umask=` applies on top, as a second umask. Whatever the path kept before is replaced.
     /// A folder's goes to the store now (it is queued to Dropbox at once); a file's when the
-    /// file is sealed (`persist`).
-    func created(_ pathLower: String, isFolder: Bool, requested: UInt32?) {
+    /// file is sealed (`persist`). Made by another user than root and than the one running
+    /// the mount (`allow_other`), it is theirs, with their group, as on a disk: shown as the
+    /// mount's, a file `nobody` wrote in a shared folder could not be written by it again.
+    /// Root's and the mount user's show the mount's owner, `uid=` and `gid=` (that is what
+    /// those options are for).
+    func created(_ pathLower: String, isFolder: Bool, requested: UInt32?, by creator: Caller? = nil) {
         let mode = requested.map { $0 & Self.permissionBits & ~umask } ?? defaultMode(isFolder: isFolder)
+        var made = KeptAttributes(mode: mode)
+        if let creator, creator.uid != 0, creator.uid != Self.mountingUser {
+            made.uid = creator.uid
+            made.gid = creator.gid
+        }
         do {
-            try edit(pathLower, isFolder: isFolder, untilSealed: !isFolder) { $0 = KeptAttributes(mode: mode) }
+            try edit(pathLower, isFolder: isFolder, untilSealed: !isFolder) { $0 = made }
         } catch {
             FuseLog.error("mode of \(pathLower) not kept: \(error)")
         }

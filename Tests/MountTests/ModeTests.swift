@@ -73,6 +73,24 @@ struct ModeTests {
         }
     }
 
+    /// On a mount other users reach (`allow_other`), what another user creates is theirs, with
+    /// their group, as on a disk: `nobody` writes again the file it made in a shared folder,
+    /// and root may not take it over by mode alone; root's creations show the mount's owner.
+    /// Before, `nobody`'s file showed root as its owner (mode 644), and `nobody` could not
+    /// write it again.
+    @Test func whatAnotherUserCreatesIsTheirsAsOnALocalDisk() async throws {
+        try await MountFixture.with(options: ["allow_other"]) { m in
+            let other = "setpriv --reuid=65534 --regid=65534 --clear-groups"
+            try await ToolWorkloadTests.same(m, "created", """
+                mkdir shared && chmod 777 shared && \
+                \(other) sh -c 'umask 022; echo a > shared/mine && mkdir shared/mydir && echo b > shared/mydir/inner && \
+                    echo again >> shared/mine && cat shared/mine' && \
+                echo root > shared/root-made && (\(other) sh -c 'echo no >> shared/root-made' 2>/dev/null || echo nobody may not write root-made) && \
+                find shared -printf '%u:%g %m %p\\n' | sort
+                """)
+        }
+    }
+
     /// What root may do, as on a local disk, on a mount only root can reach: it runs without
     /// `default_permissions` (a round trip fewer for each create and removal, `MountOptions`),
     /// so the kernel asks the mount about `access(2)` and `cd`, and checks `exec` itself. Root

@@ -135,16 +135,18 @@ enum FuseOperations {
                 copy.fh = created.handle
                 fuse_reply_create(request.raw, &entry, &copy)
             }
+            let creator = FuseOperations.caller(req)
             // Answered at once when the folder is listed (the usual case: tar x, cp -r).
             do {
-                if let created = try mount.fs.createWithoutWaiting(parent: UInt64(parent), name: name, exclusive: exclusive, mode: UInt32(mode)) {
+                if let created = try mount.fs.createWithoutWaiting(parent: UInt64(parent), name: name, exclusive: exclusive, mode: UInt32(mode),
+                                                                   creator: creator) {
                     return reply(created)
                 }
             } catch {
                 return request.fail(error)
             }
             mount.answerLater(request, holding: [.folder(UInt64(parent))]) {
-                reply(try await mount.fs.create(parent: UInt64(parent), name: name, exclusive: exclusive, mode: UInt32(mode)))
+                reply(try await mount.fs.create(parent: UInt64(parent), name: name, exclusive: exclusive, mode: UInt32(mode), creator: creator))
             }
         }
         ops.mknod = { req, parent, name, mode, _ in
@@ -152,8 +154,9 @@ enum FuseOperations {
             let request = Request(raw: req!)
             guard let name = FuseOperations.name(name!) else { return request.fail(FSError.nameNotUnicode) }
             guard mode & S_IFMT == S_IFREG else { return request.fail(FSError.notPermitted) }  // no devices, fifos or sockets
+            let creator = FuseOperations.caller(req)
             mount.answerLater(request, holding: [.folder(UInt64(parent))]) {
-                let (inode, node) = try await mount.fs.makeFile(parent: UInt64(parent), name: name, mode: UInt32(mode))
+                let (inode, node) = try await mount.fs.makeFile(parent: UInt64(parent), name: name, mode: UInt32(mode), creator: creator)
                 var entry = mount.entryParam(inode, node, in: parent)
                 fuse_reply_entry(request.raw, &entry)
             }
@@ -327,8 +330,9 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             guard let name = FuseOperations.name(name!) else { return request.fail(FSError.nameNotUnicode) }
+            let creator = FuseOperations.caller(req)
             mount.answerLater(request, holding: [.folder(UInt64(parent))]) {
-                let (inode, node) = try await mount.fs.makeDirectory(parent: UInt64(parent), name: name, mode: UInt32(mode))
+                let (inode, node) = try await mount.fs.makeDirectory(parent: UInt64(parent), name: name, mode: UInt32(mode), creator: creator)
                 var entry = mount.entryParam(inode, node, in: parent)
                 fuse_reply_entry(request.raw, &entry)
             }
@@ -381,6 +385,11 @@ extension FuseOperations {
     static func clearSetIDBitsIfMarked(_ req: fuse_req_t?, _ mount: FuseMount, _ ino: fuse_ino_t) throws -> Bool {
         guard cfuse_request_clears_setid() != 0 else { return false }
         return try mount.fs.clearSetIDBits(UInt64(ino), callerInGroup: { callerIn(group: $0, req) })
+    }
+
+    /// Who made a request (nil when libfuse says nothing).
+    static func caller(_ req: fuse_req_t?) -> Caller? {
+        fuse_req_ctx(req).map { (uid: $0.pointee.uid, gid: $0.pointee.gid) }
     }
 
     /// Whether the caller of a request may keep a set-group-ID bit on a file of `group` (the
