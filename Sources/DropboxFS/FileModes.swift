@@ -73,11 +73,6 @@ final class FileModes: @unchecked Sendable {
         return (kept.mode, kept.uid ?? owner.uid, kept.gid ?? owner.gid)
     }
 
-    /// The mode shown for a node; `attached`: whether its inode still has its path.
-    func mode(of pathLower: String, inode: UInt64, attached: @autoclosure () -> Bool, isFolder: Bool) -> UInt32 {
-        shown(of: pathLower, inode: inode, attached: attached(), isFolder: isFolder).mode
-    }
-
     /// The name of `inode` is going (unlink, or a rename over it): it keeps the mode it
     /// showed for as long as the kernel holds it. Call before the name's mode is dropped.
     /// (The default too: another file may take the path and its mode.)

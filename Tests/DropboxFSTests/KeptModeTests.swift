@@ -90,7 +90,7 @@ struct KeptModeTests {
             try await fs.watcher.catchUp()
             let root = InodeTable.root
             let writes = { fs.store.modeWritesMade }
-            let shown = { (path: String, inode: UInt64) in fs.modes.mode(of: path, inode: inode, attached: true, isFolder: false) }
+            let shown = { (path: String, inode: UInt64) in fs.modes.shown(of: path, inode: inode, attached: true, isFolder: false).mode }
 
             // As tar x: created 0600, set to the default before the close.
             let before = writes()

@@ -395,7 +395,7 @@ extension FuseOperations {
     /// Whether the caller of a request may keep a set-group-ID bit on a file of `group` (the
     /// VFS's `in_group_or_capable`), or is judged by its group bits: root, or a member.
     static func callerIn(group: UInt32, _ req: fuse_req_t?) -> Bool {
-        guard let caller = fuse_req_ctx(req)?.pointee else { return true }
+        guard let caller = caller(req) else { return true }
         if caller.uid == 0 || caller.gid == group { return true }
         var groups = [gid_t](repeating: 0, count: 256)
         let count = fuse_req_getgroups(req, Int32(groups.count), &groups)
