@@ -2,14 +2,14 @@ import Foundation
 
 /// What a path keeps here that Dropbox does not: its permission bits, and the owner and group
 /// a chown gave it (nil: the mount's, `uid=` and `gid=`).
-/// Who made a call: the uid and gid the kernel passed with it.
-public typealias Caller = (uid: UInt32, gid: UInt32)
-
 struct KeptAttributes: Equatable, Sendable {
     var mode: UInt32
     var uid: UInt32? = nil
     var gid: UInt32? = nil
 }
+
+/// Who made a call: the uid and gid the kernel passed with it.
+public typealias Caller = (uid: UInt32, gid: UInt32)
 
 /// Permission bits this mount was asked for: by chmod, or by a create or mkdir whose mode
 /// differs from the default; and owners given by chown. Dropbox keeps no modes, so without
