@@ -271,7 +271,11 @@ public final class MetadataStore: @unchecked Sendable {
                             applied.append(StoreChange(pathLower: lower, name: node.name, old: old, new: node))
                         }
                     } else if let old {
-                        try removeSubtreeLocked(lower)
+                        if fromChangeFeed, let ticket = try landingTakingAlongLocked(old) {
+                            try takeAlongLocked(old, landing: ticket)
+                        } else {
+                            try removeSubtreeLocked(lower)
+                        }
                         applied.append(StoreChange(pathLower: lower, name: old.name, old: old, new: nil))
                     } else if followMoves {
                         movesAhead.removal(lower)
@@ -385,6 +389,13 @@ public final class MetadataStore: @unchecked Sendable {
         /// feed behind), or moved back there by another client after it, which a page tells
         /// as the new path's removal and the entry at its old one, never as the move itself.
         var sourceSeenAgain = false
+        /// The change feed brought the moved entry at the target (by its id).
+        var targetSeen = false
+        /// The feed brought the source's removal before the entries at the target, and the
+        /// store took what it had at the source there (`takeAlongLocked`).
+        var tookAlong = false
+        /// The move's call returned it done (`applyMove`).
+        var answered = false
     }
 
     /// Marks the moves under way that a page of the change feed brings (`Landing.arrived`).
@@ -396,7 +407,10 @@ public final class MetadataStore: @unchecked Sendable {
             if case .deleted = change {
                 for ticket in bySource[lower] ?? [] { landings[ticket]!.arrived = true }
             } else if let id = Node(change)?.id, !id.isEmpty {
-                for ticket in byTarget[lower] ?? [] where landings[ticket]!.id == id { landings[ticket]!.arrived = true }
+                for ticket in byTarget[lower] ?? [] where landings[ticket]!.id == id {
+                    landings[ticket]!.arrived = true
+                    landings[ticket]!.targetSeen = true
+                }
                 for ticket in bySource[lower] ?? [] where landings[ticket]!.id == id { landings[ticket]!.sourceSeenAgain = true }
             }
         }
@@ -417,14 +431,80 @@ public final class MetadataStore: @unchecked Sendable {
         lock.withLock { landings[ticket.number]?.sourceSeenAgain ?? false }
     }
 
-    /// The move is over (done, and the store has learnt it, or failed).
+    /// The move is over (done, and the store has learnt it, or failed). What the store took
+    /// along to the target for it goes again unless the move is known made there (its call
+    /// answered, or the feed brought the entry there): the source's removal was another
+    /// client's, or the feed brings the entries at the target later (its call's answer lost).
     public func endLanding(_ ticket: LandingTicket) {
         lock.withLock {
-            for key in landings.removeValue(forKey: ticket.number)?.keys ?? [] {
+            guard let landing = landings.removeValue(forKey: ticket.number) else { return }
+            for key in landing.keys {
                 let left = landingFolders[key, default: 1] - 1
                 landingFolders[key] = left > 0 ? left : nil
             }
+            guard landing.tookAlong, !landing.answered, !landing.targetSeen else { return }
+            forgetCachedLocked()
+            do {
+                try db.transaction {
+                    guard try db.first(Self.selectByPath, [.text(landing.target)], map: Self.node)?.id == landing.id else { return }
+                    FuseLog.trace("store: what was taken along to \(landing.target) goes again (the move of \(landing.source) is not known made)")
+                    try removeSubtreeLocked(landing.target)
+                }
+            } catch {
+                // Kept: the next listing of the folder drops it (a write to the cache failed).
+                FuseLog.error("store: could not drop what was taken along to \(landing.target): \(error)")
+                try? unlistLocked(Node.parent(of: landing.target))
+            }
         }
+    }
+
+    /// The move under way whose source the change feed removes now, if the store holds the
+    /// moved entry there (by its id) and nothing but it at the target: the feed tells a move
+    /// as each entry's removal at the old path and its entry at the new one, in path order,
+    /// and a page may end between the two. Removed at once, the folder's entries were at
+    /// neither place until the next page (ENOENT for a file just made in it, seen in the
+    /// mount's race test).
+    private func landingTakingAlongLocked(_ old: Node) throws -> Int? {
+        guard !old.id.isEmpty else { return nil }
+        for (ticket, landing) in landings where landing.source == old.pathLower && landing.id == old.id {
+            // Only where the store shows the target's folder whole (the feed's entries there
+            // are kept then; under a folder not listed, they would be dropped).
+            let parent = Node.parent(of: landing.target)
+            let parentListed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(parent)]) { _ in true } ?? false
+            guard parent.isEmpty || parentListed else { return nil }
+            let atTarget = try db.first(Self.selectByPath, [.text(landing.target)], map: Self.node)
+            return atTarget == nil || atTarget?.id == landing.id ? ticket : nil
+        }
+        return nil
+    }
+
+    /// The feed removes a moving source (`landingTakingAlongLocked`): what the store has
+    /// below it goes to the target where the feed has not put an entry already, as the move
+    /// put it there; the feed's entries there then replace them one by one.
+    private func takeAlongLocked(_ source: Node, landing ticket: Int) throws {
+        guard let target = landings[ticket]?.target else { return }
+        FuseLog.trace("store: \(source.pathLower) removed by the change feed as it moves to \(target): what was below it is taken along")
+        let below: [SQLValue] = [.text(source.pathLower + "/"), .text(source.pathLower + "0")]
+        let rebase: [SQLValue] = [.text(target), .text(source.pathLower)]
+        // OR IGNORE: an entry the feed brought at the target already stays; its old row goes
+        // with the source below.
+        try db.run("""
+            UPDATE OR IGNORE nodes SET path_lower = ? || substr(path_lower, length(?) + 1),
+                                       parent_lower = ? || substr(parent_lower, length(?) + 1)
+            WHERE path_lower > ? AND path_lower < ?
+            """, rebase + rebase + below)
+        try db.run("UPDATE OR IGNORE listed SET path_lower = ? || substr(path_lower, length(?) + 1) WHERE path_lower > ? AND path_lower < ?",
+                   rebase + below)
+        let wasListed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(source.pathLower)]) { _ in true } ?? false
+        try removeSubtreeLocked(source.pathLower)
+        if try db.first(Self.selectByPath, [.text(target)], map: Self.node) == nil {
+            var moved = source
+            moved.pathLower = target
+            moved.name = String(target[(Node.lastSlash(target).map(target.index(after:)) ?? target.startIndex)...])
+            try upsertLocked(moved)
+        }
+        if wasListed && source.isFolder { try markListedLocked(target) }
+        landings[ticket]?.tookAlong = true
     }
 
     /// Counts a folder as listed with the children the store has.
@@ -483,6 +563,7 @@ public final class MetadataStore: @unchecked Sendable {
             // the store is past the move. (Moved again here, the source's name taken by a new
             // folder of another client's meanwhile took that folder to the target, wiping
             // what had been put there since; a target deleted since came back.)
+            if let landing { landings[landing.number]?.answered = true }
             if let landing, landings[landing.number]?.arrived == true {
                 return FuseLog.trace("store: move of \(sourceLower) to \(moved.pathLower) came through the change feed already")
             }

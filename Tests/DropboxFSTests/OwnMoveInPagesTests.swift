@@ -1,0 +1,95 @@
+import DropboxAPI
+@testable import DropboxFS
+import Foundation
+import Testing
+import TestSupport
+
+/// A folder's move made here is told by the change feed as one row per entry at each end:
+/// each entry's removal at the old path and its entry at the new one, in path order. A move
+/// of a folder of 1,200 entries is 2,400 rows, more than a page holds (2,000), and a catch-up
+/// running while the move's call is under way (an upload's, say) applies it page by page.
+/// Between two pages the store must never show less of the folder than it had: the mount's
+/// race test found a file of the folder ENOENT for a moment, and listed the next moment.
+@Suite("core: the change feed brings a move made here in several pages", .serialized, .timeLimit(.minutes(5)))
+struct OwnMoveInPagesTests {
+    static let names = (0..<12).map { String(format: "f%02d", $0) }
+
+    /// The move under way as the sender makes it (its landing begun, the call in flight),
+    /// Dropbox made it, and the feed read five rows a page: after every page, each entry of
+    /// the folder shows at its new name, and the listing has them all. `source` sorts before
+    /// the target (its removals come first: they took the folder's entries from the store,
+    /// and the entries at the new name came pages later) or after it.
+    @Test(arguments: ["/big", "/zz"])
+    func aFolderMovedHereShowsWholeBetweenThePagesThatBringItsMove(source: String) async throws {
+        try await Scratch.with { scratch in
+            for name in Self.names { try await scratch.upload(name, to: "\(source)/\(name)") }
+            let fs = try scratch.filesystem()
+            try await fs.watcher.catchUp()
+            let kernel = CoreKernel(fs: fs)
+            #expect(try await offPool { try kernel.list(source).value("ls") } == Self.names)
+            var cursor = try await scratch.client.rpc(Routes.getLatestCursor, ListFolderArgument(path: "", recursive: true, limit: 5)).cursor
+            try fs.store.setValue("cursor", cursor)
+
+            _ = try await offPool { try kernel.rename(source, "/moved").value("mv") }
+            let move = try #require(fs.moves.oldest)
+            let id = try #require(try fs.store.node(source)?.id)
+            let landing = try fs.store.beginLanding(from: source, to: "/moved", id: id)
+            fs.moves.setInFlight([move.id: "/moved"])
+            _ = try await scratch.client.rpc(Routes.move, RelocationArgument(from: source, to: "/moved"))
+
+            var pages = 0, wrong: [String] = []
+            while true {
+                let page = try await scratch.client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
+                _ = try fs.store.apply(page.entries, fromChangeFeed: true)
+                cursor = page.cursor
+                try fs.store.setValue("cursor", cursor)
+                pages += 1
+                for name in Self.names where try fs.node(at: "/moved/" + name) == nil { wrong.append("page \(pages): /moved/\(name) not found") }
+                let listed = try fs.visibleChildren("/moved").map(\.name)
+                if listed != Self.names { wrong.append("page \(pages): /moved lists \(listed)") }
+                if !page.hasMore { break }
+            }
+            #expect(pages > 2)
+            #expect(wrong.isEmpty, "\(wrong)")
+
+            fs.moves.setInFlight([:])
+            fs.store.endLanding(landing)
+            // The sender finds the move made (by the folder's id) and the rename leaves the queue.
+            try await fs.namespace.sendAll()
+            #expect(fs.moves.isEmpty)
+            #expect(try await offPool { try kernel.list("/moved").value("ls") } == Self.names)
+            #expect(try await offPool { try kernel.list("/").value("ls") } == ["moved"])
+            #expect(try await scratch.client.listAll("/moved").map(\.name).sorted() == Self.names)
+        }
+    }
+
+    /// The feed brought the source's removal while the move was under way, but the removal
+    /// was another client's (the move then fails: its source is gone): what the store took
+    /// along to the target goes again when the move ends, and nothing shows there.
+    @Test func whatWasTakenAlongForAMoveNotMadeGoesAgain() async throws {
+        try await Scratch.with { scratch in
+            for name in Self.names { try await scratch.upload(name, to: "/big/\(name)") }
+            let fs = try scratch.filesystem()
+            try await fs.watcher.catchUp()
+            let kernel = CoreKernel(fs: fs)
+            #expect(try await offPool { try kernel.list("/big").value("ls") } == Self.names)
+
+            _ = try await offPool { try kernel.rename("/big", "/moved").value("mv") }
+            let move = try #require(fs.moves.oldest)
+            let landing = try fs.store.beginLanding(from: "/big", to: "/moved", id: try #require(try fs.store.node("/big")?.id))
+            fs.moves.setInFlight([move.id: "/moved"])
+            _ = try await scratch.client.rpc(Routes.delete, DeleteArgument(path: "/big"))
+            try await fs.watcher.catchUp()
+            #expect(try fs.store.node("/moved/f00") != nil)  // taken along, as for the move
+            fs.moves.setInFlight([:])
+            fs.store.endLanding(landing)
+            #expect(try fs.store.node("/moved") == nil)
+            #expect(try fs.store.node("/moved/f00") == nil)
+
+            try await fs.namespace.sendAll()
+            #expect(fs.moves.isEmpty)
+            #expect(try await offPool { try kernel.list("/").value("ls") } == [])
+            #expect(try await scratch.client.listAll("").isEmpty)
+        }
+    }
+}
