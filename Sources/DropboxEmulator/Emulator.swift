@@ -28,6 +28,10 @@ public struct EmulatorConfiguration: Sendable {
     /// Space allocation of the account.
     public var quota: Int64 = 2 << 40
     public var faults: [String] = []
+    /// How many entries a `list_folder` page holds when the call gives no `limit` (Dropbox:
+    /// 2,000). A test makes it small so that every catch-up of the change feed, and every
+    /// move it tells of, spans pages.
+    public var pageSize = Emulator.maximumPageSize
     public var eventLoopThreads = 2
     /// The account is a team member's, with a team space (`TeamSpace`): seeds go into the
     /// member's home folder, and `Dropbox-API-Path-Root` picks the home, the root or a folder.

@@ -4,7 +4,7 @@ import Foundation
 /// `longpoll` companions.
 extension Emulator {
     /// Dropbox's page size when `limit` is not given, and its maximum.
-    static let maximumPageSize = 2000
+    public static let maximumPageSize = 2000
 
     func getMetadata(_ call: RouteCall) throws -> JSON {
         let args = try call.args()
@@ -83,7 +83,7 @@ extension Emulator {
         if let limit, !(1...2000).contains(limit) { throw args.failure("'limit': value must be between 1 and 2000") }
         let argument = try PathArgument.parse(raw, field: "path", allowRoot: true)
         let folder = try RouteErrors.lookup("path") { try namespace.resolve(argument) }
-        return (folder, recursive, includeDeleted, Int(limit ?? Int64(Self.maximumPageSize)))
+        return (folder, recursive, includeDeleted, limit.map { Int($0) } ?? configuration.pageSize)
     }
 
     private func decodeCursor(_ text: String, _ args: Args) throws -> ListCursor {

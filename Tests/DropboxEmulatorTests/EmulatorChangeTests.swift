@@ -41,6 +41,22 @@ struct EmulatorChangeTests {
         }
     }
 
+    /// A call without `limit` gets the configured page size (a test's small pages), the
+    /// change feed's cursor too.
+    @Test func pagesWithoutLimitHoldTheConfiguredSize() async throws {
+        try await withEmulator({ $0.seeds = ["files=7,dirs=1,depth=1"]; $0.pageSize = 3 }) { client in
+            let first = try await client.rpc("files/list_folder", #"{"path":"","recursive":true}"#)
+            #expect(first.json["entries"]?.arrayValue?.count == 3)
+            #expect(first.json["has_more"] == .bool(true))
+            let latest = try await client.rpc("files/list_folder/get_latest_cursor", #"{"path":"","recursive":true}"#)
+            let cursor = try #require(latest.json["cursor"]?.stringValue)
+            _ = try await client.rpc("files/move_v2", #"{"from_path":"/dir-000","to_path":"/moved"}"#)
+            let changes = try await client.rpc("files/list_folder/continue", #"{"cursor":"\#(cursor)"}"#)
+            #expect(changes.json["entries"]?.arrayValue?.count == 3)
+            #expect(changes.json["has_more"] == .bool(true))
+        }
+    }
+
     /// The change feed's page is a range query from the cursor on: an account-wide cursor read
     /// every change ever made (its statement, prepared before the cursor's values are bound,
     /// used no range of the index), and after a long soak each catch-up of the mount took

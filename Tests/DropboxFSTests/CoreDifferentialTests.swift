@@ -15,10 +15,23 @@ import Testing
 struct CoreDifferentialTests {
     @Test(.timeLimit(.minutes(30)))
     func randomSequencesMatchLocalDisk() async throws {
-        try await CoreFixture.with { core in
+        try await randomSequences(count: DifferentialScript.count(default: 400))
+    }
+
+    /// The same with three entries a page of the change feed (`DROPBOXFS_DIFF_PAGE_SIZE`
+    /// sets it for the test above): every catch-up, and each move the feed tells of, spans
+    /// pages, and the store must show a whole tree between any two of them (a folder renamed
+    /// here was missing its files between the pages of its own move: `OwnMoveInPagesTests`).
+    @Test(.timeLimit(.minutes(30)))
+    func randomSequencesMatchLocalDiskWithSmallFeedPages() async throws {
+        try await randomSequences(count: DifferentialScript.count(default: 400) / 2, feedPageSize: 3)
+    }
+
+    private func randomSequences(count: Int, feedPageSize: Int? = nil) async throws {
+        try await CoreFixture.with(feedPageSize: feedPageSize) { core in
             let counters = Mutex((runs: 0, operations: 0))
             let firstDifference = FirstDifference()
-            await propertyCheck(count: DifferentialScript.count(default: 400), input: DifferentialScript.generator()) { script in
+            await propertyCheck(count: count, input: DifferentialScript.generator()) { script in
                 let run = counters.withLock { $0.runs += 1; $0.operations += script.operations.count; return $0.runs }
                 if case .failure(let difference) = try await core.differential(script.operations, named: "seq-\(run)", base: "/diff") {
                     print("core differential: difference in seq-\(run): \(difference)\nin \(script)")

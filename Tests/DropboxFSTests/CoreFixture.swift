@@ -30,11 +30,16 @@ final class CoreFixture: Sendable {
         kernel = CoreKernel(fs: fs)
     }
 
-    static func with(_ body: (CoreFixture) async throws -> Void) async throws {
+    /// `feedPageSize`: the entries of a change feed page (Dropbox's 2,000 when nil, or
+    /// `DROPBOXFS_DIFF_PAGE_SIZE`).
+    static func with(feedPageSize: Int? = nil, _ body: (CoreFixture) async throws -> Void) async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("core-test-" + UUID().uuidString.prefix(8))
         defer { try? FileManager.default.removeItem(at: root) }
         var configuration = EmulatorConfiguration(dataDirectory: root.appendingPathComponent("data"))
         configuration.tokens = [token]
+        if let size = feedPageSize ?? ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_PAGE_SIZE"].flatMap({ Int($0) }) {
+            configuration.pageSize = size
+        }
         let emulator = try await Emulator.start(configuration)
         var failure: (any Error)?
         do {

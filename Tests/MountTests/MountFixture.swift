@@ -54,8 +54,9 @@ final class MountFixture: @unchecked Sendable {
     }
 
     /// `team`: the emulated account is a team member's (`TeamSpace`: seeds go into the home).
+    /// `feedPageSize`: the entries of a `list_folder` page (Dropbox's 2,000 when nil).
     static func with(seeds: [String] = ["demo"], faults: [String] = [], options: [String] = [], mount: Bool = true, quota: Int64? = nil,
-                     team: Bool = false, _ body: (MountFixture) async throws -> Void) async throws {
+                     team: Bool = false, feedPageSize: Int? = nil, _ body: (MountFixture) async throws -> Void) async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("mount-test-" + UUID().uuidString.prefix(8))
         try? FileManager.default.createDirectory(atPath: "/tmp/dropboxfs-backtraces", withIntermediateDirectories: true)
         var configuration = EmulatorConfiguration(dataDirectory: root.appendingPathComponent("data"))
@@ -63,6 +64,7 @@ final class MountFixture: @unchecked Sendable {
         configuration.seeds = seeds
         configuration.team = team
         if let quota { configuration.quota = quota }
+        if let feedPageSize { configuration.pageSize = feedPageSize }
         let emulator = try await Emulator.start(configuration)
         var failure: (any Error)?
         do {

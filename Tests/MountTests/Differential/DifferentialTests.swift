@@ -57,9 +57,13 @@ struct DifferentialTests {
         if jitterMilliseconds > 0 { usleep(UInt32.random(in: 0...jitterMilliseconds) * 1000) }
     }
 
+    /// `DROPBOXFS_DIFF_PAGE_SIZE=N`: the emulator's pages hold N entries, so that every
+    /// catch-up of the change feed, and each move it tells of, spans pages.
+    static let feedPageSize = ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_PAGE_SIZE"].flatMap { Int($0) }
+
     @Test(.timeLimit(.minutes(40)))
     func randomSequencesMatchLocalDisk() async throws {
-        try await MountFixture.with(mount: false) { m in
+        try await MountFixture.with(mount: false, feedPageSize: Self.feedPageSize) { m in
             try m.emulator.replaceFaults(Self.reachableFaults)
             try await Self.mount(m)
             let localBase = m.root.appendingPathComponent("local").path
