@@ -563,9 +563,17 @@ public final class MetadataStore: @unchecked Sendable {
             // the store is past the move. (Moved again here, the source's name taken by a new
             // folder of another client's meanwhile took that folder to the target, wiping
             // what had been put there since; a target deleted since came back.)
-            if let landing { landings[landing.number]?.answered = true }
-            if let landing, landings[landing.number]?.arrived == true {
-                return FuseLog.trace("store: move of \(sourceLower) to \(moved.pathLower) came through the change feed already")
+            if let landing, let known = landings[landing.number] {
+                landings[landing.number]?.answered = true
+                if known.arrived {
+                    // Only the source's removal came (a catch-up stopped between the pages):
+                    // what was taken along has the answer's entry on top, its name and all.
+                    if known.tookAlong && !known.targetSeen && moved.pathLower == known.target {
+                        forgetCachedLocked()
+                        try upsertLocked(moved)
+                    }
+                    return FuseLog.trace("store: move of \(sourceLower) to \(moved.pathLower) came through the change feed already")
+                }
             }
             // Moved back by another client, the feed past both: learnt now, the move took the
             // entry (a folder with all below it) from where Dropbox has it, for good: the

@@ -59,6 +59,9 @@ struct DropboxEmulatorCommand: AsyncParsableCommand {
     @Option(name: .customLong("fault"), help: "A fault to inject (repeatable); see the spec list above.")
     var faults: [String] = []
 
+    @Option(help: "Entries a list_folder page holds when the call gives no limit (Dropbox: 2000); a small one makes every change feed catch-up span pages.")
+    var pageSize = Emulator.maximumPageSize
+
     @Flag(help: "A team member's account: a team space with the member's home folder ('/Emma Ulator', where seeds go) and a shared team folder ('/Team Shared'); Dropbox-API-Path-Root picks the root.")
     var team = false
 
@@ -75,6 +78,8 @@ struct DropboxEmulatorCommand: AsyncParsableCommand {
         configuration.longpollMaxWait = longpollMaxWait
         configuration.quota = quota
         configuration.faults = faults
+        guard (1...Emulator.maximumPageSize).contains(pageSize) else { throw ValidationError("--page-size: between 1 and \(Emulator.maximumPageSize)") }
+        configuration.pageSize = pageSize
         configuration.team = team
         configuration.teamTokens = teamTokens
 

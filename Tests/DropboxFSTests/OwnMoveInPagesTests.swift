@@ -63,6 +63,27 @@ struct OwnMoveInPagesTests {
         }
     }
 
+    /// A catch-up stopped after the page with the source's removal (Dropbox out of reach):
+    /// the move's answer puts its entry, with the name it was given, on what was taken along.
+    @Test func theMovesAnswerNamesWhatWasTakenAlong() async throws {
+        try await Scratch.with { scratch in
+            for name in Self.names { try await scratch.upload(name, to: "/big/\(name)") }
+            let fs = try scratch.filesystem()
+            try await fs.watcher.catchUp()
+            #expect(try await offPool { try CoreKernel(fs: fs).list("/big").value("ls") } == Self.names)
+            let cursor = try await scratch.client.rpc(Routes.getLatestCursor, ListFolderArgument(path: "", recursive: true, limit: 5)).cursor
+            let landing = try fs.store.beginLanding(from: "/big", to: "/moved", id: try #require(try fs.store.node("/big")?.id))
+            let entry = try await scratch.client.rpc(Routes.move, RelocationArgument(from: "/big", to: "/Moved")).metadata
+            let page = try await scratch.client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
+            _ = try fs.store.apply(page.entries, fromChangeFeed: true)
+            #expect(try fs.store.node("/moved/f11") != nil)
+            try fs.store.applyMove(from: "/big", to: try #require(Node(entry)), landing: landing)
+            fs.store.endLanding(landing)
+            #expect(try fs.store.node("/moved")?.name == "Moved")
+            #expect(try fs.store.children("/moved").map(\.name).sorted() == Self.names)
+        }
+    }
+
     /// The feed brought the source's removal while the move was under way, but the removal
     /// was another client's (the move then fails: its source is gone): what the store took
     /// along to the target goes again when the move ends, and nothing shows there.
