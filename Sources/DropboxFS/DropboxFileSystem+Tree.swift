@@ -35,7 +35,7 @@ extension DropboxFileSystem {
                 if folders.isPending(pathLower) { throw StartAgain() }  // another made and moved meanwhile: again
                 try folders.add(path: parentPath + "/" + name)
                 guard let node = folders.node(pathLower) else { throw FSError.io("mkdir \(pathLower): not queued") }
-                modes.created(pathLower, isFolder: true, requested: mode, by: creator)
+                modes.created(pathLower, isFolder: true, requested: mode, by: creator, in: (parentPath, parent))
                 changeTimes.entriesChanged(parent)
                 return (inodes.inode(forNew: pathLower), node)
             }

@@ -55,7 +55,7 @@ extension DropboxFileSystem {
             _ = openFiles.remove(handle)
             throw error
         }
-        modes.created(pathLower, isFolder: false, requested: mode, by: creator)
+        modes.created(pathLower, isFolder: false, requested: mode, by: creator, in: (folder.pathLower, parent))
         changeTimes.entriesChanged(parent)
         return (inode, try node(inode), handle)
     }

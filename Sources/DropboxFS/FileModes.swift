@@ -171,13 +171,22 @@ final class FileModes: @unchecked Sendable {
     /// the mount (`allow_other`), it is theirs, with their group, as on a disk: shown as the
     /// mount's, a file `nobody` wrote in a shared folder could not be written by it again.
     /// Root's and the mount user's show the mount's owner, `uid=` and `gid=` (that is what
-    /// those options are for).
-    func created(_ pathLower: String, isFolder: Bool, requested: UInt32?, by creator: Caller? = nil) {
+    /// those options are for). In a set-group-ID `folder` (its path and inode), what is made
+    /// takes the folder's group, and a folder the bit too, as on a disk (the kernel leaves
+    /// both to the filesystem: a shared project folder's group was lost on what was made in it).
+    func created(_ pathLower: String, isFolder: Bool, requested: UInt32?, by creator: Caller? = nil, in folder: (path: String, inode: UInt64)? = nil) {
         let mode = requested.map { $0 & Self.permissionBits & ~umask } ?? defaultMode(isFolder: isFolder)
         var made = KeptAttributes(mode: mode)
         if let creator, creator.uid != 0, creator.uid != Self.mountingUser {
             made.uid = creator.uid
             made.gid = creator.gid
+        }
+        if let folder {
+            let shown = shown(of: folder.path, inode: folder.inode, attached: true, isFolder: true)
+            if shown.mode & UInt32(S_ISGID) != 0 {
+                made.gid = shown.gid
+                if isFolder { made.mode |= UInt32(S_ISGID) }
+            }
         }
         do {
             try edit(pathLower, isFolder: isFolder, untilSealed: !isFolder) { $0 = made }

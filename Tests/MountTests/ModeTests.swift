@@ -91,6 +91,23 @@ struct ModeTests {
         }
     }
 
+    /// A set-group-ID folder (a team's shared project folder) passes its group on to what is
+    /// made in it, and the bit to the folders made there, for root and for another user, as on
+    /// a disk: the kernel leaves both to the filesystem. Before, everything made there showed
+    /// the mount's group (or its maker's), and a folder made there lost the bit.
+    @Test func aSetGroupIDFolderPassesItsGroupOnAsOnALocalDisk() async throws {
+        try await MountFixture.with(options: ["allow_other"]) { m in
+            let other = "setpriv --reuid=65534 --regid=65534 --clear-groups"
+            try await ToolWorkloadTests.same(m, "setgid", """
+                mkdir team && chgrp 100 team && chmod 2777 team && echo a > team/root-file && mkdir team/root-dir && \
+                mkdir -p team/deep/er && echo b > team/deep/er/f && \
+                \(other) sh -c 'umask 022; echo c > team/their-file && mkdir team/their-dir && echo d > team/their-dir/inner' && \
+                mv team/root-file moved-out && mkdir plain && echo e > plain/f && \
+                find . -printf '%u:%g %m %P\\n' | sort
+                """)
+        }
+    }
+
     /// What root may do, as on a local disk, on a mount only root can reach: it runs without
     /// `default_permissions` (a round trip fewer for each create and removal, `MountOptions`),
     /// so the kernel asks the mount about `access(2)` and `cd`, and checks `exec` itself. Root
