@@ -459,11 +459,12 @@ public final class MetadataStore: @unchecked Sendable {
     }
 
     /// The move under way whose source the change feed removes now, if the store holds the
-    /// moved entry there (by its id) and nothing but it at the target: the feed tells a move
-    /// as each entry's removal at the old path and its entry at the new one, in path order,
-    /// and a page may end between the two. Removed at once, the folder's entries were at
-    /// neither place until the next page (ENOENT for a file just made in it, seen in the
-    /// mount's race test).
+    /// moved entry there (by its id) and nothing at the target yet: the feed tells a move as
+    /// each entry's removal at the old path and its entry at the new one, in path order, and
+    /// a page may end between the two. Removed at once, the folder's entries were at neither
+    /// place until the next page (ENOENT for a file just made in it, seen in the mount's race
+    /// test). A target the feed brought first (it sorts before the source) is left as the
+    /// feed made it: the source stays until its removal, and nothing is taken along.
     private func landingTakingAlongLocked(_ old: Node) throws -> Int? {
         guard !old.id.isEmpty else { return nil }
         for (ticket, landing) in landings where landing.source == old.pathLower && landing.id == old.id {
@@ -472,22 +473,22 @@ public final class MetadataStore: @unchecked Sendable {
             let parent = Node.parent(of: landing.target)
             let parentListed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(parent)]) { _ in true } ?? false
             guard parent.isEmpty || parentListed else { return nil }
-            let atTarget = try db.first(Self.selectByPath, [.text(landing.target)], map: Self.node)
-            return atTarget == nil || atTarget?.id == landing.id ? ticket : nil
+            let atTarget = try db.first("SELECT 1 FROM nodes WHERE path_lower = ?", [.text(landing.target)]) { _ in true } ?? false
+            return atTarget ? nil : ticket
         }
         return nil
     }
 
     /// The feed removes a moving source (`landingTakingAlongLocked`): what the store has
-    /// below it goes to the target where the feed has not put an entry already, as the move
-    /// put it there; the feed's entries there then replace them one by one.
+    /// below it goes to the target, as the move put it there; the feed's entries there then
+    /// replace them one by one.
     private func takeAlongLocked(_ source: Node, landing ticket: Int) throws {
         guard let target = landings[ticket]?.target else { return }
         FuseLog.trace("store: \(source.pathLower) removed by the change feed as it moves to \(target): what was below it is taken along")
         let below: [SQLValue] = [.text(source.pathLower + "/"), .text(source.pathLower + "0")]
         let rebase: [SQLValue] = [.text(target), .text(source.pathLower)]
-        // OR IGNORE: an entry the feed brought at the target already stays; its old row goes
-        // with the source below.
+        // OR IGNORE: a row the store has below the target all the same (left from before)
+        // stays; the source's goes with the source below.
         try db.run("""
             UPDATE OR IGNORE nodes SET path_lower = ? || substr(path_lower, length(?) + 1),
                                        parent_lower = ? || substr(parent_lower, length(?) + 1)
@@ -497,12 +498,10 @@ public final class MetadataStore: @unchecked Sendable {
                    rebase + below)
         let wasListed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(source.pathLower)]) { _ in true } ?? false
         try removeSubtreeLocked(source.pathLower)
-        if try db.first(Self.selectByPath, [.text(target)], map: Self.node) == nil {
-            var moved = source
-            moved.pathLower = target
-            moved.name = String(target[(Node.lastSlash(target).map(target.index(after:)) ?? target.startIndex)...])
-            try upsertLocked(moved)
-        }
+        var moved = source
+        moved.pathLower = target
+        moved.name = String(target[(Node.lastSlash(target).map(target.index(after:)) ?? target.startIndex)...])
+        try upsertLocked(moved)
         if wasListed && source.isFolder { try markListedLocked(target) }
         landings[ticket]?.tookAlong = true
     }
