@@ -150,7 +150,7 @@ extension DropboxFileSystem {
         guard source.isFolder, try remoteNode(source.pathLower) == nil, try showsNewFolderMadeHere(source.pathLower),
               !folders.hasRecordBelow(source.pathLower), !writeBack.hasVersions(under: source.pathLower),
               moves.isEmpty || !moves.touches([source.pathLower]) else { return false }
-        return try folders.remake(source.pathLower, at: path)
+        return try folders.remake(source.pathLower, at: path, removeFromDropbox: { try deletes.add($0) })
     }
 
     /// A new folder leaves the queue unless a round is sending it (false); one that may be

@@ -124,13 +124,19 @@ public final class PendingFolders: RoundQueue {
     /// A rename of a folder not sent yet: it is made at its new name instead (`path`: the
     /// parent's key and the name as typed), with a new place in the order, after whatever the
     /// rename comes after; no move for Dropbox to make, and nothing left behind at the old
-    /// name. False, changing nothing, if a round is sending it, one may have made it already
-    /// (its move must then be made), or a new folder is pending at the new name.
-    func remake(_ fromLower: String, at path: String) throws -> Bool {
+    /// name. One a round may have made (its answer lost, or Dropbox out of reach as it went)
+    /// has its delete at the old name queued first (`removeFromDropbox`), as a take-back does
+    /// (Dropbox deletes a folder it finds there only if empty). Kept as a rename instead, it
+    /// had to be made on Dropbox before anything could be removed around it, and in an outage
+    /// an rmdir there failed with ENETUNREACH, where a disk's succeeds. False, changing
+    /// nothing, if a round is sending it or a new folder is pending at the new name.
+    func remake(_ fromLower: String, at path: String, removeFromDropbox: (Node) throws -> Void) throws -> Bool {
         let pathLower = Node.key(of: path)
         let remade: Bool = try state.withLock { state in
-            guard let old = state.byPath[fromLower], !state.sending.contains(fromLower), !state.maybeMade.contains(fromLower),
-                  state.byPath[pathLower] == nil else { return false }
+            guard let old = state.byPath[fromLower], !state.sending.contains(fromLower), state.byPath[pathLower] == nil else { return false }
+            // Under the lock, so that no look finds the folder at neither name; the removals'
+            // queue takes no lock of ours.
+            if state.maybeMade.contains(fromLower) { try removeFromDropbox(Self.node(old)) }
             let record = QueuedFolder(id: order.take(), pathLower: pathLower, path: state.typed(path, key: pathLower))
             try queue.replaceFolder(old.id, with: record)
             try store.endMakingFolder(fromLower, takenBack: true)
