@@ -485,19 +485,7 @@ public final class MetadataStore: @unchecked Sendable {
     private func takeAlongLocked(_ source: Node, landing ticket: Int) throws {
         guard let target = landings[ticket]?.target else { return }
         FuseLog.trace("store: \(source.pathLower) removed by the change feed as it moves to \(target): what was below it is taken along")
-        let below: [SQLValue] = [.text(source.pathLower + "/"), .text(source.pathLower + "0")]
-        let rebase: [SQLValue] = [.text(target), .text(source.pathLower)]
-        // OR IGNORE: a row the store has below the target all the same (left from before)
-        // stays; the source's goes with the source below.
-        try db.run("""
-            UPDATE OR IGNORE nodes SET path_lower = ? || substr(path_lower, length(?) + 1),
-                                       parent_lower = ? || substr(parent_lower, length(?) + 1)
-            WHERE path_lower > ? AND path_lower < ?
-            """, rebase + rebase + below)
-        try db.run("UPDATE OR IGNORE listed SET path_lower = ? || substr(path_lower, length(?) + 1) WHERE path_lower > ? AND path_lower < ?",
-                   rebase + below)
-        let wasListed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(source.pathLower)]) { _ in true } ?? false
-        try removeSubtreeLocked(source.pathLower)
+        let wasListed = try moveRowsLocked(from: source.pathLower, to: target)
         var moved = source
         moved.pathLower = target
         moved.name = String(target[(Node.lastSlash(target).map(target.index(after:)) ?? target.startIndex)...])
@@ -600,21 +588,35 @@ public final class MetadataStore: @unchecked Sendable {
                 let below: [SQLValue] = [.text(sourceLower + "/"), .text(sourceLower + "0")]
                 // A file has nothing below it to take along: no look on a file rename's path.
                 if moved.isFolder { try recordTakenAlongLocked(from: sourceLower, to: target, below: below) }
-                // Character counts, as SQLite's substr counts: keys may hold any letter.
-                try db.run("""
-                    UPDATE nodes SET path_lower = ? || substr(path_lower, length(?) + 1),
-                                     parent_lower = ? || substr(parent_lower, length(?) + 1)
-                    WHERE path_lower > ? AND path_lower < ?
-                    """, [.text(target), .text(sourceLower), .text(target), .text(sourceLower)] + below)
-                try db.run("UPDATE listed SET path_lower = ? || substr(path_lower, length(?) + 1) WHERE path_lower > ? AND path_lower < ?",
-                           [.text(target), .text(sourceLower)] + below)
-                let wasListed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(sourceLower)]) { _ in true } ?? false
-                try db.run("DELETE FROM nodes WHERE path_lower = ?", [.text(sourceLower)])
-                try db.run("DELETE FROM listed WHERE path_lower = ?", [.text(sourceLower)])
+                let wasListed = try moveRowsLocked(from: sourceLower, to: target)
                 try upsertLocked(moved)
                 if wasListed && moved.isFolder { try markListedLocked(target) }
             }
         }
+    }
+
+    /// Moves the rows below `source` (entries and listings) to the same places below
+    /// `target`, then drops the source's own; returns whether the source was listed. A row
+    /// the store has at a new place already stays, and the source's for it goes.
+    private func moveRowsLocked(from source: String, to target: String) throws -> Bool {
+        let below: [SQLValue] = [.text(source + "/"), .text(source + "0")]
+        let rebase: [SQLValue] = [.text(target), .text(source)]
+        // Character counts, as SQLite's substr counts: keys may hold any letter.
+        try db.run("""
+            UPDATE OR IGNORE nodes SET path_lower = ? || substr(path_lower, length(?) + 1),
+                                       parent_lower = ? || substr(parent_lower, length(?) + 1)
+            WHERE path_lower > ? AND path_lower < ?
+            """, rebase + rebase + below)
+        try db.run("UPDATE OR IGNORE listed SET path_lower = ? || substr(path_lower, length(?) + 1) WHERE path_lower > ? AND path_lower < ?",
+                   rebase + below)
+        let wasListed = try db.first("SELECT 1 FROM listed WHERE path_lower = ?", [.text(source)]) { _ in true } ?? false
+        if source == target {
+            try db.run("DELETE FROM nodes WHERE path_lower = ?", [.text(source)])
+            try db.run("DELETE FROM listed WHERE path_lower = ?", [.text(source)])
+        } else {
+            try removeSubtreeLocked(source)
+        }
+        return wasListed
     }
 
     /// Keeps the ids of the entries a move takes along below `source` (`MovesAhead`).
