@@ -32,7 +32,8 @@ struct ModeTests {
 
     /// Set-user-ID and set-group-ID bits go as on a local disk: a write, a truncate or an
     /// open with O_TRUNC by another user clears them (set-group-ID only with group execute),
-    /// root's write keeps them, a chown clears them even for root; `stat` says so at once.
+    /// root's write keeps them, a chown clears them even for root, one that keeps owner and
+    /// group too (`chown :`, whose request the kernel does not mark); `stat` says so at once.
     /// The mount clears them itself (the kernel leaves it the job, `CFuseShim/setid.c`): with
     /// that job taken and not done, the bits stayed; before it was taken, an open with
     /// O_TRUNC by another user left them.
@@ -44,7 +45,9 @@ struct ModeTests {
                 echo x > trunc && chmod 6777 trunc && echo x > open && chmod 4777 open && \
                 echo x > root && chmod 4777 root && echo x > owner && chmod 6775 owner && \
                 \(other) sh -c 'for f in w*; do echo y >> $f; done; truncate -s 1 trunc; : > open' && \
-                echo y >> root && chown root:root owner && stat -c '%a %s %n' * | sort
+                echo y >> root && chown root:root owner && \
+                echo x > kept && chmod 6755 kept && chown : kept && echo x > nogx && chmod 2745 nogx && chown : nogx && \
+                stat -c '%a %s %n' * | sort
                 """)
         }
     }

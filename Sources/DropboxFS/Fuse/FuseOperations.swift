@@ -12,6 +12,7 @@ private let setAttrAtime: Int32 = 1 << 4
 private let setAttrMtime: Int32 = 1 << 5
 private let setAttrAtimeNow: Int32 = 1 << 7
 private let setAttrMtimeNow: Int32 = 1 << 8
+private let setAttrCtime: Int32 = 1 << 10
 
 /// The low-level operation table. Each entry copies its borrowed arguments, then calls the
 /// core; network-bound work continues in a task that replies when done.
@@ -192,9 +193,20 @@ enum FuseOperations {
             let uid: UInt32? = toSet & setAttrUID != 0 ? attr!.pointee.st_uid : nil
             let gid: UInt32? = toSet & setAttrGID != 0 ? attr!.pointee.st_gid : nil
             // A chown, or a truncate by a caller without CAP_FSETID (a mode set with it wins).
-            // The answer carries the mode: the kernel needs no word of it.
+            // The answer carries the mode: the kernel needs no word of it. A chown that keeps
+            // owner and group (`chown : f`, fchown(fd, -1, -1)) clears them on a disk too, but
+            // the kernel marks only chowns that name an owner or a group: it comes asking to
+            // set nothing (its ctime, without writeback caching, is not passed on). So does the
+            // kernel's own clearing before a write by another user than root, which a disk
+            // clears by the same rules.
             if mode == nil {
-                do { _ = try FuseOperations.clearSetIDBitsIfMarked(req, mount, ino) } catch { return request.fail(error) }
+                let chownKeepingOwners = toSet & ~setAttrCtime == 0
+                do {
+                    _ = chownKeepingOwners ? try mount.fs.clearSetIDBits(UInt64(ino), callerInGroup: { FuseOperations.callerIn(group: $0, req) })
+                                           : try FuseOperations.clearSetIDBitsIfMarked(req, mount, ino)
+                } catch {
+                    return request.fail(error)
+                }
             }
             if size == nil {
                 do {
