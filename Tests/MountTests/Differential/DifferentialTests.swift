@@ -21,7 +21,8 @@ import Testing
 /// feed's (`;` between several); with
 /// `DROPBOXFS_DIFF_SEQUENCES=1 DROPBOXFS_DIFF_DROP=3,17` it leaves steps 3 and 17 out: a
 /// failure that depends on timing defeats the checker's shrinking: Scripts/shrink-differential;
-/// `DROPBOXFS_DIFF_JITTER=MS` varies when outages and kills come.)
+/// `DROPBOXFS_DIFF_JITTER=MS` varies when outages and kills come; `DROPBOXFS_DIFF_KEEP_LOG=DIR`
+/// keeps the daemon's log of a difference, `keepLog`.)
 @Suite("mount: differential against local disk", .serialized)
 struct DifferentialTests {
     /// A silent outage (`Step.network(silent:)`) lasts for the mount until two tries of a
@@ -52,6 +53,14 @@ struct DifferentialTests {
     /// outage, return and kill, so that replays of one seed catch the daemon at other points
     /// of its work (a failure CI met once, under load, that quiet replays never met).
     static let jitterMilliseconds = ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_JITTER"].flatMap { UInt32($0) } ?? 0
+
+    /// `DROPBOXFS_DIFF_KEEP_LOG=DIR`: the daemon's whole log is written to DIR/NAME.log at a
+    /// difference (with `DROPBOXFS_TRACE=1`, every step the daemon took: a failure that
+    /// depends on timing may never come back).
+    static func keepLog(of m: MountFixture, as name: String) {
+        guard let directory = ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_KEEP_LOG"] else { return }
+        try? m.log.write(toFile: directory + "/" + name + ".log", atomically: true, encoding: .utf8)
+    }
 
     static func jitter() {
         if jitterMilliseconds > 0 { usleep(UInt32.random(in: 0...jitterMilliseconds) * 1000) }
@@ -91,6 +100,7 @@ struct DifferentialTests {
                     let lines = m.log.split(separator: "\n")
                     let logged = lines.filter { $0.contains("/seq-\(run)/") }.suffix(60) + ["-- last lines:"] + lines.suffix(30)
                     print("differential: difference in seq-\(run): \(difference)\nin \(sequence)\ndaemon log:\n\(logged.joined(separator: "\n"))")
+                    Self.keepLog(of: m, as: "seq-\(run)")
                     Issue.record("\(difference)\nin \(sequence)")
                     firstDifference.keep("seq-\(run): \(difference)\ndaemon log:\n\(logged.suffix(40).joined(separator: "\n"))")
                 }
@@ -105,11 +115,20 @@ struct DifferentialTests {
 
 extension DifferentialRunner where Tested == Kernel {
     /// Runs `operations` in a new folder `name` of the mount's `base` and of `localBase`,
-    /// off Swift's cooperative threads; the difference, if any, is the failure.
+    /// off Swift's cooperative threads; the difference, if any, is the failure. Without
+    /// `outagesAndKills` the sequence's network and crash steps do nothing (other sequences
+    /// running at once on the mount would meet them).
     static func run(_ operations: [Step], named name: String, base: String, localBase: String,
-                    on m: MountFixture) async throws -> Result<Void, any Error> {
+                    on m: MountFixture, outagesAndKills: Bool = true) async throws -> Result<Void, any Error> {
         let (tested, local) = (m.mountpoint + base + "/" + name, localBase + "/" + name)
         var configured = DifferentialRunner(tested: Kernel(), testedRoot: tested, localRoot: local, remoteRoot: base + "/" + name, client: m.client)
+        if outagesAndKills { configure(&configured, on: m) }
+        return try await run(operations, with: configured, in: (tested, local), named: name, base: base, on: m)
+    }
+
+    /// Takes Dropbox out of reach and brings it back for the runner's network steps, and
+    /// kills and mounts the daemon again for its crash steps.
+    private static func configure(_ configured: inout DifferentialRunner<Kernel>, on m: MountFixture) {
         let emulator = m.emulator
         // Back: once the mount has seen it (its status says so at the switch).
         let online: @Sendable () async throws -> Void = { try await eventually("the mount to see Dropbox again", timeout: 60) { try m.statusReport()["offline_since"] == nil } }
@@ -141,7 +160,11 @@ extension DifferentialRunner where Tested == Kernel {
                 if networkUp { try await online() }
             }
         }
-        let runner = configured
+    }
+
+    private static func run(_ operations: [Step], with runner: DifferentialRunner<Kernel>, in roots: (tested: String, local: String), named name: String,
+                            base: String, on m: MountFixture) async throws -> Result<Void, any Error> {
+        let (tested, local) = roots
         // The sequence starts with the mount online: an outage the last one ended may still
         // be ending (a request Dropbox held is dropped when it comes back, and the mount
         // finds it gone only then), and a mount that takes Dropbox for out of reach answers

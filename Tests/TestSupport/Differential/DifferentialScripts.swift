@@ -29,8 +29,9 @@ public struct DifferentialScript: Sendable, CustomStringConvertible {
     /// Scripts from consecutive seeds (`DROPBOXFS_DIFF_SEED`, from 1 by default: what CI
     /// runs) or, with `DROPBOXFS_DIFF_SEED=random`, from the property checker's random
     /// numbers; shrunk by dropping steps.
-    public static func generator() -> Generator<DifferentialScript, AnySequence<DifferentialScript>> {
-        let seeds = Seeds()
+    /// `seedOffset` shifts the fixed seeds: sequences run at once draw from streams of their own.
+    public static func generator(seedOffset: UInt64 = 0) -> Generator<DifferentialScript, AnySequence<DifferentialScript>> {
+        let seeds = Seeds(offset: seedOffset)
         return Generator(
             run: { rng in
                 let seed = seeds.take(&rng)
@@ -46,9 +47,9 @@ public struct DifferentialScript: Sendable, CustomStringConvertible {
     /// Where seeds come from: consecutive fixed ones, or the property checker's random.
     private final class Seeds: Sendable {
         private let next: Mutex<UInt64?>
-        init() {
+        init(offset: UInt64) {
             let setting = ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_SEED"] ?? "1"
-            next = Mutex(setting == "random" ? nil : UInt64(setting) ?? 1)
+            next = Mutex(setting == "random" ? nil : (UInt64(setting) ?? 1) + offset)
         }
         func take(_ rng: inout any SeededRandomNumberGenerator) -> UInt64 {
             next.withLock { next in
