@@ -373,6 +373,9 @@ public final class MetadataStore: @unchecked Sendable {
 
     public struct LandingTicket: Sendable { fileprivate let number: Int }
 
+    /// `applyMove` needs to know where Dropbox has the moved entry now (`seenAtTarget`).
+    public struct DropboxWordNeeded: Error {}
+
     /// A move under way: the keys it counted in `landingFolders` (a folder whose listing
     /// finishes below the source meanwhile lands as well: the listing began before the move;
     /// `finishListing`), and whether the change feed has brought the move.
@@ -543,8 +546,9 @@ public final class MetadataStore: @unchecked Sendable {
     /// followed to the new paths once the feed is past the move (`MovesAhead`). Nothing is
     /// done when the feed brought the move during the call (`landing`; nil for a move found
     /// made already), nor when it brought the entry at the source again, unless Dropbox,
-    /// asked since, had it where the move put it (`seenAtTarget`).
-    public func applyMove(from sourceLower: String, to moved: Node, landing: LandingTicket?, seenAtTarget: Bool = false) throws {
+    /// asked since, had it where the move put it (`seenAtTarget`; nil: not asked, and then
+    /// `DropboxWordNeeded` is thrown if the feed brought it, the store left as it was).
+    public func applyMove(from sourceLower: String, to moved: Node, landing: LandingTicket?, seenAtTarget: Bool? = nil) throws {
         try lock.withLock {
             // The change feed brought the move already, and perhaps what changed after it:
             // the store is past the move. (Moved again here, the source's name taken by a new
@@ -565,7 +569,13 @@ public final class MetadataStore: @unchecked Sendable {
             // Moved back by another client, the feed past both: learnt now, the move took the
             // entry (a folder with all below it) from where Dropbox has it, for good: the
             // feed says no more of it.
-            if let landing, landings[landing.number]?.sourceSeenAgain == true, !seenAtTarget {
+            if let landing, landings[landing.number]?.sourceSeenAgain == true, seenAtTarget != true {
+                // The feed may have brought it since the caller looked whether to ask (a
+                // catch-up runs beside the call): left to the feed unasked, the rename, gone
+                // from the queue, no longer hid the entry at its old place, a case-only
+                // rename's hidden name, which showed, the renamed folder gone, until the feed
+                // brought the move (four differential sequences at once).
+                guard seenAtTarget != nil else { throw DropboxWordNeeded() }
                 return FuseLog.trace("store: move of \(sourceLower) to \(moved.pathLower) left to the change feed (it brought the source again)")
             }
             forgetCachedLocked()

@@ -238,20 +238,34 @@ final class MoveSender: Sendable {
     /// A case-only rename's first step is done: the rename goes on from the hidden name,
     /// which the store learns in the change feed's order (`ChangeWatcher.inFeedOrder`).
     private func advance(_ move: QueuedMove, to step: Node, landing: MetadataStore.LandingTicket?) async throws -> QueuedMove {
-        let seenAtTarget = await isStill(step, after: landing)
-        return try await calls.watcher.inFeedOrder { [pending, store] in
-            try pending.advance(move, from: step.pathLower) {
-                try store.applyMove(from: move.fromLower, to: step, landing: landing, seenAtTarget: seenAtTarget)
+        try await learning(step, after: landing) { [calls, pending, store] seenAtTarget in
+            try await calls.watcher.inFeedOrder {
+                try pending.advance(move, from: step.pathLower) {
+                    try store.applyMove(from: move.fromLower, to: step, landing: landing, seenAtTarget: seenAtTarget)
+                }
             }
         }
     }
 
+    /// Runs `learn` (the store learning a move) with whether Dropbox has the moved entry
+    /// where the move put it still (`isStill`), asked again if the change feed brought the
+    /// entry at the move's source while `learn` waited its turn.
+    private func learning<T: Sendable>(_ moved: Node, after landing: MetadataStore.LandingTicket?,
+                                       _ learn: @escaping @Sendable (Bool?) async throws -> T) async throws -> T {
+        do {
+            return try await learn(await isStill(moved, after: landing))
+        } catch is MetadataStore.DropboxWordNeeded {
+            return try await learn(await isStill(moved, after: landing, asking: true) ?? false)
+        }
+    }
+
     /// Whether Dropbox has the moved entry where the move put it still, asked only when the
-    /// change feed brought it at the move's source during the move (`MetadataStore.sourceSeenAgain`):
-    /// from before the move, the feed being behind, the store learns the move; moved back by
-    /// another client since, it does not (the feed has that already).
-    private func isStill(_ moved: Node, after landing: MetadataStore.LandingTicket?) async -> Bool {
-        guard let landing, store.sourceSeenAgain(landing), !moved.id.isEmpty else { return false }
+    /// change feed brought it at the move's source during the move (`MetadataStore.sourceSeenAgain`),
+    /// or `asking`: from before the move, the feed being behind, the store learns the move;
+    /// moved back by another client since, it does not (the feed has that already). Nil when
+    /// not asked.
+    private func isStill(_ moved: Node, after landing: MetadataStore.LandingTicket?, asking: Bool = false) async -> Bool? {
+        guard let landing, asking || store.sourceSeenAgain(landing), !moved.id.isEmpty else { return nil }
         let now = try? await calls.client.metadataIfExists(moved.id)
         return now?.pathLower == moved.pathLower
     }
@@ -270,9 +284,10 @@ final class MoveSender: Sendable {
     /// rename, in flight, shows its source wherever the store has it.
     private func finish(_ move: QueuedMove, _ entry: Metadata, sourceRev: String?, landing: MetadataStore.LandingTicket?) async throws {
         guard let moved = Node(entry) else { throw FSError.io("move_v2 returned a deleted entry") }
-        let seenAtTarget = await isStill(moved, after: landing)
-        try await calls.watcher.inFeedOrder { [pending, store] in
-            try pending.finished(move) { try store.applyMove(from: move.fromLower, to: moved, landing: landing, seenAtTarget: seenAtTarget) }
+        try await learning(moved, after: landing) { [calls, pending, store] seenAtTarget in
+            try await calls.watcher.inFeedOrder {
+                try pending.finished(move) { try store.applyMove(from: move.fromLower, to: moved, landing: landing, seenAtTarget: seenAtTarget) }
+            }
         }
         FuseLog.trace("moved \(move.fromLower) to \(moved.pathLower) on Dropbox")
         // A revision Dropbox renumbered: what was based on the old one is based on the new.
