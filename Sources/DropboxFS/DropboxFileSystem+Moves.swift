@@ -48,6 +48,7 @@ extension DropboxFileSystem {
         var upper = Int64.max
         var name: String?
         var landing: Landing?
+        var carriedBelow: String?
         while let move = renames.newestTouching(path, below: upper) {
             if let shown = changeOrigin(path, ids: (move.id + 1)..<upper, name: name, moved: path != pathLower) { return shown }
             let toLower = move.toLower
@@ -55,12 +56,14 @@ extension DropboxFileSystem {
                 if name == nil && path == toLower { name = move.name }
                 if let place = Self.landing(of: move, inFlight: renames.inFlight) { landing = place.below(path.dropFirst(toLower.count)) }
                 path = move.fromLower + path.dropFirst(toLower.count)
+                carriedBelow = move.fromLower
             } else {
                 return .nothing  // moved away from here (its source holds the path)
             }
             upper = move.id
         }
-        return changeOrigin(path, ids: Int64.min..<upper, name: name, moved: path != pathLower) ?? .store(path, name: name, landing: landing)
+        return changeOrigin(path, ids: Int64.min..<upper, name: name, moved: path != pathLower, carriedBelow: carriedBelow)
+            ?? .store(path, name: name, landing: landing)
     }
 
     /// Where a pending rename may have put its source already: where its call in flight puts
@@ -90,11 +93,16 @@ extension DropboxFileSystem {
     }
 
     /// What a new folder or a removal numbered in `ids` makes of a path, if anything. The
-    /// hidden names of removals and renames under way hide a path of the store only as
-    /// itself (`moved`: a rename resolved the view's path to it).
-    private func changeOrigin(_ path: String, ids: Range<Int64>, name: String?, moved: Bool) -> Origin? {
+    /// hidden names of removals and renames under way hide a path of the store as itself,
+    /// and below the source of the rename that resolved the view's path to it (`moved`;
+    /// `carriedBelow`, that source), not the source or above it, which the rename passes
+    /// through (a case-only rename's first step). Not hidden below the source either, the
+    /// hidden name of an rmdir under way in a folder renamed since showed in its listing
+    /// (four differential sequences at once).
+    private func changeOrigin(_ path: String, ids: Range<Int64>, name: String?, moved: Bool, carriedBelow: String? = nil) -> Origin? {
         if let folder = folders.record(path), ids.contains(folder.id) { return .newFolder(folder, name: name, moved: moved) }
-        if deletes.hides(path, ids: ids, aside: ids.lowerBound == .min && !moved) { return .nothing }
+        let aside: PendingDeletes.AsideNames = ids.lowerBound != .min ? .none : !moved ? .all : carriedBelow.map { .below($0) } ?? .none
+        if deletes.hides(path, ids: ids, aside: aside) { return .nothing }
         return nil
     }
 

@@ -99,6 +99,38 @@ struct HiddenStepTests {
         }
     }
 
+    /// The same in a folder renamed after the removal, the rename not sent yet: the view
+    /// reaches the folder through the rename, and showed the hidden name in it (listed,
+    /// and found by its name) until the removal ended (four differential sequences at once:
+    /// `.dropboxfs-rmdir-…` listed in `d`, renamed from `e` while `e/f`'s removal ran).
+    @Test func aRemovedFolderInAFolderRenamedSinceNeverShowsItsHiddenStep() async throws {
+        try await Scratch.with { scratch in
+            _ = try await scratch.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/e/f"))
+            try await scratch.upload("k", to: "/e/keep.txt")
+            let fs = try scratch.filesystem()
+            try await fs.watcher.catchUp()
+            let kernel = CoreKernel(fs: fs)
+            try await offPool {
+                _ = try kernel.list("/e").value("ls e")
+                _ = try kernel.rmdir("/e/f").value("rmdir e/f")
+                _ = try kernel.rename("/e", "/d").value("mv e d")
+            }
+            // The removal's sender: the step to the hidden name made, brought by the change feed.
+            let removal = try #require(fs.deletes.all.first)
+            let hidden = removal.hiddenStep(alone: false)
+            _ = try await scratch.client.rpc(Routes.move, RelocationArgument(from: "/e/f", to: hidden))
+            try await fs.watcher.catchUp()
+            let hiddenName = String(hidden.split(separator: "/").last ?? "")
+            #expect(try await offPool { try kernel.list("/d").value("ls d") } == ["keep.txt"])
+            let found = try await offPool { kernel.stat("/d/" + hiddenName) }
+            if case .failure(let error) = found { #expect(error.code == ENOENT) } else { Issue.record("stat d/\(hiddenName) found it") }
+
+            try await fs.namespace.sendAll()
+            #expect(try await scratch.client.listAll("/d").map(\.name) == ["keep.txt"])
+            #expect(try await offPool { try kernel.list("/d").value("ls d") } == ["keep.txt"])
+        }
+    }
+
     /// A case-only rename's hidden step made, and learnt from the call's answer only, its
     /// entry left to the change feed (`MetadataStore.applyMove` does so when the feed brought
     /// the source again during the call and Dropbox could not be asked where it is); the next

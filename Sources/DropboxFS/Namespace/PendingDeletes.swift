@@ -104,16 +104,33 @@ public final class PendingDeletes: RoundQueue {
         state.withLock { Self.hides(pathLower, &$0) }
     }
 
+    /// Which hidden names set aside count, for `hides`.
+    enum AsideNames {
+        case none
+        case all
+        /// Only those strictly below a folder: what a rename carried along below its source
+        /// (the source itself, and above it, a rename passes through).
+        case below(String)
+
+        func counts(_ key: String) -> Bool {
+            switch self {
+            case .none: return false
+            case .all: return true
+            case .below(let folder): return key.hasPrefix(folder + "/")
+            }
+        }
+    }
+
     /// Whether a delete numbered in `ids` is pending at the path or a folder above it (a
     /// path resolved through pending renames: each range of the order has its own paths).
-    /// `aside`: whether hidden names set aside count too (for a path of the view as it is,
-    /// not one a rename in flight resolved to: a case-only rename passes through such a name).
-    func hides(_ pathLower: String, ids: Range<Int64>, aside: Bool) -> Bool {
+    /// `aside`: which hidden names set aside count too.
+    func hides(_ pathLower: String, ids: Range<Int64>, aside: AsideNames) -> Bool {
         state.withLock { (state: inout State) in
-            if state.byPath.isEmpty && (state.aside.isEmpty || !aside) { return false }
+            let noAside: Bool = if case .none = aside { true } else { false }
+            if state.byPath.isEmpty && (state.aside.isEmpty || noAside) { return false }
             let (byPath, asideKeys) = (state.byPath, state.aside)
             return state.anyAtOrAbove(pathLower) { key in
-                byPath[key]?.contains { ids.contains($0.id) } ?? false || (aside && asideKeys.contains(key))
+                byPath[key]?.contains { ids.contains($0.id) } ?? false || (asideKeys.contains(key) && aside.counts(key))
             }
         }
     }
