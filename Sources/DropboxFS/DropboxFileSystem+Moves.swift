@@ -93,12 +93,12 @@ extension DropboxFileSystem {
     }
 
     /// What a new folder or a removal numbered in `ids` makes of a path, if anything. The
-    /// hidden names of removals and renames under way hide a path of the store as itself,
-    /// and below the source of the rename that resolved the view's path to it (`moved`;
-    /// `carriedBelow`, that source), not the source or above it, which the rename passes
-    /// through (a case-only rename's first step). Not hidden below the source either, the
-    /// hidden name of an rmdir under way in a folder renamed since showed in its listing
-    /// (four differential sequences at once).
+    /// hidden names of removals and renames under way hide a path of the store as itself;
+    /// for a path a rename resolved the view's to (`moved`), only below that rename's source
+    /// (`carriedBelow`), not the source or above, which the rename passes through (a
+    /// case-only rename's first step). Counting none for such a path, the view listed the
+    /// hidden name of an rmdir under way in a folder renamed since (four differential
+    /// sequences at once).
     private func changeOrigin(_ path: String, ids: Range<Int64>, name: String?, moved: Bool, carriedBelow: String? = nil) -> Origin? {
         if let folder = folders.record(path), ids.contains(folder.id) { return .newFolder(folder, name: name, moved: moved) }
         let aside: PendingDeletes.AsideNames = ids.lowerBound != .min ? .none : !moved ? .all : carriedBelow.map { .below($0) } ?? .none

@@ -571,10 +571,10 @@ public final class MetadataStore: @unchecked Sendable {
             // feed says no more of it.
             if let landing, landings[landing.number]?.sourceSeenAgain == true, seenAtTarget != true {
                 // The feed may have brought it since the caller looked whether to ask (a
-                // catch-up runs beside the call): left to the feed unasked, the rename, gone
-                // from the queue, no longer hid the entry at its old place, a case-only
-                // rename's hidden name, which showed, the renamed folder gone, until the feed
-                // brought the move (four differential sequences at once).
+                // catch-up runs beside the call). Left to the feed unasked, the move was out
+                // of the queue and not in the store: the view showed the entry where it was
+                // before, a case-only rename's hidden name in place of the renamed folder,
+                // until the feed brought the move (four differential sequences at once).
                 guard seenAtTarget != nil else { throw DropboxWordNeeded() }
                 return FuseLog.trace("store: move of \(sourceLower) to \(moved.pathLower) left to the change feed (it brought the source again)")
             }
