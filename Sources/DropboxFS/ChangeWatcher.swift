@@ -19,9 +19,11 @@ public final class ChangeWatcher: Sendable {
     /// The core's own bookkeeping of Dropbox's changes (permission modes follow moves):
     /// another client's changes the store applied, with the whole page they came in (which
     /// holds arrivals in folders the store does not keep). Heard before `listener`, so the
-    /// kernel, told of a change, asks again and finds it done; not told of a reset.
-    public typealias CoreListener = @Sendable (_ changes: [StoreChange], _ page: [Metadata]) -> Void
-    private let coreListener = Mutex<CoreListener>({ _, _ in })
+    /// kernel, told of a change, asks again and finds it done; not told of a reset. Told of
+    /// every page of a catch-up, with or without changes (`last`: the feed is read to its
+    /// end): what another client moved may leave in one page and arrive in another.
+    public typealias CoreListener = @Sendable (_ changes: [StoreChange], _ page: [Metadata], _ last: Bool) -> Void
+    private let coreListener = Mutex<CoreListener>({ _, _, _ in })
     /// The last catch-up (or own store change, `inFeedOrder`) started; the next waits for it.
     private let lastCatchUp = Mutex<Task<Void, Never>?>(nil)
     /// The mount's own changes: applied to the store like any other, never sent to the kernel.
@@ -41,10 +43,10 @@ public final class ChangeWatcher: Sendable {
         coreListener.withLock { $0 = newListener }
     }
 
-    private func notify(_ changes: [StoreChange], page: [Metadata] = [], everything: Bool) {
-        let foreign = everything ? changes : own.foreign(changes)
+    private func notify(_ changes: [StoreChange], page: [Metadata] = [], last: Bool = true, everything: Bool) {
+        let foreign = everything ? changes : changes.isEmpty ? [] : own.foreign(changes)
+        if !everything { coreListener.withLock { $0 }(foreign, page, last) }
         guard everything || !foreign.isEmpty else { return }
-        if !everything { coreListener.withLock { $0 }(foreign, page) }
         let current = listener.withLock { $0 }
         current(foreign, everything)
     }
@@ -157,7 +159,7 @@ public final class ChangeWatcher: Sendable {
                 let changes = try store.apply(page.entries, fromChangeFeed: true)
                 cursor = page.cursor
                 try store.setValue("cursor", cursor)
-                if !changes.isEmpty { notify(changes, page: page.entries, everything: false) }
+                notify(changes, page: page.entries, last: !page.hasMore, everything: false)
                 if !page.hasMore {
                     let leftBehind = try store.feedPassed(movesAhead)
                     if !leftBehind.isEmpty { announce(leftBehind) }

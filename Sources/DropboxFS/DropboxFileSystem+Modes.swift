@@ -41,35 +41,65 @@ extension DropboxFileSystem {
         if (mode >> shift) & wanted != wanted { throw FSError.accessDenied }
     }
 
-    /// Another client's changes, applied to the store (`page`: every entry they came with).
-    /// A mode belongs to the file, which Dropbox names by id: a file or folder moved
-    /// elsewhere takes its mode to where it went (the feed brings the removal and the
-    /// arrival in one page, an arrival the store may not keep: its folder is not listed);
-    /// one removed, or replaced by another file (a new id), loses it. A file written here
-    /// and not yet uploaded keeps it: the name shows that file.
-    func modesFollow(_ changes: [StoreChange], page: [Metadata]) {
-        guard modes.keepsAny else { return }
-        // Entries that left with a mode kept: most pages have none, and then the page's
-        // arrivals are never looked at.
-        let gone = viewChanges(changes).compactMap { change -> (change: StoreChange, old: Node)? in
-            guard let old = change.old, old.id != change.new?.id, modes.keeps(atOrUnder: change.pathLower, isFolder: old.isFolder),
-                  !writeBack.hasVersion(change.pathLower) else { return nil }
-            // Removed, and no folder made here since.
-            if change.new == nil, (try? node(at: change.pathLower, remember: false)) ?? nil != nil { return nil }
-            return (change, old)
-        }
-        guard !gone.isEmpty else { return }
-        let pending = moves.snapshot.moves
-        var arrivals: [String: String] = [:]
-        for entry in page {
-            if let node = Node(entry), !node.id.isEmpty { arrivals[node.id] = viewPath(ofStorePath: node.pathLower, moves: pending).path }
-        }
-        for (change, old) in gone {
-            if change.new == nil, !old.id.isEmpty, let destination = arrivals[old.id], destination != change.pathLower {
-                modes.move(from: change.pathLower, to: destination, isFolder: old.isFolder)
-            } else {
-                modes.removeElsewhere(change.pathLower, isFolder: old.isFolder) { inodes.existing($0) }
+    /// Another client's changes, applied to the store (`page`: every entry they came with;
+    /// `last`: the change feed is read to its end). A mode belongs to the file, which Dropbox
+    /// names by id: a file or folder moved elsewhere takes its mode to where it went (the
+    /// feed brings the removal and the arrival, an arrival the store may not keep: its
+    /// folder is not listed); one removed, or replaced by another file (a new id), loses it.
+    /// A file written here and not yet uploaded keeps it: the name shows that file. The
+    /// removal and the arrival may come in two pages one after the other, either first (a
+    /// page ending between them lost the mode: the concurrent differential suite, three
+    /// entries a page): each page's arrivals are kept for the next, and a removal whose
+    /// arrival has not come waits one page.
+    func modesFollow(_ changes: [StoreChange], page: [Metadata], last: Bool) {
+        let keeps = modes.keepsAny
+        let (moves, removals) = modesOnTheWay.withLock { state -> ([(from: String, to: String, isFolder: Bool)], [(String, Bool)]) in
+            let previous = state
+            state = ModesOnTheWay()
+            guard keeps || !previous.waiting.isEmpty else { return ([], []) }
+            // Entries that left with a mode kept: most pages have none.
+            let gone = keeps ? viewChanges(changes).compactMap { change -> (change: StoreChange, old: Node)? in
+                guard let old = change.old, old.id != change.new?.id, modes.keeps(atOrUnder: change.pathLower, isFolder: old.isFolder),
+                      !writeBack.hasVersion(change.pathLower) else { return nil }
+                // Removed, and no folder made here since.
+                if change.new == nil, (try? node(at: change.pathLower, remember: false)) ?? nil != nil { return nil }
+                return (change, old)
+            } : []
+            var arrivals: [String: String] = [:]
+            for entry in page {
+                if let node = Node(entry), !node.id.isEmpty { arrivals[node.id] = node.pathLower }
             }
+            if keeps && !last { state.arrivals = arrivals }
+            var moves: [(from: String, to: String, isFolder: Bool)] = []
+            var removals: [(String, Bool)] = []
+            for (id, left) in previous.waiting {
+                if let arrived = arrivals[id] { moves.append((left.path, arrived, left.isFolder)) } else { removals.append((left.path, left.isFolder)) }
+            }
+            for (change, old) in gone {
+                if change.new == nil, !old.id.isEmpty, let arrived = arrivals[old.id] ?? previous.arrivals[old.id] {
+                    moves.append((change.pathLower, arrived, old.isFolder))
+                } else if change.new == nil, !old.id.isEmpty, !last {
+                    state.waiting[old.id] = (change.pathLower, old.isFolder)
+                } else {
+                    removals.append((change.pathLower, old.isFolder))
+                }
+            }
+            return (moves, removals)
         }
+        guard !moves.isEmpty || !removals.isEmpty else { return }
+        let pending = moves.isEmpty ? [] : self.moves.snapshot.moves
+        for move in moves {
+            let destination = viewPath(ofStorePath: move.to, moves: pending).path
+            if destination != move.from { modes.move(from: move.from, to: destination, isFolder: move.isFolder) }
+        }
+        for (path, isFolder) in removals { modes.removeElsewhere(path, isFolder: isFolder) { inodes.existing($0) } }
     }
+}
+
+/// Another client's moves of what has a mode kept, between two pages of the change feed
+/// (`modesFollow`): the last page's arrivals (id: store path), and removals whose arrival
+/// has not come yet (id: where it was, and whether a folder).
+struct ModesOnTheWay {
+    var arrivals: [String: String] = [:]
+    var waiting: [String: (path: String, isFolder: Bool)] = [:]
 }

@@ -56,6 +56,8 @@ public final class DropboxFileSystem: Sendable {
     public let options: Options
     /// Permission bits set here (Dropbox keeps none).
     let modes: FileModes
+    /// Another client's moves of what has a mode, between pages of the change feed.
+    let modesOnTheWay = Mutex(ModesOnTheWay())
     /// Status and folder change times Dropbox does not keep, while the kernel holds the inode.
     let changeTimes = ChangeTimes()
     /// Folders' modification times kept once the kernel forgets them or the mount ends.
@@ -118,7 +120,7 @@ public final class DropboxFileSystem: Sendable {
             if cache.isPinned(pathLower) { pinSignal.notify() }  // its bytes now live in the cache by their hash
         }
         self.options = options
-        watcher.setCoreListener { [weak self] changes, page in self?.modesFollow(changes, page: page) }
+        watcher.setCoreListener { [weak self] changes, page, last in self?.modesFollow(changes, page: page, last: last) }
     }
 
     /// Dropbox is back after an outage: uploads, removals and new folders queued meanwhile go
