@@ -67,7 +67,7 @@ extension DropboxFileSystem {
             } : []
             var arrivals: [String: String] = [:]
             for entry in page {
-                if let node = Node(entry), !node.id.isEmpty { arrivals[node.id] = node.pathLower }
+                if let id = entry.id, !id.isEmpty, let lower = entry.pathLower, !lower.isEmpty { arrivals[id] = lower }
             }
             if keeps && !last { state.arrivals = arrivals }
             var moves: [(from: String, to: String, isFolder: Bool)] = []
