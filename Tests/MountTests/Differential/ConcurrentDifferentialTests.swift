@@ -17,6 +17,8 @@ import Testing
 /// stream's offset); `DROPBOXFS_DIFF_SEED=random` and the other `DROPBOXFS_DIFF_*` settings
 /// work as in `DifferentialTests`. A failure prints the four sequences of its round: the
 /// checker shrinks them, but what the others did at that moment may not come back.
+/// `DROPBOXFS_DIFF_SEEDS=a,b,c,d` replays a round from its four printed seeds (with
+/// `DROPBOXFS_DIFF_SEQUENCES=1`; a difference of timing may need several runs).
 @Suite("mount: differential, four sequences at once", .serialized)
 struct ConcurrentDifferentialTests {
     /// Far apart, so that the four streams' fixed seeds never meet.
@@ -32,7 +34,10 @@ struct ConcurrentDifferentialTests {
             _ = try await offPool { try Sys.mkdir(m.mountpoint + "/at-once").value("mkdir at-once") }
             let counters = Mutex((rounds: 0, operations: 0))
             let firstDifference = FirstDifference()
-            let streams = Self.seedStreams.map { DifferentialScript.generator(seedOffset: $0) }
+            let replayed = (ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_SEEDS"] ?? "").split(separator: ",").compactMap { UInt64($0) }
+            let streams = Self.seedStreams.enumerated().map { index, offset in
+                DifferentialScript.generator(seedOffset: offset, firstSeed: index < replayed.count ? replayed[index] : nil)
+            }
             await propertyCheck(count: DifferentialScript.count(default: 40), input: streams[0], streams[1], streams[2], streams[3]) { a, b, c, d in
                 let scripts = [a, b, c, d]
                 let round = counters.withLock { $0.rounds += 1; $0.operations += scripts.map(\.operations.count).reduce(0, +); return $0.rounds }

@@ -30,8 +30,10 @@ public struct DifferentialScript: Sendable, CustomStringConvertible {
     /// runs) or, with `DROPBOXFS_DIFF_SEED=random`, from the property checker's random
     /// numbers; shrunk by dropping steps.
     /// `seedOffset` shifts the fixed seeds: sequences run at once draw from streams of their own.
-    public static func generator(seedOffset: UInt64 = 0) -> Generator<DifferentialScript, AnySequence<DifferentialScript>> {
-        let seeds = Seeds(offset: seedOffset)
+    /// `firstSeed` starts the stream at that seed whatever the setting (to replay a round of
+    /// the four-at-once suite, whose streams each printed their own).
+    public static func generator(seedOffset: UInt64 = 0, firstSeed: UInt64? = nil) -> Generator<DifferentialScript, AnySequence<DifferentialScript>> {
+        let seeds = Seeds(offset: seedOffset, first: firstSeed)
         return Generator(
             run: { rng in
                 let seed = seeds.take(&rng)
@@ -47,9 +49,9 @@ public struct DifferentialScript: Sendable, CustomStringConvertible {
     /// Where seeds come from: consecutive fixed ones, or the property checker's random.
     private final class Seeds: Sendable {
         private let next: Mutex<UInt64?>
-        init(offset: UInt64) {
+        init(offset: UInt64, first: UInt64?) {
             let setting = ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_SEED"] ?? "1"
-            next = Mutex(setting == "random" ? nil : (UInt64(setting) ?? 1) + offset)
+            next = Mutex(first ?? (setting == "random" ? nil : (UInt64(setting) ?? 1) + offset))
         }
         func take(_ rng: inout any SeededRandomNumberGenerator) -> UInt64 {
             next.withLock { next in
