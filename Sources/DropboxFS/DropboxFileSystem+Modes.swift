@@ -46,17 +46,22 @@ extension DropboxFileSystem {
     /// names by id: a file or folder moved elsewhere takes its mode to where it went (the
     /// feed brings the removal and the arrival, an arrival the store may not keep: its
     /// folder is not listed); one removed, or replaced by another file (a new id), loses it.
-    /// A file written here and not yet uploaded keeps it: the name shows that file. The
-    /// removal and the arrival may come in two pages one after the other, either first (a
-    /// page ending between them lost the mode: the concurrent differential suite, three
-    /// entries a page): each page's arrivals are kept for the next, and a removal whose
-    /// arrival has not come waits one page.
+    /// A file written here and not yet uploaded keeps it: the name shows that file.
+    /// The removal and the arrival may come in different pages, either first (a page ending
+    /// between them lost the mode: the concurrent differential suite, three entries a page).
+    /// Each page's arrivals are kept for the next one. A removal whose arrival has not come
+    /// takes the modes away at once, and gives them back where the entry arrives, in any page
+    /// before the feed's end: while the removal waited with the modes left at the name, a
+    /// file made here under that name between the pages lost its own (`open(e, O_CREAT|O_EXCL,
+    /// 0600)` showed 644: the same suite).
     func modesFollow(_ changes: [StoreChange], page: [Metadata], last: Bool) {
         let keeps = modes.keepsAny
-        let (moves, removals) = modesOnTheWay.withLock { state -> ([(from: String, to: String, isFolder: Bool)], [(String, Bool)]) in
+        typealias Work = (moves: [(from: String, to: String, isFolder: Bool)], restores: [(ModesOnTheWay.Away, to: String)],
+                          removals: [(String, Bool)], takes: [(id: String, path: String, isFolder: Bool)])
+        let work = modesOnTheWay.withLock { state -> Work? in
             let previous = state
             state = ModesOnTheWay()
-            guard keeps || !previous.waiting.isEmpty else { return ([], []) }
+            guard keeps || !previous.away.isEmpty else { return nil }
             // Entries that left with a mode kept: most pages have none.
             let gone = keeps ? viewChanges(changes).compactMap { change -> (change: StoreChange, old: Node)? in
                 guard let old = change.old, old.id != change.new?.id, modes.keeps(atOrUnder: change.pathLower, isFolder: old.isFolder),
@@ -69,37 +74,50 @@ extension DropboxFileSystem {
             for entry in page {
                 if let id = entry.id, !id.isEmpty, let lower = entry.pathLower, !lower.isEmpty { arrivals[id] = lower }
             }
-            if keeps && !last { state.arrivals = arrivals }
-            var moves: [(from: String, to: String, isFolder: Bool)] = []
-            var removals: [(String, Bool)] = []
-            for (id, left) in previous.waiting {
-                if let arrived = arrivals[id] { moves.append((left.path, arrived, left.isFolder)) } else { removals.append((left.path, left.isFolder)) }
+            var work: Work = ([], [], [], [])
+            for (id, away) in previous.away {
+                if let arrived = arrivals[id] { work.restores.append((away, arrived)) } else if !last { state.away[id] = away }
             }
             for (change, old) in gone {
                 if change.new == nil, !old.id.isEmpty, let arrived = arrivals[old.id] ?? previous.arrivals[old.id] {
-                    moves.append((change.pathLower, arrived, old.isFolder))
+                    work.moves.append((change.pathLower, arrived, old.isFolder))
                 } else if change.new == nil, !old.id.isEmpty, !last {
-                    state.waiting[old.id] = (change.pathLower, old.isFolder)
+                    work.takes.append((old.id, change.pathLower, old.isFolder))
                 } else {
-                    removals.append((change.pathLower, old.isFolder))
+                    work.removals.append((change.pathLower, old.isFolder))
                 }
             }
-            return (moves, removals)
+            if !last && (keeps || !state.away.isEmpty || !work.takes.isEmpty) { state.arrivals = arrivals }
+            return work
         }
-        guard !moves.isEmpty || !removals.isEmpty else { return }
-        let pending = moves.isEmpty ? [] : self.moves.snapshot.moves
-        for move in moves {
+        guard let work, !(work.moves.isEmpty && work.restores.isEmpty && work.removals.isEmpty && work.takes.isEmpty) else { return }
+        let pending = work.moves.isEmpty && work.restores.isEmpty ? [] : self.moves.snapshot.moves
+        for move in work.moves {
             let destination = viewPath(ofStorePath: move.to, moves: pending).path
             if destination != move.from { modes.move(from: move.from, to: destination, isFolder: move.isFolder) }
         }
-        for (path, isFolder) in removals { modes.removeElsewhere(path, isFolder: isFolder) { inodes.existing($0) } }
+        for (away, arrived) in work.restores {
+            modes.restore(away.taken, at: viewPath(ofStorePath: arrived, moves: pending).path, isFolder: away.isFolder)
+        }
+        for (path, isFolder) in work.removals { modes.removeElsewhere(path, isFolder: isFolder) { inodes.existing($0) } }
+        guard !work.takes.isEmpty else { return }
+        // Pages are heard one at a time (`ChangeWatcher`'s catch-ups run in turn): the next
+        // one finds these.
+        let taken = work.takes.map { take in
+            (take.id, ModesOnTheWay.Away(taken: modes.takeElsewhere(take.path, isFolder: take.isFolder) { inodes.existing($0) }, isFolder: take.isFolder))
+        }
+        modesOnTheWay.withLock { state in for (id, away) in taken where !away.taken.isEmpty { state.away[id] = away } }
     }
 }
 
-/// Another client's moves of what has a mode kept, between two pages of the change feed
-/// (`modesFollow`): the last page's arrivals (id: store path), and removals whose arrival
-/// has not come yet (id: where it was, and whether a folder).
+/// Another client's moves of what has a mode kept, between pages of the change feed
+/// (`modesFollow`): the last page's arrivals (id: store path), and the modes of entries
+/// removed whose arrival has not come yet (by id), until the feed's end.
 struct ModesOnTheWay {
+    struct Away {
+        var taken: [TakenMode]
+        var isFolder: Bool
+    }
     var arrivals: [String: String] = [:]
-    var waiting: [String: (path: String, isFolder: Bool)] = [:]
+    var away: [String: Away] = [:]
 }

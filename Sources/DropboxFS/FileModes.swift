@@ -8,6 +8,13 @@ struct KeptAttributes: Equatable, Sendable {
     var gid: UInt32? = nil
 }
 
+/// What a path kept, taken while the path is away (`FileModes.takeElsewhere`): `below` is
+/// the rest of its key under the path taken ("" for the path itself).
+struct TakenMode: Sendable {
+    var below: String
+    var kept: KeptAttributes
+}
+
 /// Who made a call: the uid and gid the kernel passed with it.
 public typealias Caller = (uid: UInt32, gid: UInt32)
 
@@ -91,6 +98,28 @@ final class FileModes: @unchecked Sendable {
         let held = kept.compactMap { key, attributes in inodeOf(key).map { ($0, attributes) } }
         if !held.isEmpty { lock.withLock { for (inode, attributes) in held { detached[inode] = attributes } } }
         remove(pathLower, isFolder: isFolder)
+    }
+
+    /// Another client removed a path that may arrive elsewhere in a later page of the change
+    /// feed (a move split across pages): it goes as `removeElsewhere` has it go, and what was
+    /// kept at and below it is handed back, by path below it, for `restore` at the arrival.
+    func takeElsewhere(_ pathLower: String, isFolder: Bool, inodeOf: (String) -> UInt64?) -> [TakenMode] {
+        let taken = lock.withLock {
+            keys(atOrUnder: pathLower, isFolder: isFolder).map { TakenMode(below: String($0.dropFirst(pathLower.count)), kept: modes[$0]!) }
+        }
+        removeElsewhere(pathLower, isFolder: isFolder, inodeOf: inodeOf)
+        return taken
+    }
+
+    /// What `takeElsewhere` took, kept at and below `target`, where it arrived: what was kept
+    /// there goes, as for a move.
+    func restore(_ taken: [TakenMode], at target: String, isFolder: Bool) {
+        guard !taken.isEmpty else { return }
+        lock.withLock {
+            saveUnsavedLocked()
+            let replaced = modes.isEmpty ? [] : keys(atOrUnder: target, isFolder: isFolder)
+            applyLocked(removing: replaced, setting: taken.map { (path: target + $0.below, kept: $0.kept) })
+        }
     }
 
     /// fchmod of a detached file.
@@ -261,14 +290,19 @@ final class FileModes: @unchecked Sendable {
         lock.withLock {
             saveUnsavedLocked()
             guard !modes.isEmpty, let (removing, setting) = work() else { return }
-            do {
-                try store.replaceKept(removing: removing, setting: setting)
-            } catch {
-                FuseLog.error("modes of \(removing.first ?? "") not kept: \(error)")
-            }
-            for path in removing { keep(path, nil) }
-            for (path, kept) in setting { keep(path, kept) }
+            applyLocked(removing: removing, setting: setting)
         }
+    }
+
+    /// Drops `removing`, then keeps `setting`, in the store and in memory. Call with `lock` held.
+    private func applyLocked(removing: [String], setting: [(path: String, kept: KeptAttributes)]) {
+        do {
+            try store.replaceKept(removing: removing, setting: setting)
+        } catch {
+            FuseLog.error("modes of \(removing.first ?? setting.first?.path ?? "") not kept: \(error)")
+        }
+        for path in removing { keep(path, nil) }
+        for (path, kept) in setting { keep(path, kept) }
     }
 
     /// Writes every mode kept in memory alone to the store. Call with `lock` held.

@@ -1,6 +1,7 @@
 import DropboxAPI
 @testable import DropboxFS
 import Foundation
+import Synchronization
 import Testing
 import TestSupport
 
@@ -70,6 +71,44 @@ struct KeptModeTests {
             try await fs.watcher.catchUp()
             #expect(try await offPool { try kernel.stat("/d/moved.txt").value("stat").permissions } == 0o600)
             #expect(try await offPool { kernel.stat(source) }.map { _ in true } != .success(true))
+        }
+    }
+
+    /// Another client removed a file with a mode kept here, in a page of the change feed that
+    /// was not the last: whether it moved the file (its arrival in the next page) was not
+    /// known yet, and the removal waited for that page, and then dropped whatever was kept at
+    /// the name by then: the mode of a file made here between the two pages, with the same
+    /// name (concurrent differential, three rows a page: `open(e, O_CREAT|O_EXCL, 0600)`
+    /// after `e` went elsewhere showed 644). The mode here is set between the pages.
+    @Test func aRemovalByAnotherClientLeavesTheModeOfAFileMadeHereSinceUnderItsName() async throws {
+        try await Scratch.with { scratch in
+            try await scratch.upload("x", to: "/e")
+            let fs = try scratch.filesystem()
+            try await fs.watcher.catchUp()
+            let kernel = CoreKernel(fs: fs)
+            _ = try await offPool { try kernel.chmod("/e", 0o755).value("chmod") }
+            let cursor = try await scratch.client.rpc(Routes.getLatestCursor, ListFolderArgument(path: "", recursive: true, limit: 1)).cursor
+            try fs.store.setValue("cursor", cursor)
+            _ = try await scratch.client.rpc(Routes.delete, DeleteArgument(path: "/e"))
+            try await scratch.upload("y", to: "/z")  // a page after the removal's
+            let madeBetween = Mutex(false)
+            fs.watcher.setCoreListener { [weak fs] changes, page, last in
+                guard let fs else { return }
+                fs.modesFollow(changes, page: page, last: last)
+                guard !last, changes.contains(where: { $0.pathLower == "/e" && $0.new == nil }) else { return }
+                // As a FUSE thread would, while the feed's next page is on its way.
+                let made = DispatchSemaphore(value: 0)
+                Thread {
+                    if let descriptor = try? kernel.open("/e", O_CREAT | O_EXCL | O_WRONLY, 0o600).value("create") {
+                        madeBetween.withLock { $0 = (try? kernel.close(descriptor).value("close")) != nil }
+                    }
+                    made.signal()
+                }.start()
+                made.wait()
+            }
+            try await fs.watcher.catchUp()
+            #expect(madeBetween.withLock { $0 })
+            #expect(try await offPool { try kernel.stat("/e").value("stat").permissions } == 0o600)
         }
     }
 
