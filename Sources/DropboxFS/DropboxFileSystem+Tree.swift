@@ -140,16 +140,21 @@ extension DropboxFileSystem {
         inodes.detach(pathLower, folder: folder)
     }
 
-    /// A rename of a new folder not sent yet, with nothing made, written or renamed in it or
-    /// renamed above it: the folder is made at the new name instead (`PendingFolders.remake`).
-    /// Moved on Dropbox, it would have to be made at its old name first, so a removal or a
-    /// rename over that name later had to send it first, and failed with ENETUNREACH in an
-    /// outage (`mkdir -p a/b; mv a/b c; rmdir a`, and renames over `a` likewise: differential,
-    /// tree mix with outages). False, having changed nothing, otherwise.
+    /// A rename of a new folder not sent yet, with nothing made, written or renamed in it:
+    /// the folder is made at the new name instead (`PendingFolders.remake`). Moved on
+    /// Dropbox, it would have to be made at its old name first, so a removal or a rename over
+    /// that name later had to send it first, and failed with ENETUNREACH in an outage
+    /// (`mkdir -p a/b; mv a/b c; rmdir a`, and renames over `a` likewise: differential, tree
+    /// mix with outages). A rename pending above it does not matter: the folder's record,
+    /// queued after that rename, names it where that rename put its parent (one queued before
+    /// is found at neither name, and moves). Kept as a move below a renamed folder, a mkdir
+    /// at its old name had to send it, and failed so (`mv -T a d; mkdir d/b; mv -T d/b c;
+    /// mkdir d/b` in an outage, `a`'s making under way as it began: the same suite).
+    /// False, having changed nothing, otherwise.
     private func remakeNewFolder(_ source: Node, at path: String) throws -> Bool {
         guard source.isFolder, try remoteNode(source.pathLower) == nil, try showsNewFolderMadeHere(source.pathLower),
               !folders.hasRecordBelow(source.pathLower), !writeBack.hasVersions(under: source.pathLower),
-              moves.isEmpty || !moves.touches([source.pathLower]) else { return false }
+              moves.isEmpty || !moves.hasEnd(atOrBelow: source.pathLower) else { return false }
         return try folders.remake(source.pathLower, at: path, removeFromDropbox: { try deletes.add($0) })
     }
 
@@ -289,6 +294,13 @@ extension DropboxFileSystem {
             if target?.isFolder == true, try showsNewFolderMadeHere(targetLower), try !takeBackNewFolder(targetLower) {
                 return folders.isSending(targetLower) ? .roundUnderWay : .send
             }
+            // A new folder a round is sending: whether Dropbox will have it to move is known
+            // when the round ends, which is waited for (no round of its own), and the rename
+            // starts again: made, the folder moves; not, it is made at the new name. Moved
+            // while the round ran, it stayed queued at its old name (a move needs it made
+            // there first), and in an outage that began as the round went a mkdir at that name
+            // had to send it, and failed with ENETUNREACH (differential, tree mix with outages).
+            if source.isFolder, folders.isSending(source.pathLower) { return .roundUnderWay }
             if target != nil { adoptRemoteHandles(at: targetLower) }
             // What goes to Dropbox as a move: what it holds, or a folder made here (made
             // there before the move: the order of namespace changes says so).

@@ -371,6 +371,41 @@ struct OfflineTests {
         }
     }
 
+    /// A folder renamed in an outage, new folders made and renamed inside it and at its old
+    /// name, and it renamed back over one of them and removed: as on a disk. Either it is on
+    /// Dropbox already, or the round making it was under way as the outage began (Dropbox
+    /// may have it or not). Differential, tree mix with outages: a new folder renamed out of
+    /// the renamed folder stayed queued (a move needs it made first), and a mkdir at its old
+    /// name had to send it; a rename of the folder while its round ran did the same to its
+    /// own old name. Both answered ENETUNREACH.
+    @Test(arguments: [false, true])
+    func aFolderRenamedInAnOutageTakesNewFoldersInAndOutAndGoes(cutOffWhileMade: Bool) async throws {
+        try await MountFixture.with(seeds: []) { m in
+            if cutOffWhileMade {
+                #expect(try await m.sh("ls \"$M\"").status == 0)  // listed: known empty offline
+                try await m.emulator.setFaults(["latency:ms=4000,routes=files/create_folder_batch"])
+                #expect(try await m.sh("mkdir \"$M/a\"").status == 0)
+                try await eventually("the round making it sent") { (try await m.routeStats()["files/create_folder_batch"]?["requests"] ?? 0) > 0 }
+            } else {
+                #expect(try await m.sh("mkdir \"$M/a\" && sync \"$M\"").status == 0)
+            }
+            try await m.emulator.setReachable(false)
+            let steps = try await m.sh("""
+                set -e
+                cd "$M"
+                mv -T a d; mkdir d/b; mv -T d/b c; mkdir d/b; mkdir b; mkdir a; mkdir été; rmdir d/b; rmdir a
+                mkdir a; mv -T été a; rmdir c; mv -T b a; mv -T d a; rmdir a
+                ls -A
+                """)
+            #expect(steps.status == 0 && steps.stdout.isEmpty, "\(steps.stdout)\(steps.stderr)")
+            try m.emulator.replaceFaults([])
+            try await m.emulator.setReachable(true)
+            try await eventually("the mount to be online again", timeout: 60) { try m.statusReport()["offline_since"] == nil }
+            #expect(try await m.sh("sync \"$M\"").status == 0)
+            #expect(try await m.client.listAll("").isEmpty)
+        }
+    }
+
     /// `df` (statfs) in an outage answers the account's space as Dropbox last told it: the
     /// mount asks as it starts, and later only in the background. It asked at the first
     /// statfs, and at the first after each 30 s, failing with ENETUNREACH in an outage (and
