@@ -104,7 +104,7 @@ extension DropboxFileSystem {
         // Pages are heard one at a time (`ChangeWatcher`'s catch-ups run in turn): the next
         // one finds these.
         let taken = work.takes.map { take in
-            (take.id, ModesOnTheWay.Away(taken: modes.takeElsewhere(take.path, isFolder: take.isFolder) { inodes.existing($0) }, isFolder: take.isFolder))
+            (take.id, ModesOnTheWay.Away(taken: modes.removeElsewhere(take.path, isFolder: take.isFolder) { inodes.existing($0) }, isFolder: take.isFolder))
         }
         modesOnTheWay.withLock { state in for (id, away) in taken where !away.taken.isEmpty { state.away[id] = away } }
     }

@@ -8,7 +8,7 @@ struct KeptAttributes: Equatable, Sendable {
     var gid: UInt32? = nil
 }
 
-/// What a path kept, taken while the path is away (`FileModes.takeElsewhere`): `below` is
+/// What a path kept, taken while the path is away (`FileModes.removeElsewhere`): `below` is
 /// the rest of its key under the path taken ("" for the path itself).
 struct TakenMode: Sendable {
     var below: String
@@ -91,27 +91,19 @@ final class FileModes: @unchecked Sendable {
     /// Another client removed a path: whatever at or below it keeps a mode and is still held
     /// by the kernel (`inodeOf` finds its inode) keeps that mode for its inode, as `detach`
     /// does for a removal here, and the path's kept modes go. An open folder deleted elsewhere
-    /// showed the default mode in fstat.
-    func removeElsewhere(_ pathLower: String, isFolder: Bool, inodeOf: (String) -> UInt64?) {
+    /// showed the default mode in fstat. Returns what went, by path below `pathLower`, for
+    /// `restore` where the entry arrives, should the removal be half of a move.
+    @discardableResult
+    func removeElsewhere(_ pathLower: String, isFolder: Bool, inodeOf: (String) -> UInt64?) -> [TakenMode] {
         let kept = lock.withLock { keys(atOrUnder: pathLower, isFolder: isFolder).map { ($0, modes[$0]!) } }
         // Inodes looked up with no lock of ours held: the inode table has its own.
         let held = kept.compactMap { key, attributes in inodeOf(key).map { ($0, attributes) } }
         if !held.isEmpty { lock.withLock { for (inode, attributes) in held { detached[inode] = attributes } } }
         remove(pathLower, isFolder: isFolder)
+        return kept.map { key, attributes in TakenMode(below: String(key.dropFirst(pathLower.count)), kept: attributes) }
     }
 
-    /// Another client removed a path that may arrive elsewhere in a later page of the change
-    /// feed (a move split across pages): it goes as `removeElsewhere` has it go, and what was
-    /// kept at and below it is handed back, by path below it, for `restore` at the arrival.
-    func takeElsewhere(_ pathLower: String, isFolder: Bool, inodeOf: (String) -> UInt64?) -> [TakenMode] {
-        let taken = lock.withLock {
-            keys(atOrUnder: pathLower, isFolder: isFolder).map { TakenMode(below: String($0.dropFirst(pathLower.count)), kept: modes[$0]!) }
-        }
-        removeElsewhere(pathLower, isFolder: isFolder, inodeOf: inodeOf)
-        return taken
-    }
-
-    /// What `takeElsewhere` took, kept at and below `target`, where it arrived: what was kept
+    /// What `removeElsewhere` took, kept at and below `target`, where it arrived: what was kept
     /// there goes, as for a move.
     func restore(_ taken: [TakenMode], at target: String, isFolder: Bool) {
         guard !taken.isEmpty else { return }
