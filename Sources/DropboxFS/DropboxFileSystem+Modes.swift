@@ -56,8 +56,9 @@ extension DropboxFileSystem {
     /// 0600)` showed 644: the same suite).
     func modesFollow(_ changes: [StoreChange], page: [Metadata], last: Bool) {
         let keeps = modes.keepsAny
+        // A removal's `id`: the entry whose arrival may come in a later page (nil: none can).
         typealias Work = (moves: [(from: String, to: String, isFolder: Bool)], restores: [(ModesOnTheWay.Away, to: String)],
-                          removals: [(String, Bool)], takes: [(id: String, path: String, isFolder: Bool)])
+                          removals: [(path: String, isFolder: Bool, id: String?)])
         let work = modesOnTheWay.withLock { state -> Work? in
             let previous = state
             state = ModesOnTheWay()
@@ -74,23 +75,22 @@ extension DropboxFileSystem {
             for entry in page {
                 if let id = entry.id, !id.isEmpty, let lower = entry.pathLower, !lower.isEmpty { arrivals[id] = lower }
             }
-            var work: Work = ([], [], [], [])
+            if keeps && !last { state.arrivals = arrivals }
+            var work: Work = ([], [], [])
             for (id, away) in previous.away {
                 if let arrived = arrivals[id] { work.restores.append((away, arrived)) } else if !last { state.away[id] = away }
             }
             for (change, old) in gone {
-                if change.new == nil, !old.id.isEmpty, let arrived = arrivals[old.id] ?? previous.arrivals[old.id] {
+                let movedAway = change.new == nil && !old.id.isEmpty
+                if movedAway, let arrived = arrivals[old.id] ?? previous.arrivals[old.id] {
                     work.moves.append((change.pathLower, arrived, old.isFolder))
-                } else if change.new == nil, !old.id.isEmpty, !last {
-                    work.takes.append((old.id, change.pathLower, old.isFolder))
                 } else {
-                    work.removals.append((change.pathLower, old.isFolder))
+                    work.removals.append((change.pathLower, old.isFolder, movedAway && !last ? old.id : nil))
                 }
             }
-            if !last && (keeps || !state.away.isEmpty || !work.takes.isEmpty) { state.arrivals = arrivals }
             return work
         }
-        guard let work, !(work.moves.isEmpty && work.restores.isEmpty && work.removals.isEmpty && work.takes.isEmpty) else { return }
+        guard let work, !(work.moves.isEmpty && work.restores.isEmpty && work.removals.isEmpty) else { return }
         let pending = work.moves.isEmpty && work.restores.isEmpty ? [] : self.moves.snapshot.moves
         for move in work.moves {
             let destination = viewPath(ofStorePath: move.to, moves: pending).path
@@ -99,14 +99,14 @@ extension DropboxFileSystem {
         for (away, arrived) in work.restores {
             modes.restore(away.taken, at: viewPath(ofStorePath: arrived, moves: pending).path, isFolder: away.isFolder)
         }
-        for (path, isFolder) in work.removals { modes.removeElsewhere(path, isFolder: isFolder) { inodes.existing($0) } }
-        guard !work.takes.isEmpty else { return }
+        var away: [String: ModesOnTheWay.Away] = [:]
+        for removal in work.removals {
+            let taken = modes.removeElsewhere(removal.path, isFolder: removal.isFolder) { inodes.existing($0) }
+            if let id = removal.id, !taken.isEmpty { away[id] = ModesOnTheWay.Away(taken: taken, isFolder: removal.isFolder) }
+        }
         // Pages are heard one at a time (`ChangeWatcher`'s catch-ups run in turn): the next
         // one finds these.
-        let taken = work.takes.map { take in
-            (take.id, ModesOnTheWay.Away(taken: modes.removeElsewhere(take.path, isFolder: take.isFolder) { inodes.existing($0) }, isFolder: take.isFolder))
-        }
-        modesOnTheWay.withLock { state in for (id, away) in taken where !away.taken.isEmpty { state.away[id] = away } }
+        if !away.isEmpty { modesOnTheWay.withLock { $0.away.merge(away) { _, new in new } } }
     }
 }
 

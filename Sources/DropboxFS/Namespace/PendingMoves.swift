@@ -194,9 +194,8 @@ public final class PendingMoves: RoundQueue {
 
     /// Whether a pending rename's source or destination is `path` or lies below it.
     func hasEnd(atOrBelow path: String) -> Bool {
-        state.withLock { state in
-            state.ends.newest(at: path, below: .max) != nil || state.ends.hasBelow(path)
-                || state.settling.contains { move in [move.fromLower, move.toLower].contains { $0 == path || $0.hasPrefix(path + "/") } }
+        hasEndBelow(path) || state.withLock { state in
+            state.ends.newest(at: path, below: .max) != nil || state.settling.contains { $0.fromLower == path || $0.toLower == path }
         }
     }
 
