@@ -94,7 +94,7 @@ extension DropboxFileSystem {
         let pending = work.moves.isEmpty && work.restores.isEmpty ? [] : self.moves.snapshot.moves
         for move in work.moves {
             let destination = viewPath(ofStorePath: move.to, moves: pending).path
-            if destination != move.from { modes.move(from: move.from, to: destination, isFolder: move.isFolder) }
+            if destination != move.from { modes.moveElsewhere(from: move.from, to: destination, isFolder: move.isFolder) { inodes.existing($0) } }
         }
         for (away, arrived) in work.restores {
             modes.restore(away.taken, at: viewPath(ofStorePath: arrived, moves: pending).path, isFolder: away.isFolder)

@@ -95,12 +95,30 @@ final class FileModes: @unchecked Sendable {
     /// `restore` where the entry arrives, should the removal be half of a move.
     @discardableResult
     func removeElsewhere(_ pathLower: String, isFolder: Bool, inodeOf: (String) -> UInt64?) -> [TakenMode] {
+        let kept = keepHeld(atOrUnder: pathLower, isFolder: isFolder, inodeOf: inodeOf)
+        remove(pathLower, isFolder: isFolder)
+        return kept.map { key, attributes in TakenMode(below: String(key.dropFirst(pathLower.count)), kept: attributes) }
+    }
+
+    /// Another client moved a path: its kept modes, and those below it, go to `target`,
+    /// and whatever of them the kernel still holds at the old path (`inodeOf`) keeps its mode
+    /// for its inode, as for `removeElsewhere`: the mount gives the entry a new inode at its
+    /// new name, and the one held (a descriptor open on a folder moved elsewhere) showed the
+    /// default mode and owner in fstat.
+    func moveElsewhere(from source: String, to target: String, isFolder: Bool, inodeOf: (String) -> UInt64?) {
+        keepHeld(atOrUnder: source, isFolder: isFolder, inodeOf: inodeOf)
+        move(from: source, to: target, isFolder: isFolder)
+    }
+
+    /// Keeps, by inode, the modes at and below a path that the kernel holds there still;
+    /// returns every mode kept at and below it, by path.
+    @discardableResult
+    private func keepHeld(atOrUnder pathLower: String, isFolder: Bool, inodeOf: (String) -> UInt64?) -> [(String, KeptAttributes)] {
         let kept = lock.withLock { keys(atOrUnder: pathLower, isFolder: isFolder).map { ($0, modes[$0]!) } }
         // Inodes looked up with no lock of ours held: the inode table has its own.
         let held = kept.compactMap { key, attributes in inodeOf(key).map { ($0, attributes) } }
         if !held.isEmpty { lock.withLock { for (inode, attributes) in held { detached[inode] = attributes } } }
-        remove(pathLower, isFolder: isFolder)
-        return kept.map { key, attributes in TakenMode(below: String(key.dropFirst(pathLower.count)), kept: attributes) }
+        return kept
     }
 
     /// What `removeElsewhere` took, kept at and below `target`, where it arrived: what was kept

@@ -196,4 +196,33 @@ struct ModeTests {
             #expect(shown == expected, "\(m.log)")
         }
     }
+    /// What a descriptor open on a file or folder shows after another client moved it:
+    /// the mode and owner it had, as the same inode does on a local disk after a rename.
+    /// Another client's move goes through the change feed as a removal and an arrival: the
+    /// inode held at the old name is detached, and the kept mode went with the entry to its
+    /// new name, so fstat showed the default (the four-at-once differential: mkdir c, open
+    /// c, chown c 0:65534, another client's move of c, fstat).
+    @Test func aDescriptorKeepsTheModeAndOwnerOfWhatAnotherClientMoved() async throws {
+        try await MountFixture.with { m in
+            let set = try await m.sh("""
+                cd "$M" && mkdir folder && echo one > file && chmod 700 folder && chmod 600 file && \
+                chown 0:65534 folder file && sync file folder .
+                """)
+            #expect(set.status == 0, "\(set.stderr)")
+            let (folder, file) = (m.mountpoint + "/folder", m.mountpoint + "/file")
+            let folderFD = try await offPool { try Sys.open(folder, O_RDONLY).value("open folder") }
+            let fileFD = try await offPool { try Sys.open(file, O_RDONLY).value("open file") }
+            defer { _ = Sys.close(folderFD); _ = Sys.close(fileFD) }
+            _ = try await m.client.rpc(Routes.move, RelocationArgument(from: "/folder", to: "/moved-folder"))
+            _ = try await m.client.rpc(Routes.move, RelocationArgument(from: "/file", to: "/moved-file"))
+            try await eventually("the moves shown", timeout: 120) {
+                try await offPool { (try? Sys.stat(m.mountpoint + "/moved-folder").get()) != nil && (try? Sys.stat(m.mountpoint + "/moved-file").get()) != nil }
+            }
+            let shown = try await offPool { (try Sys.fstat(folderFD).get(), try Sys.fstat(fileFD).get()) }
+            #expect("\(shown.0)" == "dir 700 0:65534")
+            #expect("\(shown.1)" == "file(4, 600 0:65534)")
+            let atNewNames = try await m.sh("cd \"$M\" && stat -c '%a %u:%g %n' moved-folder moved-file")
+            #expect(atNewNames.stdout == "700 0:65534 moved-folder\n600 0:65534 moved-file\n", "\(atNewNames.stderr)")
+        }
+    }
 }
