@@ -10,8 +10,12 @@ import Testing
 /// the upload batches (one batch commits files of several folders), the namespace rounds
 /// and the change feed (another client's writes in one folder arrive while the others'
 /// calls run). Each sequence alone has one right outcome per step, whatever the others do,
-/// so every outcome is still compared. Outages and kills of the daemon are left out (they
-/// would fall in the middle of the other sequences' calls, which no local disk models).
+/// so every outcome is still compared. In rounds whose first sequence has an even seed,
+/// `network` steps take Dropbox out of reach for all four (`SharedNetwork`): each sequence
+/// then takes ENETUNREACH for an answer where it would alone after an outage of its own,
+/// and skips another client's changes from there on; the checks at a sequence's start and
+/// end, and another client's changes, hold the network up. Kills of the daemon are left out
+/// (they would fall in the middle of the other sequences' calls, which no local disk models).
 ///
 /// CI runs fixed seeds (`DROPBOXFS_DIFF_SEQUENCES` rounds of four, from seed 1 plus each
 /// stream's offset); `DROPBOXFS_DIFF_SEED=random` and the other `DROPBOXFS_DIFF_*` settings
@@ -32,6 +36,7 @@ struct ConcurrentDifferentialTests {
             let localBase = m.root.appendingPathComponent("local").path
             try FileManager.default.createDirectory(atPath: localBase, withIntermediateDirectories: true)
             _ = try await offPool { try Sys.mkdir(m.mountpoint + "/at-once").value("mkdir at-once") }
+            let network = DifferentialRunner<Kernel>.sharedNetwork(on: m)
             let counters = Mutex((rounds: 0, operations: 0))
             let firstDifference = FirstDifference()
             let replayed = (ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_SEEDS"] ?? "").split(separator: ",").compactMap { UInt64($0) }
@@ -42,13 +47,17 @@ struct ConcurrentDifferentialTests {
                 let scripts = [a, b, c, d]
                 let round = counters.withLock { $0.rounds += 1; $0.operations += scripts.map(\.operations.count).reduce(0, +); return $0.rounds }
                 let names = scripts.indices.map { "seq-\(round)-\($0)" }
+                let outages = a.seed % 2 == 0 ? network : nil
                 let outcomes: [Result<Void, any Error>]
                 do {
+                    // A round that failed may have left Dropbox out of reach.
+                    try await offPool { try network.holdingUp {} }
                     outcomes = try await withThrowingTaskGroup(of: (Int, Result<Void, any Error>).self) { group in
                         for (index, script) in scripts.enumerated() {
                             group.addTask {
                                 (index, try await DifferentialRunner<Kernel>.run(script.operations, named: names[index], base: "/at-once",
-                                                                                 localBase: localBase, on: m, outagesAndKills: false))
+                                                                                 localBase: localBase, on: m, outagesAndKills: false,
+                                                                                 sharedNetwork: outages))
                             }
                         }
                         var outcomes = [Result<Void, any Error>](repeating: .success(()), count: scripts.count)

@@ -116,14 +116,35 @@ struct DifferentialTests {
 extension DifferentialRunner where Tested == Kernel {
     /// Runs `operations` in a new folder `name` of the mount's `base` and of `localBase`,
     /// off Swift's cooperative threads; the difference, if any, is the failure. Without
-    /// `outagesAndKills` the sequence's network and crash steps do nothing (other sequences
-    /// running at once on the mount would meet them).
+    /// `outagesAndKills` the sequence's crash steps do nothing (other sequences running at
+    /// once on the mount would meet them), and its network steps go to `sharedNetwork`, or
+    /// without one do nothing too.
     static func run(_ operations: [Step], named name: String, base: String, localBase: String,
-                    on m: MountFixture, outagesAndKills: Bool = true) async throws -> Result<Void, any Error> {
+                    on m: MountFixture, outagesAndKills: Bool = true, sharedNetwork: SharedNetwork? = nil) async throws -> Result<Void, any Error> {
         let (tested, local) = (m.mountpoint + base + "/" + name, localBase + "/" + name)
         var configured = DifferentialRunner(tested: Kernel(), testedRoot: tested, localRoot: local, remoteRoot: base + "/" + name, client: m.client)
         if outagesAndKills { configure(&configured, on: m) }
+        configured.sharedNetwork = sharedNetwork
         return try await run(operations, with: configured, in: (tested, local), named: name, base: base, on: m)
+    }
+
+    /// Outages for sequences running at once on `m`, each in a folder of its own: Dropbox out
+    /// of reach (or silent) for all of them, and back once the mount has seen it.
+    static func sharedNetwork(on m: MountFixture) -> SharedNetwork {
+        let emulator = m.emulator
+        return SharedNetwork { up, silent in
+            try blocking {
+                if up {
+                    try await emulator.setReachable(true)
+                    try emulator.replaceFaults(DifferentialTests.reachableFaults)
+                    try await eventually("the mount to see Dropbox again", timeout: 60) { try m.statusReport()["offline_since"] == nil }
+                } else if silent {
+                    try emulator.replaceFaults(["silent"])
+                } else {
+                    try await emulator.setReachable(false)
+                }
+            }
+        }
     }
 
     /// Takes Dropbox out of reach and brings it back for the runner's network steps, and
@@ -169,16 +190,24 @@ extension DifferentialRunner where Tested == Kernel {
         // be ending (a request Dropbox held is dropped when it comes back, and the mount
         // finds it gone only then), and a mount that takes Dropbox for out of reach answers
         // fsync from the local disk, leaving Dropbox without the files the end compares.
-        // Its folder made on Dropbox through the mount is the proof.
-        _ = try await offPool { try Sys.mkdir(tested).value("mkdir \(name) on the mount") }
-        try await eventually("the mount to make \(name) on Dropbox", timeout: 60) {
-            _ = try await offPool {
-                Sys.open(tested, O_RDONLY).map { fd in
-                    defer { _ = Sys.close(fd) }
-                    return Sys.fsync(fd)
+        // Its folder made on Dropbox through the mount is the proof (no outage of a
+        // sequence running at once beginning meanwhile).
+        let madeOnDropbox: @Sendable () async throws -> Void = {
+            _ = try await offPool { try Sys.mkdir(tested).value("mkdir \(name) on the mount") }
+            try await eventually("the mount to make \(name) on Dropbox", timeout: 60) {
+                _ = try await offPool {
+                    Sys.open(tested, O_RDONLY).map { fd in
+                        defer { _ = Sys.close(fd) }
+                        return Sys.fsync(fd)
+                    }
                 }
+                return try await m.client.metadataIfExists(base + "/" + name) != nil
             }
-            return try await m.client.metadataIfExists(base + "/" + name) != nil
+        }
+        if let shared = runner.sharedNetwork {
+            try await offPool { try shared.holdingUp { try blocking { try await madeOnDropbox() } } }
+        } else {
+            try await madeOnDropbox()
         }
         return try await offPool {
             _ = try Sys.mkdir(local).value("mkdir \(name) locally")

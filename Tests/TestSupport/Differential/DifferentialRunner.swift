@@ -135,6 +135,11 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     /// Kills the tested side's process and mounts it again, for `.crash` steps (told whether
     /// Dropbox is in reach now); without it they do nothing.
     public var crash: (@Sendable (_ networkUp: Bool) throws -> Void)?
+    /// Outages shared with sequences running at once on the same mount (their `network`
+    /// steps, and this one's, go through it); nil: `network` alone.
+    public var sharedNetwork: SharedNetwork?
+    /// `sharedNetwork`'s outages begun when this sequence started.
+    private var outagesAtStart = 0
     /// The network is down now.
     private var offline = false
     /// The network went down in this sequence: the tested side may answer ENETUNREACH until
@@ -142,6 +147,8 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     /// on Dropbox yet: another client's change could then meet a pending upload, a conflict
     /// no local disk models, so those steps are skipped from here on.
     private var wentOffline = false
+    /// `wentOffline`, or an outage of a sequence running at once began since this one started.
+    private var outageSeen: Bool { wentOffline || (sharedNetwork.map { $0.outagesBegun > outagesAtStart } ?? false) }
     /// The step under way may need Dropbox (`Step.mayNeedDropbox`): only then is its
     /// ENETUNREACH taken for an answer.
     private var stepMayNeedDropbox = false
@@ -165,12 +172,31 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         defer { closeAll() }
         // A sequence that fails in an outage leaves Dropbox reachable for the next one (left
         // out of reach, every later sequence, and each replay of the shrinking, failed too).
-        defer { if offline { try? setNetwork(up: true) } }
+        // Shared outages end for the checks at the end of every sequence.
+        defer { if offline && sharedNetwork == nil { try? setNetwork(up: true) } }
+        if let sharedNetwork {
+            outagesAtStart = sharedNetwork.outagesBegun
+            if sharedNetwork.isDown { wentOffline = true }
+        }
         for (index, operation) in operations.enumerated() {
             let (tested, local) = try perform(operation)
             if differentialTraced { print("step \(index): \(operation) -> dropboxfs \(tested) | local disk \(local)") }
             if tested != local { throw Difference(step: index, operation: operation.description, tested: tested, local: local) }
         }
+        if let sharedNetwork {
+            try sharedNetwork.holdingUp {
+                wentOffline = outageSeen
+                offline = false
+                try compareAtTheEnd(of: operations)
+            }
+        } else {
+            try compareAtTheEnd(of: operations)
+        }
+    }
+
+    /// The end of a sequence: every descriptor closed on both sides, the trees compared, and
+    /// once the uploads are done, Dropbox with the local folder.
+    private mutating func compareAtTheEnd(of operations: [Step]) throws {
         let end = operations.count
         if offline { try setNetwork(up: true) }
         for descriptor in open {
@@ -192,8 +218,12 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     }
 
     private mutating func setNetwork(up: Bool, silent: Bool = false) throws {
-        guard let network else { return }
-        try network(up, silent)
+        if let sharedNetwork {
+            try sharedNetwork.set(up: up, silent: silent)
+        } else {
+            guard let network else { return }
+            try network(up, silent)
+        }
         offline = !up
         if !up { wentOffline = true }
     }
@@ -203,7 +233,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     /// local side.
     private func both<T>(_ tested: () -> Sys.Outcome<T>, _ local: () -> Sys.Outcome<T>) -> (Sys.Outcome<T>, Sys.Outcome<T>?) {
         let testedOutcome = tested()
-        if wentOffline, stepMayNeedDropbox, case .failure(let error) = testedOutcome, error.code == ENETUNREACH { return (testedOutcome, nil) }
+        if outageSeen, stepMayNeedDropbox, case .failure(let error) = testedOutcome, error.code == ENETUNREACH { return (testedOutcome, nil) }
         return (testedOutcome, local())
     }
 
@@ -338,14 +368,11 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             let (tf, lf) = paths(from), (tt, lt) = paths(to)
             return (copy(tf, tt, on: tested), copy(lf, lt, on: local))
         case .remoteWrite(let path, let length, let fill):
-            if wentOffline { return ("skipped after an outage", "skipped after an outage") }
-            return try remoteWrite(path, length: length, fill: fill)
+            return try inReach { outageSeen ? ("skipped after an outage", "skipped after an outage") : try remoteWrite(path, length: length, fill: fill) }
         case .remoteDelete(let path):
-            if wentOffline { return ("skipped after an outage", "skipped after an outage") }
-            return try remoteDelete(path)
+            return try inReach { outageSeen ? ("skipped after an outage", "skipped after an outage") : try remoteDelete(path) }
         case .remoteRename(let from, let to):
-            if wentOffline { return ("skipped after an outage", "skipped after an outage") }
-            return try remoteRename(from, to)
+            return try inReach { outageSeen ? ("skipped after an outage", "skipped after an outage") : try remoteRename(from, to) }
         case .settle:
             settle()
             return ("settled", "settled")
@@ -361,6 +388,14 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             try crash(!offline)
             return ("crashed", "crashed")
         }
+    }
+
+    /// Another client's change: no outage of a sequence running at once may begin meanwhile
+    /// (its API calls would fail, and the mount could not show it). Whether one began since
+    /// this sequence started is asked inside, where none can begin.
+    private func inReach<T>(_ body: () throws -> T) throws -> T {
+        guard let sharedNetwork else { return try body() }
+        return try sharedNetwork.holdingUp(body)
     }
 
     /// `p` → `P`, the folder's listing, and back, as one outcome.
