@@ -146,7 +146,8 @@ public final class Uploader: Sendable {
     }
 
     private func send(_ job: [LocalVersion]) async {
-        FuseLog.trace("upload: \(job.count) file(s) taken, waiting for their early stagings")
+        FuseLog.trace("upload: \(job.count) file(s) taken, waiting for their early stagings: "
+                      + job.map { "#\($0.id) \($0.pathLower) on \($0.baseRev ?? "none")" }.joined(separator: ", "))
         await writeBack.earlyStagesEnded(job)
         let staged = writeBack.stagedBytes(job)
         FuseLog.trace("upload: \(job.count) file(s), \(staged.compactMap { $0 }.count) staged already")
@@ -287,6 +288,7 @@ public final class Uploader: Sendable {
     /// `path_lower`: Dropbox may fold a name unlike the mount, doc/SEMANTICS.md, "which names are the same").
     private func complete(_ done: [(LocalVersion, FileMetadata)], asConflictedCopy: Bool = false) async {
         guard !done.isEmpty else { return }
+        FuseLog.trace("upload: committed " + done.map { "#\($0.0.id) as \($0.1.pathLower ?? "?") \($0.1.rev)" }.joined(separator: ", "))
         // The files' times as set here, kept for their revisions: Dropbox keeps no nanoseconds
         // (rsync compares them), misses a time set while the upload ran, and keeps its own
         // revision and time for an upload of the bytes it holds already (an O_TRUNC of an
@@ -314,6 +316,7 @@ public final class Uploader: Sendable {
     }
 
     private func failed(_ version: LocalVersion, _ error: any Error) async {
+        FuseLog.trace("upload: #\(version.id) \(version.pathLower) failed: \(error)")
         // A session Dropbox no longer knows: the next try sends the bytes again.
         if Self.isSessionError(error) { writeBack.forgetStaged(version) }
         var lastError = error

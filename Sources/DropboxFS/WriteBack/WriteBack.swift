@@ -555,6 +555,7 @@ public final class WriteBack: Sendable {
                 // Their commits unheard of are the path's still: this version takes them on.
                 version.mayHaveCommitted(replaced.flatMap(\.maybeCommitted))
                 try queue.save(version.record, replacing: replaced.map(\.id))
+                FuseLog.trace("seal #\(version.id) \(version.pathLower) on \(version.baseRev ?? "none"), \(version.file.size) bytes, replacing \(replaced.map(\.id))")
                 version.phase = .queued
                 version.settledAt = .now
                 version.earlyStage = UploadSchedule.stagesEarly(size: version.file.size, replacing: replaced.map(\.file.size)) ? .waiting : .never
