@@ -104,6 +104,34 @@ struct ClientTransferTests {
         }
     }
 
+    /// The same for a lone small file's `files/upload`, which is retried (the same bytes to
+    /// the same path change nothing): its retry was refused (never sent: the network had gone
+    /// with the first answer), and that refusal was what the client reported, though the
+    /// first try may have committed the file. The mount then took the commit for one that
+    /// never happened, and its next version of the file went beside it as a conflicted copy
+    /// (the four-at-once differential suite, lost answers and a silent outage). The outcome is
+    /// unknown: the error must say so.
+    @Test func aLoneUploadWhoseAnswerWentWithTheNetworkHasAnUnknownOutcome() async throws {
+        try await withClient { client, emulator in
+            try await withScratch { scratch in
+                let url = scratch.appendingPathComponent("f.txt")
+                try Data("the file\n".utf8).write(to: url)
+                _ = try await client.listAll("")  // a connection to reuse
+                try emulator.replaceFaults(["drop:times=1,offline=1,routes=files/upload"])
+                do {
+                    let file = try await client.uploadFile(url.path, to: CommitInfo(path: "/f.txt"))
+                    Issue.record("an answer that never came: \(file)")
+                } catch {
+                    #expect((error as? any OutcomeUnknownError)?.outcomeUnknown == true, "\(error)")
+                }
+                try emulator.replaceFaults([])
+                try await emulator.setReachable(true)
+                let other = DropboxClient(endpoints: try Endpoints(baseURL: emulator.baseURL), tokens: StaticAccessToken("api-test-token"))
+                #expect(try await other.listAll("").map(\.name) == ["f.txt"])
+            }
+        }
+    }
+
     /// Files committed by one `finish_batch_v2` call stay committed in the results when a
     /// later call of the same upload fails (the next thousand files, or a round for those
     /// Dropbox asked to send again): the whole batch was reported failed, and the mount sent

@@ -112,8 +112,13 @@ public final class DropboxClient: Sendable {
                                beforeRetry: () throws -> Void = {}) async throws -> (R, HTTPResponse) {
         var renewedToken = false
         var attempt = 0
+        // An upload retried after a try whose outcome is unknown (its answer lost, or none
+        // before the stall timeout): should the call fail in the end (the retry refused
+        // offline, or never connecting), that try may have committed the file (`files/upload`),
+        // and the error must say so, not the last try's "never sent".
+        var unknownOutcome: CallError<E>?
         while true {
-            try refuseWhileOffline(E.self)
+            do { try refuseWhileOffline(E.self) } catch { throw unknownOutcome ?? error }
             var request = base
             var token: String?
             if route.authenticated {
@@ -149,6 +154,7 @@ public final class DropboxClient: Sendable {
                 renewedToken = true
             case .failed(let failure, let retryable, let retryAfter):
                 attempt += 1
+                if route.style == .upload, unknownOutcome == nil, failure.outcomeUnknown { unknownOutcome = failure }
                 var limit = retry.maxAttempts
                 var unreachable = false
                 if case .client(.transport(let error)) = failure {
@@ -158,11 +164,11 @@ public final class DropboxClient: Sendable {
                 }
                 guard retryable, attempt < limit else {
                     if unreachable { reachability.unreachable(failure.description) }
-                    throw failure
+                    throw unknownOutcome ?? failure
                 }
-                try refuseWhileOffline(E.self)
+                do { try refuseWhileOffline(E.self) } catch { throw unknownOutcome ?? error }
                 let wait = retryAfter.map { min($0, retry.maxRetryAfter) } ?? retry.backoff(attempt: attempt - 1)
-                if let retryAfter, retryAfter > retry.maxRetryAfter { throw failure }
+                if let retryAfter, retryAfter > retry.maxRetryAfter { throw unknownOutcome ?? failure }
                 do { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) } catch { throw CallError<E>.client(.cancelled) }
                 try beforeRetry()
             }

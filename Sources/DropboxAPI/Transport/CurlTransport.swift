@@ -313,9 +313,10 @@ final class Transfer: @unchecked Sendable {
             let server = URL(string: request.url).map { "\($0.scheme ?? "")://\($0.host ?? "")\($0.port.map { ":\($0)" } ?? "")" } ?? ""
             // The request went out on a reused connection that died before a byte of answer,
             // and curl's fresh connection for its second try was refused (the network went
-            // with the answer): the server may have carried out the first. One that must not
-            // be repeated blindly has its outcome unknown, not "never sent".
-            if !request.resendable && uploaded > 0 {
+            // with the answer): the server may have carried out the first, so its outcome is
+            // unknown, not "never sent". (Resendable or not: a lone file's `files/upload` may
+            // be sent again, but a first try that committed it must not be taken for none.)
+            if uploaded > 0 {
                 return TransportError(kind: .connectionLost, message: "connection lost after the request was sent (\(message) again: \(server))")
             }
             return TransportError(kind: .cannotConnect, message: "\(message): \(server)")
