@@ -131,13 +131,24 @@ extension DifferentialRunner where Tested == Kernel {
     /// Outages for sequences running at once on `m`, each in a folder of its own: Dropbox out
     /// of reach (or silent) for all of them, and back once the mount has seen it.
     static func sharedNetwork(on m: MountFixture) -> SharedNetwork {
+        SharedNetwork(switchTo: switchNetwork(on: m))
+    }
+
+    /// Returns once the mount has seen Dropbox back (its status says so at the switch).
+    private static func awaitOnline(_ m: MountFixture) async throws {
+        try await eventually("the mount to see Dropbox again", timeout: 60) { try m.statusReport()["offline_since"] == nil }
+    }
+
+    /// Takes Dropbox out of reach (`silent`: requests held unanswered) or brings it back and
+    /// returns once the mount has seen it.
+    private static func switchNetwork(on m: MountFixture) -> @Sendable (_ up: Bool, _ silent: Bool) throws -> Void {
         let emulator = m.emulator
-        return SharedNetwork { up, silent in
+        return { up, silent in
             try blocking {
                 if up {
                     try await emulator.setReachable(true)
-                    try emulator.replaceFaults(DifferentialTests.reachableFaults)
-                    try await eventually("the mount to see Dropbox again", timeout: 60) { try m.statusReport()["offline_since"] == nil }
+                    try emulator.replaceFaults(DifferentialTests.reachableFaults)  // a silent server's held requests are dropped unserved
+                    try await awaitOnline(m)
                 } else if silent {
                     try emulator.replaceFaults(["silent"])
                 } else {
@@ -150,22 +161,10 @@ extension DifferentialRunner where Tested == Kernel {
     /// Takes Dropbox out of reach and brings it back for the runner's network steps, and
     /// kills and mounts the daemon again for its crash steps.
     private static func configure(_ configured: inout DifferentialRunner<Kernel>, on m: MountFixture) {
-        let emulator = m.emulator
-        // Back: once the mount has seen it (its status says so at the switch).
-        let online: @Sendable () async throws -> Void = { try await eventually("the mount to see Dropbox again", timeout: 60) { try m.statusReport()["offline_since"] == nil } }
+        let switchNetwork = switchNetwork(on: m)
         configured.network = { up, silent in
             DifferentialTests.jitter()
-            try blocking {
-                if up {
-                    try await emulator.setReachable(true)
-                    try emulator.replaceFaults(DifferentialTests.reachableFaults)  // a silent server's held requests are dropped unserved
-                    try await online()
-                } else if silent {
-                    try emulator.replaceFaults(["silent"])
-                } else {
-                    try await emulator.setReachable(false)
-                }
-            }
+            try switchNetwork(up, silent)
         }
         configured.crash = { networkUp in
             DifferentialTests.jitter()
@@ -178,7 +177,7 @@ extension DifferentialRunner where Tested == Kernel {
                 try await eventually("the new daemon's status", timeout: 60) {
                     (try? m.statusReport()["pid"] as? Int).map { daemons.contains($0) } ?? false
                 }
-                if networkUp { try await online() }
+                if networkUp { try await awaitOnline(m) }
             }
         }
     }
