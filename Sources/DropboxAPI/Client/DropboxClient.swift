@@ -164,11 +164,14 @@ public final class DropboxClient: Sendable {
                 }
                 guard retryable, attempt < limit else {
                     if unreachable { reachability.unreachable(failure.description) }
-                    throw unknownOutcome ?? failure
+                    // Only a last try never sent hides the first's outcome: a server's answer
+                    // to the retry (a forgotten session, a conflict) says what happened.
+                    if let unknownOutcome, case .client(.transport(let last)) = failure, last.kind == .cannotConnect { throw unknownOutcome }
+                    throw failure
                 }
                 do { try refuseWhileOffline(E.self) } catch { throw unknownOutcome ?? error }
                 let wait = retryAfter.map { min($0, retry.maxRetryAfter) } ?? retry.backoff(attempt: attempt - 1)
-                if let retryAfter, retryAfter > retry.maxRetryAfter { throw unknownOutcome ?? failure }
+                if let retryAfter, retryAfter > retry.maxRetryAfter { throw failure }
                 do { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) } catch { throw CallError<E>.client(.cancelled) }
                 try beforeRetry()
             }
