@@ -36,9 +36,7 @@ public final class SharedNetwork: Sendable {
     public func set(up: Bool, silent: Bool) throws {
         try switching.withLock { _ in
             if up {
-                guard state.withLock({ $0.down }) else { return }
-                try switchTo(true, false)
-                state.withLock { $0.down = false }
+                try bringBack()
             } else {
                 let begins = state.withLock { state -> Bool in
                     guard state.holds == 0, !state.down else { return false }
@@ -56,15 +54,19 @@ public final class SharedNetwork: Sendable {
     public func holdingUp<T>(_ body: () throws -> T) throws -> T {
         try switching.withLock { _ in
             state.withLock { $0.holds += 1 }
-            if state.withLock({ $0.down }) {
-                do { try switchTo(true, false) } catch {
-                    state.withLock { $0.holds -= 1 }
-                    throw error
-                }
-                state.withLock { $0.down = false }
+            do { try bringBack() } catch {
+                state.withLock { $0.holds -= 1 }
+                throw error
             }
         }
         defer { state.withLock { $0.holds -= 1 } }
         return try body()
+    }
+
+    /// Ends the outage under way, if any. Call with `switching` held.
+    private func bringBack() throws {
+        guard state.withLock({ $0.down }) else { return }
+        try switchTo(true, false)
+        state.withLock { $0.down = false }
     }
 }
