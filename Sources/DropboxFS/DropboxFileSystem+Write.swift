@@ -49,7 +49,7 @@ extension DropboxFileSystem {
         let inode = inodes.inode(forNew: pathLower)
         let handle = openFiles.open(inode: inode, node: Node(pathLower: pathLower, name: name, isFolder: false))
         do {
-            let lineage = try writeBack.attach(handle: handle, path: folder.pathLower + "/" + name, base: nil, writable: true, truncate: true)
+            let lineage = try writeBack.attach(handle: handle, path: folder.pathLower + "/" + name, base: { nil }, writable: true, truncate: true)
             if let lineage { _ = openedLocal(inode, lineage: lineage, truncate: true) }
         } catch {
             _ = openFiles.remove(handle)
@@ -139,11 +139,10 @@ extension DropboxFileSystem {
                 if let handle, openFiles[handle]?.local == true { return handle }
                 // A detached file (its name is gone) changes only through its open descriptor.
                 guard inodes.path(of: inode) != nil else { throw FSError.notFound }
-                let remote = try remoteNode(current.pathLower)
                 let writer = openFiles.open(inode: inode, node: current)
                 pathWriter = writer
                 try writeBack.attachForTruncate(path: Node.parent(of: current.pathLower) + "/" + current.name,
-                                                base: remote.flatMap { $0.isFolder ? nil : $0 }, to: size, through: writer)
+                                                base: { try remoteNode(current.pathLower).flatMap { $0.isFolder ? nil : $0 } }, to: size, through: writer)
                 return writer
             }
             // The part kept comes first: the call fails, changing nothing, if it cannot (Dropbox

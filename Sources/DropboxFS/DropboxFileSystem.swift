@@ -531,11 +531,11 @@ public final class DropboxFileSystem: Sendable {
                     lineage = try sibling.flatMap { try writeBack.attach(handle: handle, alongside: $0.handle, writable: writable, truncate: truncate) }
                     if lineage == nil && (writable || file.rev == nil) { throw FSError.notFound }
                 } else {
-                    // The Dropbox file a new local version starts from: writers only (a reader
+                    // The Dropbox file a new local version starts from (writers only: a reader
                     // is served locally only if a local version exists already).
-                    let base = writable ? try remoteNode(file.pathLower).flatMap { $0.isFolder ? nil : $0 } : nil
                     lineage = try writeBack.attach(handle: handle, path: Node.parent(of: file.pathLower) + "/" + file.name,
-                                                 base: base, writable: writable, truncate: truncate)
+                                                 base: { try remoteNode(file.pathLower).flatMap { $0.isFolder ? nil : $0 } },
+                                                 writable: writable, truncate: truncate)
                 }
             } catch {
                 _ = openFiles.remove(handle)

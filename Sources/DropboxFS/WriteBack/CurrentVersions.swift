@@ -8,6 +8,9 @@ struct CurrentVersions {
     private var byFolder: [String: Set<String>] = [:]
     /// The keys of `byPath`, for "is one below this folder?" without a scan.
     private var paths = PathTouches()
+    /// How many paths have lost their version so far (finished, moved, dropped): a look at
+    /// the store made while a version was current is stale once this moves (`WriteBack.attach`).
+    private(set) var removals: UInt64 = 0
 
     var values: Dictionary<String, LocalVersion>.Values { byPath.values }
 
@@ -24,6 +27,7 @@ struct CurrentVersions {
 
     mutating func removeValue(forKey pathLower: String) {
         guard byPath.removeValue(forKey: pathLower) != nil else { return }
+        removals &+= 1
         let folder = Node.parent(of: pathLower)
         byFolder[folder]?.remove(pathLower)
         if byFolder[folder]?.isEmpty == true { byFolder.removeValue(forKey: folder) }

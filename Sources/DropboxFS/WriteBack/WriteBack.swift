@@ -205,25 +205,65 @@ public final class WriteBack: Sendable {
     // MARK: Opening, writing, closing
 
     /// Serves a handle from the path's local version, making one for writers that have none
-    /// to share: `base` is the Dropbox file it starts from (nil for a new file), `truncate`
+    /// to share: `base` reads the Dropbox file it starts from (nil for a new file), `truncate`
     /// starts it empty. A writer opening a sealed version shares it until its first change
     /// (an open that writes nothing makes nothing: no copy, no upload, no change to the view).
     /// Readers are served locally only when the path has a local version. Returns the
     /// version's lineage (nil: not served locally).
-    public func attach(handle: UInt64, path: String, base: Node?, writable: Bool, truncate: Bool) throws -> Int64? {
-        let pathLower = Node.key(of: path)
-        return try state.withLock { state in
-            if let current = state.current[pathLower] {
-                return try serveLocked(&state, handle, from: current, writable: writable, truncate: truncate)
+    ///
+    /// The base is read (from the store) only when no version is current, outside the state,
+    /// and read again if a version left a path meanwhile: one whose upload finished in
+    /// between had its commit put in the store after the look, and a version started from
+    /// that look began from the revision before it. (Three sqlite3 processes on one WAL
+    /// database lost committed rows that way: an open `O_RDWR` as the checkpoint's upload
+    /// finished read the database as it was before the checkpoint; `OpenDuringCommitTests`.)
+    public func attach(handle: UInt64, path: String, base readBase: () throws -> Node?, writable: Bool, truncate: Bool) throws -> Int64? {
+        var base: ReadBase?
+        while true {
+            switch try state.withLock({ try attachLocked(&$0, handle, path: path, base: base, writable: writable, truncate: truncate) }) {
+            case .served(let lineage):
+                return lineage
+            case .needsBase(let removalsSeen):
+                let node = try readBase()
+                pauseAfterBaseRead.withLock { $0 }?(Node.key(of: path))
+                base = ReadBase(node: node, removalsSeen: removalsSeen)
             }
-            guard writable else { return nil }
-            let modified = truncate || base == nil ? LocalVersion.now() : timespec(tv_sec: Int(base!.modified), tv_nsec: Int(base!.modifiedNanos))
-            let version = try startVersionLocked(&state, path: path, base: base, truncate: truncate || base == nil, modified: modified)
-            version.writers = 1
-            openFiles.serve(handle, from: version, writable: true)
-            return version.lineage
         }
     }
+
+    /// A base read outside the state, and how many paths had lost their version before.
+    private struct ReadBase {
+        var node: Node?
+        var removalsSeen: UInt64
+    }
+
+    /// What `attachLocked` did: served the handle (a lineage, or nil when not served locally),
+    /// or nothing, a base being needed (read after `removalsSeen` paths lost their version).
+    private enum Attachment {
+        case served(Int64?)
+        case needsBase(removalsSeen: UInt64)
+    }
+
+    /// One look of `attach`: the current version serves the handle; without one, a writer gets
+    /// a new version from `base`, unless none was read or it may be stale.
+    private func attachLocked(_ state: inout State, _ handle: UInt64, path: String, base: ReadBase?, writable: Bool, truncate: Bool) throws -> Attachment {
+        let pathLower = Node.key(of: path)
+        if let current = state.current[pathLower] {
+            return .served(try serveLocked(&state, handle, from: current, writable: writable, truncate: truncate))
+        }
+        guard writable else { return .served(nil) }
+        guard let base, base.removalsSeen == state.current.removals else { return .needsBase(removalsSeen: state.current.removals) }
+        let modified = truncate || base.node == nil ? LocalVersion.now()
+            : timespec(tv_sec: Int(base.node!.modified), tv_nsec: Int(base.node!.modifiedNanos))
+        let version = try startVersionLocked(&state, path: path, base: base.node, truncate: truncate || base.node == nil, modified: modified)
+        version.writers = 1
+        openFiles.serve(handle, from: version, writable: true)
+        return .served(version.lineage)
+    }
+
+    /// Tests only: called with the path between `attach`'s read of a base and its look at the
+    /// state, where a version finishing makes that base stale.
+    let pauseAfterBaseRead = Mutex<(@Sendable (String) -> Void)?>(nil)
 
     /// A new version to edit, the newest at `path`, starting from `base` (the Dropbox file
     /// whose blocks it fetches as they are needed) unless `truncate` starts it empty.
@@ -392,7 +432,7 @@ public final class WriteBack: Sendable {
     /// (`OpenFiles`), served like any other; the caller releases it, whatever this throws.
     /// A size other than 0 is set through the handle (`truncate(handle:to:)`) once the part
     /// it keeps is here (`fillBase`).
-    func attachForTruncate(path: String, base: Node?, to size: Int64, through handle: UInt64) throws {
+    func attachForTruncate(path: String, base: () throws -> Node?, to size: Int64, through handle: UInt64) throws {
         try Self.checkSize(size)
         _ = try attach(handle: handle, path: path, base: base, writable: true, truncate: size == 0)
     }
