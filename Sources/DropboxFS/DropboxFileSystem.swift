@@ -68,6 +68,8 @@ public final class DropboxFileSystem: Sendable {
     let pinState = Mutex(PinProgress())
     /// Every open file handle (one table: the write-back moves handles between versions in it).
     let openFiles = OpenFiles()
+    /// Files unlinked or renamed over while the kernel held their inode.
+    let heldDetached = HeldDetachedFiles()
     /// Held while a call finds the path of an inode it was given and acts there (open,
     /// truncate, a time or mode set, a lookup, create, mkdir, unlink, rmdir), and while a
     /// rename or unlink changes what a path holds. The kernel resolves a path, then sends the
@@ -244,7 +246,7 @@ public final class DropboxFileSystem: Sendable {
         for (handle, file) in handles where file.local {
             if let node = writeBack.node(handle: handle) { return node }
         }
-        return handles.first { !$0.entry.local }?.entry.node
+        return handles.first { !$0.entry.local }?.entry.node ?? heldDetached.version(of: inode)?.node
     }
 
     /// `remember: false` for a one-off question (see `MetadataStore.node`).
@@ -518,7 +520,7 @@ public final class DropboxFileSystem: Sendable {
         if writable && options.readOnly { throw FSError.readOnly }
         if writable { try refuseInHistory(inode) }
         let (handle, file, lineage) = try pathChanges.withLock { () throws -> (UInt64, Node, Int64?) in
-            var file = try node(inode)
+            var file = try openableNode(inode)
             if file.isFolder { throw FSError.isDirectory }
             let handle = openFiles.open(inode: inode, node: file)
             let lineage: Int64?
@@ -526,10 +528,13 @@ public final class DropboxFileSystem: Sendable {
                 if inodes.path(of: inode) == nil {
                     // Its name went after the kernel looked it up, and a descriptor still holds
                     // it (else `node` found nothing): this one reads and writes what that one
-                    // does. Its old path may name another file by now.
+                    // does. Its old path may name another file by now. Held by readers of a
+                    // Dropbox revision only, it opens to read that; to write, it is stale
+                    // (`openableNode`).
                     let sibling = openFiles.handles(of: inode).first { $0.handle != handle && $0.entry.local }
                     lineage = try sibling.flatMap { try writeBack.attach(handle: handle, alongside: $0.handle, writable: writable, truncate: truncate) }
-                    if lineage == nil && (writable || file.rev == nil) { throw FSError.notFound }
+                        ?? heldDetached.version(of: inode).map { try writeBack.attach(handle: handle, detached: $0, writable: writable, truncate: truncate) }
+                    if lineage == nil && (writable || file.rev == nil) { throw FSError.stale }
                 } else {
                     // The Dropbox file a new local version starts from (writers only: a reader
                     // is served locally only if a local version exists already).
@@ -574,6 +579,20 @@ public final class DropboxFileSystem: Sendable {
             open.local ? file.rev != nil && writeBack.uploadedRevision(handle: other) == file.rev : open.node.contentHash == file.contentHash
         }
         return (handle, pages.openedRemote(inode, contentHash: file.contentHash, othersCurrent: othersCurrent), !othersCurrent)
+    }
+
+    /// The file an open is for. The kernel looks a name up, then opens the inode it found: a
+    /// rename over the name or an unlink in between detaches it, and if nothing holds the file
+    /// (no descriptor, no revision on Dropbox) its bytes are gone. A disk would still open
+    /// the file found; here ESTALE makes the kernel walk the path again and open what the name
+    /// holds now (as after NFS's stale handles). ENOENT failed a quarter of the opens of a file
+    /// another thread kept replacing by rename (an editor's or a tool's atomic save).
+    private func openableNode(_ inode: UInt64) throws -> Node {
+        do {
+            return try node(inode)
+        } catch FSError.notFound where inodes.isDetachedFile(inode) {
+            throw FSError.stale
+        }
     }
 
     /// Whether a handle served from a local version keeps the kernel's pages.
@@ -672,6 +691,7 @@ public final class DropboxFileSystem: Sendable {
     public func forget(_ inode: UInt64, count: UInt64) {
         let path = changeTimes.folderModified(inode) == nil ? nil : inodes.path(of: inode)
         if inodes.forget(inode, count: count) {
+            heldDetached.forget(inode)
             pages.forget(inode)
             modes.forget(inode)
             if let time = changeTimes.forget(inode), let path { keepFolderTimes([(path, time)]) }

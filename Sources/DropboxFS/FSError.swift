@@ -33,6 +33,9 @@ public enum FSError: Error, Equatable {
     /// Dropbox is out of reach and the answer needs it (content not cached, a folder never
     /// listed): ENETUNREACH, at once, rather than EIO after retries.
     case networkUnreachable
+    /// A file the kernel looked up whose name went before it could be opened, and whose
+    /// bytes went with it: ESTALE, on which the kernel walks the path again (`LOOKUP_REVAL`).
+    case stale
     /// Something that cannot be expressed better; logged once with its request id.
     case io(String)
 }
@@ -66,6 +69,7 @@ public enum ErrnoMapping {
         case .bufferTooSmall: return ERANGE
         case .noAttribute: return ENODATA
         case .networkUnreachable: return ENETUNREACH
+        case .stale: return ESTALE
         case .io: return EIO
         }
     }

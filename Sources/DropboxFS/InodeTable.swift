@@ -411,6 +411,12 @@ public final class InodeTable: Sendable {
         state.withLock { state in state.byInode[inode].map { $0.path == Self.detachedPath && $0.isFolder == true } ?? false }
     }
 
+    /// Whether the inode is a file whose name went (unlinked, replaced by a rename, removed
+    /// elsewhere) while the kernel still holds it.
+    public func isDetachedFile(_ inode: UInt64) -> Bool {
+        state.withLock { state in state.byInode[inode].map { $0.path == Self.detachedPath && $0.isFolder != true } ?? false }
+    }
+
     /// The inode already given to a path, without creating one.
     public func existing(_ pathLower: String) -> UInt64? {
         if pathLower.isEmpty { return Self.root }

@@ -123,9 +123,12 @@ extension WriteBack {
 
     /// Every version at a path leaves the queue and the view; those that descriptors hold
     /// (also ones already uploaded) live on detached.
+    /// The newest is kept as `lastDetached`, the file the kernel's inode of the name showed.
     func detachAllLocked(_ state: inout State, at pathLower: String) throws {
         let held = openFiles.servingVersions.filter { !$0.detached && $0.pathLower == pathLower }
-        if let newest = state.current[pathLower] ?? held.max(by: { $0.id < $1.id }) { catchUpHandlesLocked(&state, to: newest) }
+        let newest = state.current[pathLower] ?? held.max(by: { $0.id < $1.id })
+        if let newest { catchUpHandlesLocked(&state, to: newest) }
+        state.lastDetached = newest.map { (pathLower, $0) }
         let doomed = Self.versionsLocked(state, at: pathLower)
         // Only sealed versions are in the queue. A queue that cannot be written (a full cache
         // disk) must not keep the file: its row, left behind, is dropped at the next mount
@@ -136,6 +139,21 @@ extension WriteBack {
             version.detached = true
             if version.phase != .finished { finishLocked(&state, version) }
         }
+    }
+
+    /// The version the path showed when its versions were last detached (by an unlink or a
+    /// rename over it), taken once: the caller keeps it for the inode the kernel still holds.
+    func takeDetached(at pathLower: String) -> LocalVersion? {
+        state.withLock { state in
+            defer { state.lastDetached = nil }
+            return state.lastDetached.flatMap { $0.pathLower == pathLower ? $0.version : nil }
+        }
+    }
+
+    /// Serves a handle from a detached version the kernel's inode still shows (`takeDetached`):
+    /// an open of that inode looked up before its name went. Never uploaded.
+    func attach(handle: UInt64, detached version: LocalVersion, writable: Bool, truncate: Bool) throws -> Int64 {
+        try state.withLock { try serveLocked(&$0, handle, from: version, writable: writable, truncate: truncate) }
     }
 
     /// rename: versions at or below `from` go to `to`, also those only open descriptors still

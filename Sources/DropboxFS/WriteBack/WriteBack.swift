@@ -63,6 +63,8 @@ public final class WriteBack: Sendable {
         /// detach at an unlink, the newest to show once one finishes) without looking through
         /// every version. Kept by `addLocked`, `finishLocked` and `move`.
         var atPath: [String: [Int64: LocalVersion]] = [:]
+        /// The version a path showed when its versions were last detached (`takeDetached`).
+        var lastDetached: (pathLower: String, version: LocalVersion)?
         /// Set while unmounting: no upload waits for its quiet moment.
         var draining = false
         /// When the uploader looks at the queue next (set by its pass, `takeEligible`): now
@@ -292,7 +294,7 @@ public final class WriteBack: Sendable {
 
     /// Serves a handle from `current`, the file's newest version: a writer shares it while it
     /// is being edited; one that truncates a sealed version starts a new empty one after it.
-    private func serveLocked(_ state: inout State, _ handle: UInt64, from current: LocalVersion, writable: Bool, truncate: Bool) throws -> Int64 {
+    func serveLocked(_ state: inout State, _ handle: UInt64, from current: LocalVersion, writable: Bool, truncate: Bool) throws -> Int64 {
         var version = current
         if writable {
             if current.phase == .editing {
