@@ -290,7 +290,9 @@ struct MetadataStoreTests {
         _ = try store.apply(Self.entries(.deleted("/a"), .folder("/b", id: "id:moved")), fromChangeFeed: true)
 
         let filler = disk + "/filler"
-        let fd = open(filler, O_CREAT | O_WRONLY, 0o600)
+        // Close-on-exec: a process another test spawns meanwhile inherited the descriptor
+        // and kept the filler's space after its unlink (failed once in a whole run).
+        let fd = open(filler, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
         try #require(fd >= 0)
         let block = [UInt8](repeating: 1, count: 64 * 1024)
         while write(fd, block, block.count) > 0 {}
