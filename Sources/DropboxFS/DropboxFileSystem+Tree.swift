@@ -133,14 +133,20 @@ extension DropboxFileSystem {
     }
 
     /// A name is gone from the view (unlink, rmdir, a rename over it): its mode goes with it,
-    /// kept for the inode while the kernel holds it, as is a file's last local version
-    /// (`HeldDetachedFiles`), and the inode loses its path.
+    /// kept for the inode while the kernel holds it, as is the file (`HeldDetachedFiles`),
+    /// and the inode loses its path.
     private func nameRemoved(_ pathLower: String, folder: Bool) {
         let inode = inodes.existing(pathLower)
         modes.detach(pathLower, inode: inode, isFolder: folder)
         modes.remove(pathLower, isFolder: folder)
         let shown = writeBack.takeDetached(at: pathLower)
-        if !folder, let shown, let inode { heldDetached.keep(shown, for: inode) }
+        if !folder, let inode {
+            if let shown {
+                heldDetached.keep(shown, for: inode)
+            } else if let stored = try? store.node(pathLower, remember: false), !stored.isFolder, stored.rev != nil {
+                heldDetached.keep(remote: stored, for: inode)
+            }
+        }
         inodes.detach(pathLower, folder: folder)
     }
 

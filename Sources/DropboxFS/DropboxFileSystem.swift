@@ -246,7 +246,7 @@ public final class DropboxFileSystem: Sendable {
         for (handle, file) in handles where file.local {
             if let node = writeBack.node(handle: handle) { return node }
         }
-        return handles.first { !$0.entry.local }?.entry.node ?? heldDetached.version(of: inode)?.node
+        return handles.first { !$0.entry.local }?.entry.node ?? heldDetached.node(of: inode)
     }
 
     /// `remember: false` for a one-off question (see `MetadataStore.node`).
@@ -528,13 +528,18 @@ public final class DropboxFileSystem: Sendable {
                 if inodes.path(of: inode) == nil {
                     // Its name went after the kernel looked it up, and a descriptor still holds
                     // it (else `node` found nothing): this one reads and writes what that one
-                    // does. Its old path may name another file by now. Held by readers of a
-                    // Dropbox revision only, it opens to read that; to write, it is stale
-                    // (`openableNode`).
+                    // does, or what the name showed when it went (`HeldDetachedFiles`). Its
+                    // old path may name another file by now.
                     let sibling = openFiles.handles(of: inode).first { $0.handle != handle && $0.entry.local }
-                    lineage = try sibling.flatMap { try writeBack.attach(handle: handle, alongside: $0.handle, writable: writable, truncate: truncate) }
+                    var served = try sibling.flatMap { try writeBack.attach(handle: handle, alongside: $0.handle, writable: writable, truncate: truncate) }
                         ?? heldDetached.version(of: inode).map { try writeBack.attach(handle: handle, detached: $0, writable: writable, truncate: truncate) }
-                    if lineage == nil && (writable || file.rev == nil) { throw FSError.stale }
+                    // A writer of a Dropbox file whose name went writes a copy of its own, as
+                    // to an unlinked file on a disk (never uploaded).
+                    if served == nil, writable, file.rev != nil {
+                        served = try writeBack.attachDetached(handle: handle, base: file, truncate: truncate)
+                    }
+                    if served == nil && file.rev == nil { throw FSError.stale }
+                    lineage = served
                 } else {
                     // The Dropbox file a new local version starts from (writers only: a reader
                     // is served locally only if a local version exists already).

@@ -156,6 +156,25 @@ extension WriteBack {
         try state.withLock { try serveLocked(&$0, handle, from: version, writable: writable, truncate: truncate) }
     }
 
+    /// Serves a writer opening a Dropbox file whose name went (looked up before an unlink or a
+    /// rename over it) from a version of its own, detached from the start (never uploaded),
+    /// starting from that revision unless `truncate` empties it.
+    func attachDetached(handle: UInt64, base: Node, truncate: Bool) throws -> Int64 {
+        try state.withLock { state in
+            let id = state.nextID
+            state.nextID += 1
+            let file = try StagedFile(path: stagingPath(id), base: truncate ? nil : StagedFile.Base(node: base, reader: reader),
+                                      truncate: truncate, pool: pool)
+            let modified = truncate ? LocalVersion.now() : timespec(tv_sec: Int(base.modified), tv_nsec: Int(base.modifiedNanos))
+            let version = LocalVersion(id: id, file: file, path: Node.parent(of: base.pathLower) + "/" + base.name, modified: modified,
+                                       baseRev: base.rev, baseID: base.id ?? "")
+            version.detached = true
+            version.writers = 1
+            openFiles.serve(handle, from: version, writable: true)
+            return version.lineage
+        }
+    }
+
     /// rename: versions at or below `from` go to `to`, also those only open descriptors still
     /// hold (uploaded already): a later write through them belongs at the new name. Versions
     /// already at `to` are replaced by the rename (detached, like an unlink).

@@ -323,7 +323,7 @@ public final class WriteBack: Sendable {
         return version
     }
 
-    private func stagingPath(_ id: Int64) -> String { stagingDirectory + "/\(id)" }
+    func stagingPath(_ id: Int64) -> String { stagingDirectory + "/\(id)" }
 
     /// Writes through a handle at once when no bytes must come from Dropbox first; nil means
     /// "call `write` (async)".
