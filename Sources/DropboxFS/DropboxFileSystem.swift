@@ -587,11 +587,11 @@ public final class DropboxFileSystem: Sendable {
     }
 
     /// The file an open is for. The kernel looks a name up, then opens the inode it found: a
-    /// rename over the name or an unlink in between detaches it, and if nothing holds the file
-    /// (no descriptor, no revision on Dropbox) its bytes are gone. A disk would still open
-    /// the file found; here ESTALE makes the kernel walk the path again and open what the name
-    /// holds now (as after NFS's stale handles). ENOENT failed a quarter of the opens of a file
-    /// another thread kept replacing by rename (an editor's or a tool's atomic save).
+    /// rename over the name or an unlink in between detaches it. A descriptor, or what
+    /// `heldDetached` kept, still gives the file; should nothing (a file only here whose
+    /// kernel inode was not known by its path), ESTALE makes the kernel walk the path again
+    /// and open what the name holds now (as after NFS's stale handles), where ENOENT would
+    /// fail an open that a disk lets through.
     private func openableNode(_ inode: UInt64) throws -> Node {
         do {
             return try node(inode)

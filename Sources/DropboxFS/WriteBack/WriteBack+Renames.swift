@@ -70,6 +70,7 @@ extension WriteBack {
             let onPath = Self.versionsLocked(state, at: pathLower) + openFiles.servingVersions.filter { !$0.detached && $0.pathLower == pathLower }
             let held = Set(onPath.map(ObjectIdentifier.init))
             try detachAllLocked(&state, at: pathLower)
+            state.lastDetached = nil  // the name stays, showing the copy
             let version = try startVersionLocked(&state, path: path, base: copied, truncate: false, modified: modified)
             version.writers = openFiles.move(to: version) { held.contains(ObjectIdentifier($0)) }
         }
