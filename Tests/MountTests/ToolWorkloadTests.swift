@@ -132,7 +132,7 @@ struct ToolWorkloadTests {
                 writers=""
                 for p in 1 2 3; do
                   (for i in $(seq 1 60); do
-                     sqlite3 -cmd ".timeout 20000" w.db "INSERT INTO t (v) VALUES ('$p-$i-' || hex(randomblob(100)));" || exit 1
+                     sqlite3 -cmd ".timeout 60000" w.db "INSERT INTO t (v) VALUES ('$p-$i-' || hex(randomblob(100)));" || exit 1
                    done) &
                   writers="$writers $!"
                 done
