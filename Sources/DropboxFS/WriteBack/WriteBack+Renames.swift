@@ -162,13 +162,9 @@ extension WriteBack {
     /// starting from that revision unless `truncate` empties it.
     func attachDetached(handle: UInt64, base: Node, truncate: Bool) throws -> Int64 {
         try state.withLock { state in
-            let id = state.nextID
-            state.nextID += 1
-            let file = try StagedFile(path: stagingPath(id), base: truncate ? nil : StagedFile.Base(node: base, reader: reader),
-                                      truncate: truncate, pool: pool)
             let modified = truncate ? LocalVersion.now() : timespec(tv_sec: Int(base.modified), tv_nsec: Int(base.modifiedNanos))
-            let version = LocalVersion(id: id, file: file, path: Node.parent(of: base.pathLower) + "/" + base.name, modified: modified,
-                                       baseRev: base.rev, baseID: base.id ?? "")
+            let version = try makeVersionLocked(&state, path: Node.parent(of: base.pathLower) + "/" + base.name, base: base,
+                                                truncate: truncate, modified: modified)
             version.detached = true
             version.writers = 1
             openFiles.serve(handle, from: version, writable: true)

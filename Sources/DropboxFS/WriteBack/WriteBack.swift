@@ -270,6 +270,14 @@ public final class WriteBack: Sendable {
     /// A new version to edit, the newest at `path`, starting from `base` (the Dropbox file
     /// whose blocks it fetches as they are needed) unless `truncate` starts it empty.
     func startVersionLocked(_ state: inout State, path: String, base: Node?, truncate: Bool, modified: timespec) throws -> LocalVersion {
+        let version = try makeVersionLocked(&state, path: path, base: base, truncate: truncate, modified: modified)
+        addLocked(&state, version)
+        state.current[version.pathLower] = version
+        return version
+    }
+
+    /// A new version, not yet in the maps (`startVersionLocked` adds it; a detached one stays out).
+    func makeVersionLocked(_ state: inout State, path: String, base: Node?, truncate: Bool, modified: timespec) throws -> LocalVersion {
         let id = state.nextID
         state.nextID += 1
         let file = try StagedFile(path: stagingPath(id), base: base.map { StagedFile.Base(node: $0, reader: reader) }, truncate: truncate, pool: pool)
@@ -277,8 +285,6 @@ public final class WriteBack: Sendable {
         // Based on a commit of ours: a descriptor still on a revision that commit was made
         // from reads these bytes too (every descriptor of one file sees the others' writes).
         if let rev = base?.rev, let ancestry = state.ownCommits[rev] { version.descends(fromAncestry: ancestry) }
-        addLocked(&state, version)
-        state.current[version.pathLower] = version
         return version
     }
 
@@ -323,7 +329,7 @@ public final class WriteBack: Sendable {
         return version
     }
 
-    func stagingPath(_ id: Int64) -> String { stagingDirectory + "/\(id)" }
+    private func stagingPath(_ id: Int64) -> String { stagingDirectory + "/\(id)" }
 
     /// Writes through a handle at once when no bytes must come from Dropbox first; nil means
     /// "call `write` (async)".
