@@ -88,7 +88,7 @@ extension DropboxFileSystem {
                     try await removeNow(unqueued)
                     try pathChanges.withLock {
                         try writeBack.discard(node.pathLower)
-                        nameRemoved(node.pathLower, folder: node.isFolder)
+                        nameRemoved(node.pathLower, showing: node)
                     }
                 }
                 return nil
@@ -135,7 +135,9 @@ extension DropboxFileSystem {
     /// A name is gone from the view (unlink, rmdir, a rename over it): its mode goes with it,
     /// kept for the inode while the kernel holds it, as is the file (`HeldDetachedFiles`),
     /// and the inode loses its path.
-    private func nameRemoved(_ pathLower: String, folder: Bool) {
+    /// `node` is what the view showed there (a Dropbox file's has its revision): no store look.
+    private func nameRemoved(_ pathLower: String, showing node: Node) {
+        let folder = node.isFolder
         let inode = inodes.existing(pathLower)
         modes.detach(pathLower, inode: inode, isFolder: folder)
         modes.remove(pathLower, isFolder: folder)
@@ -143,8 +145,8 @@ extension DropboxFileSystem {
         if !folder, let inode {
             if let shown {
                 heldDetached.keep(shown, for: inode)
-            } else if let stored = try? store.node(pathLower, remember: false), !stored.isFolder, stored.rev != nil {
-                heldDetached.keep(remote: stored, for: inode)
+            } else if node.rev != nil {
+                heldDetached.keep(remote: node, for: inode)
             }
         }
         inodes.detach(pathLower, folder: folder)
@@ -218,7 +220,7 @@ extension DropboxFileSystem {
     /// without it).
     private func removeHeldAndName(_ node: Node) throws -> Node? {
         guard let unqueued = try removeHeld(node) else {
-            nameRemoved(node.pathLower, folder: node.isFolder)
+            nameRemoved(node.pathLower, showing: node)
             return nil
         }
         return unqueued
@@ -341,7 +343,7 @@ extension DropboxFileSystem {
                 try writeBack.move(from: source.pathLower, to: targetLower, toName: newName, rebase: .target(remoteTarget?.rev))
                 if remoteTarget != nil { writeBack.inheritOwnCommits(targetCommits, at: targetLower) }
             }
-            if let target { nameRemoved(targetLower, folder: target.isFolder) }
+            if let target { nameRemoved(targetLower, showing: target) }
             modes.move(from: source.pathLower, to: targetLower, isFolder: source.isFolder)
             if source.isFolder { folderTimes.moved(from: source.pathLower, to: targetLower) }
             inodes.rename(from: source.pathLower, to: targetLower)
