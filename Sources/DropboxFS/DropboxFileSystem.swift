@@ -768,23 +768,29 @@ public final class DropboxFileSystem: Sendable {
     }
 
     public static let xattrNames = ["user.dropbox.id", "user.dropbox.rev", "user.dropbox.content_hash"]
+    /// The attributes the mount answers itself (`xattrNames`, `pinnedAttribute`,
+    /// `sharedLinkAttribute`): asked for by name, never listed, never kept.
+    static let ownPrefix = "user.dropbox."
 
     public func extendedAttribute(_ inode: UInt64, name: String) throws -> [UInt8] {
         // `ls -l` asks every file for security and ACL attributes: answer without a lookup.
-        guard name.hasPrefix("user.dropbox.") else { throw FSError.noAttribute }
+        guard name.hasPrefix(UserAttributes.prefix) else { throw FSError.noAttribute }
         let node = try node(inode)
+        guard name.hasPrefix(Self.ownPrefix) else {
+            guard let value = modes.userAttributes(of: node.pathLower, inode: inode, attached: showsEntry(inode))[name] else { throw FSError.noAttribute }
+            return value
+        }
         guard let value = attributeValue(name, of: node, answered: answered(node)) else { throw FSError.noAttribute }
         return Array(value.utf8)
     }
 
-    /// The names of the attributes the node has now: a file or folder made here has no id,
-    /// revision or content hash until Dropbox has it, and listing a name getxattr then
-    /// refuses made `getfattr -d` (and `rsync -X`, `tar --xattrs`) fail on each.
+    /// The names listxattr gives: the `user.*` attributes set here, not the mount's own
+    /// `user.dropbox.*`, which describe Dropbox's copy. Listed, those went wherever tools copy
+    /// attributes (`rsync -X`, `cp -a`, `tar --xattrs`), and a second `rsync -aX` into the
+    /// mount exited 23, refused the removal of the `user.dropbox.id` its source lacked.
     public func extendedAttributeNames(_ inode: UInt64) throws -> [String] {
         let node = try node(inode)
-        let names = node.pathLower.isEmpty ? [] : node.isFolder ? ["user.dropbox.id"] : Self.xattrNames
-        let answered = answered(node)
-        return (names + [Self.pinnedAttribute]).filter { attributeValue($0, of: node, answered: answered) != nil }
+        return modes.userAttributes(of: node.pathLower, inode: inode, attached: showsEntry(inode)).keys.sorted()
     }
 
     /// What Dropbox answered for a file written here once it has it, before its version is
@@ -822,21 +828,38 @@ public final class DropboxFileSystem: Sendable {
     /// The one attribute that can be set: `1` pins, `0` or removing it unpins.
     public static let pinnedAttribute = "user.dropbox.pinned"
 
-    /// setxattr: only `user.dropbox.pinned` (`1` or `0`); Dropbox keeps no other attributes.
-    public func setExtendedAttribute(_ inode: UInt64, name: String, value: [UInt8]) throws {
+    /// setxattr: a `user.*` attribute, kept here (`UserAttributes`); of the mount's own,
+    /// `user.dropbox.pinned` alone (`1` or `0`: pins or unpins), the others are Dropbox's
+    /// (EPERM); other namespaces are not supported.
+    public func setExtendedAttribute(_ inode: UInt64, name: String, value: [UInt8], flags: Int32 = 0) throws {
         try refuseInHistory(inode)
-        guard name == Self.pinnedAttribute else { throw FSError.notSupported }
-        switch String(decoding: value, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) {
-        case "1": try setPinned(inode, true)
-        case "0": try setPinned(inode, false)
-        default: throw FSError.invalidArgument
+        if name == Self.pinnedAttribute {
+            switch String(decoding: value, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) {
+            case "1": return try setPinned(inode, true)
+            case "0": return try setPinned(inode, false)
+            default: throw FSError.invalidArgument
+            }
         }
+        try editUserAttributes(inode, name: name) { try UserAttributes.set(name, to: value, flags: flags, in: &$0) }
     }
 
     public func removeExtendedAttribute(_ inode: UInt64, name: String) throws {
         try refuseInHistory(inode)
-        guard name == Self.pinnedAttribute else { throw FSError.notSupported }
-        try setPinned(inode, false)
+        if name == Self.pinnedAttribute { return try setPinned(inode, false) }
+        try editUserAttributes(inode, name: name) { try UserAttributes.remove(name, from: &$0) }
+    }
+
+    /// A change of a `user.*` attribute kept here, under `pathChanges` (a rename meanwhile
+    /// takes them along, not half of them); the status changes, as a disk's ctime does.
+    private func editUserAttributes(_ inode: UInt64, name: String, _ change: (inout [String: [UInt8]]) throws -> Void) throws {
+        guard UserAttributes.isKept(name) else { throw name.hasPrefix(Self.ownPrefix) ? FSError.notPermitted : FSError.notSupported }
+        if options.readOnly { throw FSError.readOnly }
+        try pathChanges.withLock {
+            let current = try node(inode)
+            try modes.editUserAttributes(current.pathLower, inode: inode, attached: inodes.path(of: inode) != nil,
+                                         isFolder: current.isFolder, change)
+            changeTimes.statusChanged(inode)
+        }
     }
 }
 

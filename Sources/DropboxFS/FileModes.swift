@@ -1,11 +1,13 @@
 import Foundation
 
-/// What a path keeps here that Dropbox does not: its permission bits, and the owner and group
-/// a chown gave it (nil: the mount's, `uid=` and `gid=`).
+/// What a path keeps here that Dropbox does not: its permission bits, the owner and group
+/// a chown gave it (nil: the mount's, `uid=` and `gid=`), and its `user.*` extended
+/// attributes (`UserAttributes`).
 struct KeptAttributes: Equatable, Sendable {
     var mode: UInt32
     var uid: UInt32? = nil
     var gid: UInt32? = nil
+    var user: [String: [UInt8]] = [:]
 }
 
 /// What a path kept, taken while the path is away (`FileModes.removeElsewhere`): `below` is
@@ -75,9 +77,35 @@ final class FileModes: @unchecked Sendable {
 
     /// The mode, owner and group shown for a node; `attached`: whether its inode still has its path.
     func shown(of pathLower: String, inode: UInt64, attached: @autoclosure () -> Bool, isFolder: Bool) -> (mode: UInt32, uid: UInt32, gid: UInt32) {
-        let (ofInode, atPath) = lock.withLock { (detached.isEmpty ? nil : detached[inode], modes.isEmpty ? nil : modes[pathLower]) }
-        let kept = ofInode.flatMap { attached() ? nil : $0 } ?? atPath ?? defaults(isFolder: isFolder)
+        let kept = kept(of: pathLower, inode: inode, attached: attached(), isFolder: isFolder)
         return (kept.mode, kept.uid ?? owner.uid, kept.gid ?? owner.gid)
+    }
+
+    /// The `user.*` extended attributes of a node (`shown`'s arguments).
+    func userAttributes(of pathLower: String, inode: UInt64, attached: @autoclosure () -> Bool) -> [String: [UInt8]] {
+        kept(of: pathLower, inode: inode, attached: attached(), isFolder: false).user
+    }
+
+    /// What a node keeps: its inode's while it is detached, else its path's.
+    private func kept(of pathLower: String, inode: UInt64, attached: @autoclosure () -> Bool, isFolder: Bool) -> KeptAttributes {
+        let (ofInode, atPath) = lock.withLock { (detached.isEmpty ? nil : detached[inode], modes.isEmpty ? nil : modes[pathLower]) }
+        return ofInode.flatMap { attached() ? nil : $0 } ?? atPath ?? defaults(isFolder: isFolder)
+    }
+
+    /// setxattr or removexattr of a `user.*` attribute (`change` edits them, throwing what
+    /// the call fails with, having changed nothing). Kept as a mode is: by path, in the store
+    /// before this returns (a new file's once it is sealed, `persist`); a detached node's
+    /// (`attached` false) by inode, in memory.
+    func editUserAttributes(_ pathLower: String, inode: UInt64, attached: Bool, isFolder: Bool,
+                            _ change: (inout [String: [UInt8]]) throws -> Void) throws {
+        guard attached else {
+            return try lock.withLock {
+                var kept = detached[inode] ?? modes[pathLower] ?? defaults(isFolder: isFolder)
+                try change(&kept.user)
+                detached[inode] = kept
+            }
+        }
+        try edit(pathLower, isFolder: isFolder, untilSealed: false) { try change(&$0.user) }
     }
 
     /// The name of `inode` is going (unlink, or a rename over it): it keeps the mode it
@@ -188,10 +216,10 @@ final class FileModes: @unchecked Sendable {
 
     /// Changes what a path keeps (starting from the defaults); nothing is kept where the
     /// result is the defaults.
-    private func edit(_ pathLower: String, isFolder: Bool, untilSealed: Bool, _ apply: (inout KeptAttributes) -> Void) throws {
+    private func edit(_ pathLower: String, isFolder: Bool, untilSealed: Bool, _ apply: (inout KeptAttributes) throws -> Void) throws {
         try lock.withLock {
             var attributes = modes[pathLower] ?? defaults(isFolder: isFolder)
-            apply(&attributes)
+            try apply(&attributes)
             if attributes.uid == owner.uid { attributes.uid = nil }
             if attributes.gid == owner.gid { attributes.gid = nil }
             let kept = attributes == defaults(isFolder: isFolder) ? nil : attributes

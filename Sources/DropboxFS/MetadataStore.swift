@@ -67,10 +67,12 @@ public final class MetadataStore: @unchecked Sendable {
             CREATE TABLE IF NOT EXISTS listed (path_lower TEXT PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS times (rev TEXT PRIMARY KEY, sec INTEGER, nsec INTEGER NOT NULL) WITHOUT ROWID;
-            -- Permission bits, and the owner and group a chown gave (NULL: the mount's), set
-            -- here (`FileModes`): Dropbox keeps none. Not cleared with the nodes: they are this
+            -- Permission bits, the owner and group a chown gave (NULL: the mount's), and user.*
+            -- extended attributes (`UserAttributes.encoded`; NULL: none), set here
+            -- (`FileModes`): Dropbox keeps none. Not cleared with the nodes: they are this
             -- machine's, not a copy of Dropbox's.
-            CREATE TABLE IF NOT EXISTS modes (path_lower TEXT PRIMARY KEY, mode INTEGER NOT NULL, uid INTEGER, gid INTEGER) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS modes (path_lower TEXT PRIMARY KEY, mode INTEGER NOT NULL, uid INTEGER, gid INTEGER,
+                                              xattrs BLOB) WITHOUT ROWID;
             -- Folders' modification times kept here (`FolderTimes`), by Dropbox folder id, which
             -- follows the folder wherever it is moved, with the path it was last seen at. This
             -- machine's too.
@@ -87,6 +89,10 @@ public final class MetadataStore: @unchecked Sendable {
         // A cache from before owners were kept: its modes table gains their columns, empty.
         if try db.first("SELECT 1 FROM pragma_table_info('modes') WHERE name = 'uid'", map: { _ in true }) != true {
             try db.execute("ALTER TABLE modes ADD COLUMN uid INTEGER; ALTER TABLE modes ADD COLUMN gid INTEGER;")
+        }
+        // One from before extended attributes were kept: the column is added, empty.
+        if try db.first("SELECT 1 FROM pragma_table_info('modes') WHERE name = 'xattrs'", map: { _ in true }) != true {
+            try db.execute("ALTER TABLE modes ADD COLUMN xattrs BLOB;")
         }
     }
 
@@ -656,13 +662,14 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
-    /// Every mode and owner kept (`FileModes` loads them once).
+    /// Every mode, owner and extended attribute kept (`FileModes` loads them once).
     func keptAttributes() throws -> [String: KeptAttributes] {
         try lock.withLock {
             var kept: [String: KeptAttributes] = [:]
-            try db.query("SELECT path_lower, mode, uid, gid FROM modes", []) { row in
+            try db.query("SELECT path_lower, mode, uid, gid, xattrs FROM modes", []) { row in
                 let id = { (column: Int32) in row.isNull(column) ? nil : UInt32(truncatingIfNeeded: row.int(column)) }
-                kept[row.text(0)] = KeptAttributes(mode: UInt32(truncatingIfNeeded: row.int(1)), uid: id(2), gid: id(3))
+                kept[row.text(0)] = KeptAttributes(mode: UInt32(truncatingIfNeeded: row.int(1)), uid: id(2), gid: id(3),
+                                                   user: row.isNull(4) ? [:] : UserAttributes.decoded(row.blob(4)))
             }
             return kept
         }
@@ -678,8 +685,9 @@ public final class MetadataStore: @unchecked Sendable {
             try db.transaction {
                 for path in removing { try db.run("DELETE FROM modes WHERE path_lower = ?", [.text(path)]) }
                 for (path, kept) in setting {
-                    try db.run("INSERT OR REPLACE INTO modes (path_lower, mode, uid, gid) VALUES (?, ?, ?, ?)",
-                               [.text(path), .int(Int64(kept.mode)), kept.uid.map { .int(Int64($0)) } ?? .null, kept.gid.map { .int(Int64($0)) } ?? .null])
+                    try db.run("INSERT OR REPLACE INTO modes (path_lower, mode, uid, gid, xattrs) VALUES (?, ?, ?, ?, ?)",
+                               [.text(path), .int(Int64(kept.mode)), kept.uid.map { .int(Int64($0)) } ?? .null, kept.gid.map { .int(Int64($0)) } ?? .null,
+                                kept.user.isEmpty ? .null : .blob(UserAttributes.encoded(kept.user))])
                 }
             }
         }

@@ -6,7 +6,7 @@ import Foundation
 
 /// `dropboxfs pin PATH…` and `unpin PATH…`: files and folders of a mount kept fully
 /// downloaded, never evicted, and current (doc/SEMANTICS.md, "Pinned files"). They set and
-/// remove the mount's `user.dropbox.pinned` attribute, which `getfattr` shows too.
+/// remove the mount's `user.dropbox.pinned` attribute, which `getfattr -n` shows too.
 struct PinCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pin", abstract: "Keep files or folders of a mount downloaded, for use offline.",

@@ -254,4 +254,26 @@ struct KeptModeTests {
         try store.replaceKept(removing: [], setting: [(path: "/given", kept: KeptAttributes(mode: 0o644, uid: 7))])
         #expect(try store.keptAttributes()["/given"] == KeptAttributes(mode: 0o644, uid: 7))
     }
+
+    /// A cache from before extended attributes were kept (modes and owners, no attribute
+    /// column): what it kept stays, and attributes are kept from then on, bytes as given,
+    /// across a reopening of the store.
+    @Test func aCacheFromBeforeExtendedAttributesGainsThem() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
+        let old = try await ProcessRunner.run("/usr/bin/sqlite3", [path, """
+            CREATE TABLE modes (path_lower TEXT PRIMARY KEY, mode INTEGER NOT NULL, uid INTEGER, gid INTEGER) WITHOUT ROWID;
+            INSERT INTO modes VALUES ('/run.sh', 493, 7, NULL);
+            """])
+        #expect(old.status == 0, "\(old)")
+        let attributes: [String: [UInt8]] = ["user.a": [0, 255, 10], "user.empty": [], "user.\u{E9}": Array(repeating: 7, count: 3000)]
+        do {
+            let store = try MetadataStore(path: path)
+            #expect(try store.keptAttributes() == ["/run.sh": KeptAttributes(mode: 0o755, uid: 7)])
+            try store.replaceKept(removing: [], setting: [(path: "/tagged", kept: KeptAttributes(mode: 0o644, user: attributes))])
+        }
+        let reopened = try MetadataStore(path: path)
+        #expect(try reopened.keptAttributes()["/tagged"] == KeptAttributes(mode: 0o644, user: attributes))
+        #expect(UserAttributes.decoded(Array(UserAttributes.encoded(attributes).dropLast(5))) == ["user.a": [0, 255, 10], "user.empty": []])
+    }
 }

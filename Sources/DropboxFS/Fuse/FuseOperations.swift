@@ -362,13 +362,13 @@ enum FuseOperations {
                                           noReplace: flags & renameNoReplace != 0)
             }
         }
-        // Dropbox keeps no extended attributes of ours; of user.dropbox.* only `pinned` is set.
-        ops.setxattr = { req, ino, name, value, size, _ in
+        // user.* attributes are kept here; of user.dropbox.* only `pinned` is set.
+        ops.setxattr = { req, ino, name, value, size, flags in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
             do {
-                try mount.fs.setExtendedAttribute(UInt64(ino), name: String(cString: name!), value: bytes)
+                try mount.fs.setExtendedAttribute(UInt64(ino), name: String(cString: name!), value: bytes, flags: flags)
                 fuse_reply_err(request.raw, 0)
             } catch {
                 request.fail(error)
