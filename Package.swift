@@ -82,7 +82,7 @@ let package = Package(
         ),
         .target(
             name: "TestSupport",
-            dependencies: ["DropboxAPI", "DropboxEmulator", .product(name: "PropertyBased", package: "swift-property-based")],
+            dependencies: ["DropboxAPI", "DropboxEmulator", "CFuseShim", .product(name: "PropertyBased", package: "swift-property-based")],
             path: "Tests/TestSupport",
             swiftSettings: strictSettings
         ),

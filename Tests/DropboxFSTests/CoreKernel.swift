@@ -284,6 +284,23 @@ final class CoreKernel: SystemCalls, Sendable {
         }
     }
 
+    func setAttribute(_ path: String, _ name: String, _ value: [UInt8]?) -> Sys.Outcome<Int32> {
+        outcome {
+            let (inode, _) = try await self.resolve(path)
+            if let value { try self.fs.setExtendedAttribute(inode, name: name, value: value) } else { try self.fs.removeExtendedAttribute(inode, name: name) }
+            return 0
+        }
+    }
+
+    func attributes(_ path: String) -> Sys.Outcome<[String]> {
+        outcome {
+            let (inode, _) = try await self.resolve(path)
+            return try self.fs.extendedAttributeNames(inode).map { name in
+                name + "=" + (try self.fs.extendedAttribute(inode, name: name)).map(String.init).joined(separator: ",")
+            }.sorted()
+        }
+    }
+
     /// setattr of the owner or group, answered as the FUSE adapter does; the kernel marks a
     /// chown as one that clears set-ID bits (root's too, as `chown_common` does).
     func chown(_ path: String, _ owner: UInt32?, _ group: UInt32?) -> Sys.Outcome<Int32> {

@@ -1,3 +1,4 @@
+import CFuseShim
 import Foundation
 
 /// System calls as tests make them: each returns its value or the errno it failed with, so a
@@ -154,6 +155,28 @@ public enum Sys {
     /// chown(2); nil leaves the id as it is (-1).
     public static func chown(_ path: String, _ owner: UInt32?, _ group: UInt32?) -> Outcome<Int32> {
         check(Glibc.chown(path, owner ?? UInt32.max, group ?? UInt32.max))
+    }
+
+    /// setxattr(2) of `name` to `value`, or (nil) removexattr(2).
+    public static func setAttribute(_ path: String, _ name: String, _ value: [UInt8]?) -> Outcome<Int32> {
+        guard let value else { return check(removexattr(path, name)) }
+        return check(value.withUnsafeBytes { setxattr(path, name, $0.baseAddress, $0.count, 0) })
+    }
+
+    /// Every extended attribute listxattr(2) names, with its value, as `name=byte,byte`,
+    /// sorted (listxattr's order is the filesystem's).
+    public static func attributes(_ path: String) -> Outcome<[String]> {
+        var names = [CChar](repeating: 0, count: 4096)
+        let count = listxattr(path, &names, names.count)
+        guard count >= 0 else { return .failure(Errno(code: errno)) }
+        var listed: [String] = []
+        for name in names[0..<count].split(separator: 0).map({ String(decoding: $0.map(UInt8.init(bitPattern:)), as: UTF8.self) }) {
+            var value = [UInt8](repeating: 0, count: 4096)
+            let size = getxattr(path, name, &value, value.count)
+            guard size >= 0 else { return .failure(Errno(code: errno)) }
+            listed.append(name + "=" + value[0..<size].map(String.init).joined(separator: ","))
+        }
+        return .success(listed.sorted())
     }
 
     /// This process's umask, read without setting it (umask(2) sets it, for every thread).

@@ -30,6 +30,10 @@ public protocol SystemCalls {
     func chmod(_ path: String, _ mode: mode_t) -> Sys.Outcome<Int32>
     /// chown of a path (nil: -1, unchanged).
     func chown(_ path: String, _ owner: UInt32?, _ group: UInt32?) -> Sys.Outcome<Int32>
+    /// setxattr of a `user.` attribute, or (nil) removexattr (`Sys.setAttribute`).
+    func setAttribute(_ path: String, _ name: String, _ value: [UInt8]?) -> Sys.Outcome<Int32>
+    /// Every extended attribute listed, with its value (`Sys.attributes`).
+    func attributes(_ path: String) -> Sys.Outcome<[String]>
     /// copy_file_range from `source` to `target` until it copies nothing (`Sys.copyAll`).
     func copyAll(_ source: Int32, to target: Int32) -> Sys.Outcome<Int64>
     /// Whether a name removed by another client is gone for every call, not only for stat.
@@ -82,6 +86,8 @@ public struct Kernel: SystemCalls, Sendable {
     public func list(_ path: String) -> Sys.Outcome<[String]> { Sys.list(path) }
     public func chmod(_ path: String, _ mode: mode_t) -> Sys.Outcome<Int32> { Sys.chmod(path, mode) }
     public func chown(_ path: String, _ owner: UInt32?, _ group: UInt32?) -> Sys.Outcome<Int32> { Sys.chown(path, owner, group) }
+    public func setAttribute(_ path: String, _ name: String, _ value: [UInt8]?) -> Sys.Outcome<Int32> { Sys.setAttribute(path, name, value) }
+    public func attributes(_ path: String) -> Sys.Outcome<[String]> { Sys.attributes(path) }
     public func copyAll(_ source: Int32, to target: Int32) -> Sys.Outcome<Int64> { Sys.copyAll(source, to: target) }
     /// Also gone from the kernel's name cache: a stat asks the filesystem for the inode's
     /// attributes (and hears ENOENT) through a name the kernel still holds until the mount's
@@ -367,6 +373,11 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         case .copy(let from, let to):
             let (tf, lf) = paths(from), (tt, lt) = paths(to)
             return (copy(tf, tt, on: tested), copy(lf, lt, on: local))
+        case .setAttribute(let path, let name, let value):
+            // Then every attribute the path has: those renames, moves and a crash carried along.
+            let (t, l) = paths(path), attribute = Step.attributeNames[name], bytes = value.map { [$0] }
+            return compared({ tested.setAttribute(t, attribute, bytes).flatMap { _ in tested.attributes(t) } },
+                            { local.setAttribute(l, attribute, bytes).flatMap { _ in local.attributes(l) } })
         case .remoteWrite(let path, let length, let fill):
             return try inReach { outageSeen ? ("skipped after an outage", "skipped after an outage") : try remoteWrite(path, length: length, fill: fill) }
         case .remoteDelete(let path):

@@ -37,6 +37,9 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     /// chown (`cp -a`, `rsync -a`, `tar xp` as root): an owner and a group kept here, as a
     /// mode is (nil: unchanged, -1).
     case chown(path: Int, owner: UInt32?, group: UInt32?)
+    /// setxattr of a `user.` attribute to one byte, or (nil) removexattr, kept here as a mode
+    /// is; then every attribute the path has is compared.
+    case setAttribute(path: Int, name: Int, value: UInt8?)
     /// `cp from to`: open `from` to read, `to` with O_WRONLY|O_CREAT|O_TRUNC, copy_file_range
     /// until it copies nothing, close both (a whole file Dropbox holds is copied by Dropbox).
     case copy(from: Int, to: Int)
@@ -65,6 +68,9 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
 
     /// Owners and groups a chown gives: root's (the mount's default here), others, or none (-1).
     public static let chownIDs: [UInt32?] = [nil, 0, 1000, 65534]
+
+    /// The extended attributes sequences set.
+    public static let attributeNames = ["user.a", "user.b"]
 
     /// 0, KEEP_SIZE, PUNCH_HOLE | KEEP_SIZE, ZERO_RANGE, ZERO_RANGE | KEEP_SIZE.
     public static let fallocateModes: [Int32] = [0, 0x01, 0x03, 0x10, 0x11]
@@ -124,6 +130,8 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .chmod(let p, let mode): return "chmod(\(path(p)), \(String(mode, radix: 8)))"
         case .chown(let p, let owner, let group): return "chown(\(path(p)), \(owner.map(String.init) ?? "-1"), \(group.map(String.init) ?? "-1"))"
         case .copy(let from, let to): return "cp(\(path(from)), \(path(to)))"
+        case .setAttribute(let p, let name, let value):
+            return value.map { "setxattr(\(path(p)), \(Self.attributeNames[name]), \($0))" } ?? "removexattr(\(path(p)), \(Self.attributeNames[name]))"
         case .remoteWrite(let p, let length, let fill): return "remoteWrite(\(path(p)), \(length) bytes of \(fill))"
         case .remoteDelete(let p): return "remoteDelete(\(path(p)))"
         case .remoteRename(let from, let to): return "remoteRename(\(path(from)), \(path(to)))"
@@ -241,7 +249,9 @@ public struct SequenceGenerator {
         case 84..<86: return .rmdir(path: path)
         case 86: return .stat(path: path)
         case 87: return .copy(from: path, to: below(Step.paths.count))
-        case 88: return .chmod(path: path, mode: Step.chmodModes[below(Step.chmodModes.count)])
+        case 88:
+            guard below(2) == 0 else { return .setAttribute(path: path, name: below(2), value: below(3) == 0 ? nil : fill) }
+            return .chmod(path: path, mode: Step.chmodModes[below(Step.chmodModes.count)])
         case 89: return .chown(path: path, owner: Step.chownIDs[below(Step.chownIDs.count)], group: Step.chownIDs[below(Step.chownIDs.count)])
         case 90..<93: return .list(path: below(Step.paths.count + 1) - 1)  // -1: the sequence's root
         case 93..<95: return .remoteWrite(path: path, length: length(), fill: fill)
