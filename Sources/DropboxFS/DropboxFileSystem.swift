@@ -767,9 +767,8 @@ public final class DropboxFileSystem: Sendable {
         var asking = false
     }
 
-    public static let xattrNames = ["user.dropbox.id", "user.dropbox.rev", "user.dropbox.content_hash"]
-    /// The attributes the mount answers itself (`xattrNames`, `pinnedAttribute`,
-    /// `sharedLinkAttribute`): asked for by name, never listed, never kept.
+    /// The attributes the mount answers itself (`user.dropbox.id`, `.rev`, `.content_hash`,
+    /// `pinnedAttribute`, `sharedLinkAttribute`): asked for by name, never listed, never kept.
     static let ownPrefix = "user.dropbox."
 
     public func extendedAttribute(_ inode: UInt64, name: String) throws -> [UInt8] {

@@ -5,7 +5,7 @@ import Foundation
 /// removals as modes do, and are this machine's alone. Dropbox keeps no custom attributes,
 /// and refusing them made `rsync -X`, `cp --preserve=xattr` and `tar --xattrs` of files that
 /// have some fail where a disk takes them. `user.dropbox.*` are the mount's own
-/// (`DropboxFileSystem.xattrNames`) and never kept here.
+/// (`DropboxFileSystem.ownPrefix`) and never kept here.
 enum UserAttributes {
     /// Names and values a path may keep in all: as much as one value may hold
     /// (XATTR_SIZE_MAX). Kept in memory with the modes, so bounded per path; a disk whose
