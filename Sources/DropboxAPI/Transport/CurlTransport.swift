@@ -316,7 +316,10 @@ final class Transfer: @unchecked Sendable {
             // with the answer): the server may have carried out the first, so its outcome is
             // unknown, not "never sent". (Resendable or not: a lone file's `files/upload` may
             // be sent again, but a first try that committed it must not be taken for none.)
-            if uploaded > 0 {
+            // curl counts the request bytes it sent, headers too: an empty file's upload has
+            // no body byte to show it went.
+            var requestBytes = 0
+            if uploaded > 0 || (ccurl_getinfo_long(handle, CURLINFO_REQUEST_SIZE, &requestBytes) == CURLE_OK && requestBytes > 0) {
                 return TransportError(kind: .connectionLost, message: "connection lost after the request was sent (\(message) again: \(server))")
             }
             return TransportError(kind: .cannotConnect, message: "\(message): \(server)")
