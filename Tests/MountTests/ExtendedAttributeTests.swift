@@ -36,6 +36,7 @@ struct ExtendedAttributeTests {
                 tried("replace existing", lambda: os.setxattr("f", "user.new", b"m", os.XATTR_REPLACE))
                 tried("get missing", lambda: os.getxattr("f", "user.other"))
                 tried("remove missing", lambda: os.removexattr("f", "user.other"))
+                tried("no name", lambda: os.setxattr("f", "user.", b"x"))
                 fd = os.open("gone", os.O_CREAT | os.O_RDWR, 0o644)
                 os.setxattr(fd, "user.before", b"1")
                 os.unlink("gone")
