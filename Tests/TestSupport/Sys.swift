@@ -163,14 +163,15 @@ public enum Sys {
         return check(value.withUnsafeBytes { setxattr(path, name, $0.baseAddress, $0.count, 0) })
     }
 
-    /// Every extended attribute listxattr(2) names, with its value, as `name=byte,byte`,
-    /// sorted (listxattr's order is the filesystem's).
+    /// Every `user.` attribute listxattr(2) names, with its value, as `name=byte,byte`,
+    /// sorted (listxattr's order is the filesystem's; a disk may list `security.selinux`).
     public static func attributes(_ path: String) -> Outcome<[String]> {
         var names = [CChar](repeating: 0, count: 4096)
         let count = listxattr(path, &names, names.count)
         guard count >= 0 else { return .failure(Errno(code: errno)) }
         var listed: [String] = []
-        for name in names[0..<count].split(separator: 0).map({ String(decoding: $0.map(UInt8.init(bitPattern:)), as: UTF8.self) }) {
+        for name in names[0..<count].split(separator: 0).map({ String(decoding: $0.map(UInt8.init(bitPattern:)), as: UTF8.self) })
+        where name.hasPrefix("user.") {
             var value = [UInt8](repeating: 0, count: 4096)
             let size = getxattr(path, name, &value, value.count)
             guard size >= 0 else { return .failure(Errno(code: errno)) }

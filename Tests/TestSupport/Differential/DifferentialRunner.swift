@@ -32,7 +32,7 @@ public protocol SystemCalls {
     func chown(_ path: String, _ owner: UInt32?, _ group: UInt32?) -> Sys.Outcome<Int32>
     /// setxattr of a `user.` attribute, or (nil) removexattr (`Sys.setAttribute`).
     func setAttribute(_ path: String, _ name: String, _ value: [UInt8]?) -> Sys.Outcome<Int32>
-    /// Every extended attribute listed, with its value (`Sys.attributes`).
+    /// Every `user.` attribute listed, with its value (`Sys.attributes`).
     func attributes(_ path: String) -> Sys.Outcome<[String]>
     /// copy_file_range from `source` to `target` until it copies nothing (`Sys.copyAll`).
     func copyAll(_ source: Int32, to target: Int32) -> Sys.Outcome<Int64>
