@@ -851,8 +851,7 @@ public final class DropboxFileSystem: Sendable {
     /// A change of a `user.*` attribute kept here, under `pathChanges` (a rename meanwhile
     /// takes them along, not half of them); the status changes, as a disk's ctime does.
     private func editUserAttributes(_ inode: UInt64, name: String, _ change: (inout [String: [UInt8]]) throws -> Void) throws {
-        guard UserAttributes.isKept(name) else { throw name.hasPrefix(Self.ownPrefix) ? FSError.notPermitted : FSError.notSupported }
-        guard name != UserAttributes.prefix else { throw FSError.invalidArgument }  // no name after the namespace, as on a disk
+        try UserAttributes.checkKept(name)
         if options.readOnly { throw FSError.readOnly }
         try pathChanges.withLock {
             let current = try node(inode)

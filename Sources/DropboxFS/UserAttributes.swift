@@ -14,9 +14,13 @@ enum UserAttributes {
 
     static let prefix = "user."
 
-    /// Whether setxattr and removexattr of `name` change what is kept here.
-    static func isKept(_ name: String) -> Bool {
-        name.hasPrefix(prefix) && !name.hasPrefix(DropboxFileSystem.ownPrefix)
+    /// Throws unless setxattr and removexattr of `name` change what is kept here: the mount's
+    /// own attributes describe Dropbox's copy (EPERM), other namespaces are not kept
+    /// (EOPNOTSUPP), and `user.` alone names nothing (EINVAL, as on a disk).
+    static func checkKept(_ name: String) throws {
+        guard name.hasPrefix(prefix) else { throw FSError.notSupported }
+        if name.hasPrefix(DropboxFileSystem.ownPrefix) { throw FSError.notPermitted }
+        if name == prefix { throw FSError.invalidArgument }
     }
 
     /// setxattr(2): `flags` XATTR_CREATE fails on an existing name (EEXIST), XATTR_REPLACE on

@@ -296,7 +296,7 @@ final class CoreKernel: SystemCalls, Sendable {
         outcome {
             let (inode, _) = try await self.resolve(path)
             return try self.fs.extendedAttributeNames(inode).map { name in
-                name + "=" + (try self.fs.extendedAttribute(inode, name: name)).map(String.init).joined(separator: ",")
+                Sys.described(attribute: name, try self.fs.extendedAttribute(inode, name: name))
             }.sorted()
         }
     }

@@ -175,9 +175,14 @@ public enum Sys {
             var value = [UInt8](repeating: 0, count: 4096)
             let size = getxattr(path, name, &value, value.count)
             guard size >= 0 else { return .failure(Errno(code: errno)) }
-            listed.append(name + "=" + value[0..<size].map(String.init).joined(separator: ","))
+            listed.append(described(attribute: name, value[0..<size]))
         }
         return .success(listed.sorted())
+    }
+
+    /// An attribute as differential runs compare it: `name=byte,byte`.
+    public static func described(attribute name: String, _ value: some Collection<UInt8>) -> String {
+        name + "=" + value.map(String.init).joined(separator: ",")
     }
 
     /// This process's umask, read without setting it (umask(2) sets it, for every thread).
