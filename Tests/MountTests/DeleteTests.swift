@@ -407,4 +407,32 @@ struct DeleteTests {
             #expect(held == (1...8).map { "/.dropboxfs-rmdir-\($0)" }.sorted(), "\(held)")
         }
     }
+
+    /// A file removed here, a folder made at its name, then (the daemon killed and mounted
+    /// again, all in an outage, a rename pending before them) that folder renamed away: the
+    /// folder may have been made, so its delete is queued beside the file's. Both went in
+    /// one round, the folder's as a tree with the file's inside it (same path), and the
+    /// tree found a file at its name ("something else holds it: gone") and counted both done:
+    /// the file stayed on Dropbox (four-at-once differential, tree mix, seed 179206340727231904).
+    @Test func aFileRemovedUnderAFolderMadeAndMovedAwayAtItsNameIsRemoved() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            try await m.uploadElsewhere("theirs\n", to: "/b")
+            _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/x"))
+            try await eventually("the mount to show both") { try await m.sh("ls \"$M\"").stdout == "b\nx\n" }
+            try await m.emulator.setReachable(false)
+            #expect(try await m.sh("mv \"$M/x\" \"$M/y\" && rm \"$M/b\" && mkdir \"$M/b\"").status == 0)
+            try await m.killDaemon()
+            try await m.mount()
+            let moved = try await m.sh("mv \"$M/b\" \"$M/c\" && ls \"$M\"")
+            #expect(moved.status == 0, "\(moved.stderr)")
+            #expect(moved.stdout == "c\ny\n")
+            try await m.emulator.setReachable(true)
+            try await eventually("the mount to see Dropbox again", timeout: 120) { try m.statusReport()["offline_since"] == nil }
+            let synced = try await m.syncFolder("\"$M\"")
+            #expect(synced.status == 0, "\(synced.stderr)")
+            let held = try await m.client.listAll("").compactMap(\.pathLower).sorted()
+            #expect(held == ["/c", "/y"], "\(held)\n\(m.log.suffix(4000))")
+            #expect(try await m.sh("ls \"$M\"").stdout == "c\ny\n")
+        }
+    }
 }

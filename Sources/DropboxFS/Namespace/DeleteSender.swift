@@ -98,8 +98,13 @@ final class DeleteSender: Sendable {
         var inside: [String: [QueuedDelete]] = [:]
         var loose: [QueuedDelete] = []
         for record in records {
-            // The top-most removed folder at or above it (ancestors come nearest first).
-            let top = Node.selfAndAncestors(record.pathLower).map(String.init).last { folders[$0] != nil }
+            // The top-most removed folder at or above it (ancestors come nearest first). A
+            // file's delete at a removed folder's own path is not inside it: that folder's
+            // delete goes when a new folder there may have been made, and finds the file at
+            // its name ("something else holds it: done"), which would count the file's done
+            // unsent (`rm b; mkdir b; mv b c` in an outage, the daemon killed in between).
+            let above = Node.selfAndAncestors(record.pathLower).dropFirst(record.isFolder ? 0 : 1)
+            let top = above.map(String.init).last { folders[$0] != nil }
             if let top { inside[top, default: []].append(record) } else { loose.append(record) }
         }
         let trees = inside.keys.sorted().map { (folders[$0]!, inside[$0]!) }
