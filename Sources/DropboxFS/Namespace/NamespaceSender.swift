@@ -47,22 +47,31 @@ final class NamespaceSender: Sendable {
     }
 
     private func sendOnce(touching paths: [String]) async throws {
-        while true {
-            if folders.pending.touches(paths) {
-                try await folders.sendAll()
-            } else if deletes.pending.touches(paths) {
-                try await deletes.sendAll()
-            } else if moves.pending.touches(paths) || waitsBehindARename(paths) {
-                try await moves.sendOldest()
-            } else {
-                return
+        while let next = Self.next(touching: paths, folders: folders.pending, deletes: deletes.pending, moves: moves.pending) {
+            switch next {
+            case .newFolders: try await folders.sendAll()
+            case .removals: try await deletes.sendAll()
+            case .oldestRename: try await moves.sendOldest()
             }
         }
     }
 
-    /// Whether a new folder or removal at, above or below `paths` waits for a rename.
-    private func waitsBehindARename(_ paths: [String]) -> Bool {
-        folders.pending.touches(paths, waiting: true) || deletes.pending.touches(paths, waiting: true)
+    /// What `send(touching:)` sends next.
+    enum NextRound: Equatable { case newFolders, removals, oldestRename }
+
+    /// The next round for the changes at, above or below `paths`: new folders and removals
+    /// that may go now (older than every rename), else the oldest rename while one touches
+    /// `paths` or any new folder or removal there is pending; nil once none is. That last
+    /// check reads no barrier: one that waits behind a rename has the oldest go first, and
+    /// one that may go now since a rename finished after the checks above goes next turn.
+    /// Asked "waits behind a rename?" instead, with the barrier read a second time, a rename
+    /// finishing between the two reads made neither true: an fsync of a folder returned with
+    /// a removal below it unsent (four-at-once differential, tree mix).
+    static func next(touching paths: [String], folders: PendingFolders, deletes: PendingDeletes, moves: PendingMoves) -> NextRound? {
+        if folders.touches(paths) { return .newFolders }
+        if deletes.touches(paths) { return .removals }
+        if moves.touches(paths) || folders.touchesAny(paths) || deletes.touchesAny(paths) { return .oldestRename }
+        return nil
     }
 
     /// Sends everything pending (an unmount); throws if some of it is left.
@@ -74,9 +83,9 @@ final class NamespaceSender: Sendable {
                 try await deletes.sendAll()
             } else if !moves.pending.isEmpty {
                 try await moves.sendOldest()
-            } else {
+            } else if total == 0 {
                 return
-            }
+            }  // else the last rename finished after the counts were read: they go next turn
         }
     }
 

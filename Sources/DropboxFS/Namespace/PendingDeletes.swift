@@ -183,14 +183,20 @@ public final class PendingDeletes: RoundQueue {
         try add(Node(pathLower: pathLower, name: name, isFolder: false), ifContent: hashes)
     }
 
-    /// Whether a delete that may be sent now (older than every pending rename; `waiting`:
-    /// one that waits behind a rename) is pending at, above or below any of `paths`.
-    func touches(_ paths: [String], waiting: Bool = false) -> Bool {
+    /// Whether a delete that may be sent now (older than every pending rename) is pending at,
+    /// above or below any of `paths`.
+    func touches(_ paths: [String]) -> Bool {
         let barrier = order.barrier
         return state.withLock { state in
-            if barrier == .max { return waiting ? false : Node.anyTouches(paths, pending: state.byPath) }
-            return Node.anyTouches(paths, pending: state.byPath.filter { $0.value.contains { ($0.id < barrier) != waiting } })
+            if barrier == .max { return Node.anyTouches(paths, pending: state.byPath) }
+            return Node.anyTouches(paths, pending: state.byPath.filter { $0.value.contains { $0.id < barrier } })
         }
+    }
+
+    /// Whether any delete is pending at, above or below any of `paths`, also one that waits
+    /// behind a rename.
+    func touchesAny(_ paths: [String]) -> Bool {
+        state.withLock { Node.anyTouches(paths, pending: $0.byPath) }
     }
 
     /// Every pending delete that may be sent now (older than every pending rename), oldest first.

@@ -188,14 +188,20 @@ public final class PendingFolders: RoundQueue {
         return true
     }
 
-    /// Whether a new folder that may be sent now (older than every pending rename; `waiting`:
-    /// one that waits behind a rename) is pending at, above or below any of `paths`.
-    func touches(_ paths: [String], waiting: Bool = false) -> Bool {
+    /// Whether a new folder that may be sent now (older than every pending rename) is pending
+    /// at, above or below any of `paths`.
+    func touches(_ paths: [String]) -> Bool {
         let barrier = order.barrier
         return state.withLock { state in
-            if barrier == .max { return waiting ? false : Node.anyTouches(paths, pending: state.byPath) }
-            return Node.anyTouches(paths, pending: state.byPath.filter { ($0.value.id < barrier) != waiting })
+            if barrier == .max { return Node.anyTouches(paths, pending: state.byPath) }
+            return Node.anyTouches(paths, pending: state.byPath.filter { $0.value.id < barrier })
         }
+    }
+
+    /// Whether any new folder is pending at, above or below any of `paths`, also one that
+    /// waits behind a rename.
+    func touchesAny(_ paths: [String]) -> Bool {
+        state.withLock { Node.anyTouches(paths, pending: $0.byPath) }
     }
 
     /// Whether a round is sending the new folder at this path.

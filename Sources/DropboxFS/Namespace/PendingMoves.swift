@@ -177,12 +177,18 @@ public final class PendingMoves: RoundQueue {
             pendingCount.store(state.moves.count, ordering: .releasing)
             state.generation += 1
             state.lastAdded = .now
+            Self.moveBarrier(order, state)
             return state.moves.count == 1
         }
-        if first {
-            order.setBarrier(oldest?.id ?? .max)
-            signal.notify()
-        }
+        if first { signal.notify() }
+    }
+
+    /// The order's barrier follows the oldest rename, set under the lock with the change to
+    /// `moves`: set after it, a rename finishing as another was added could set it past the
+    /// new one (read no rename pending, set `.max` after the add had set the new one's
+    /// number), and what was numbered after the new rename went to Dropbox before it.
+    private static func moveBarrier(_ order: NamespaceOrder, _ state: State) {
+        order.setBarrier(state.moves.first?.id ?? .max)
     }
 
     /// Whether a pending rename's source or destination lies strictly below `folder`.
@@ -226,13 +232,13 @@ public final class PendingMoves: RoundQueue {
             state.parked[queued.id] = nil
             state.settling.append(record)
             state.inFlight[record.id] = nil
+            Self.moveBarrier(order, state)  // before the count: none seen, the barrier is past them
             pendingCount.store(state.moves.count, ordering: .releasing)
             state.generation += 1
             return queued
         }
         try queue.removeMoves([record.id])
         if let queued { unpark(queued) }
-        order.setBarrier(oldest?.id ?? .max)
         signal.notify()
     }
 
@@ -245,13 +251,13 @@ public final class PendingMoves: RoundQueue {
             guard ids.allSatisfy({ state.inFlight[$0] == nil && state.parked[$0] == nil }) else { return false }
             for move in state.moves where ids.contains(move.id) { state.ends.remove(move) }
             state.moves.removeAll { ids.contains($0.id) }
+            Self.moveBarrier(order, state)
             pendingCount.store(state.moves.count, ordering: .releasing)
             state.generation += 1
             return true
         }
         guard taken else { return false }
         try queue.removeMoves(Array(ids))
-        order.setBarrier(oldest?.id ?? .max)
         signal.notify()
         return true
     }
