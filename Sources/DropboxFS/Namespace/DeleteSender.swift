@@ -57,6 +57,7 @@ final class DeleteSender: Sendable {
     private func sendRound() async throws {
         let records = pending.all
         guard !records.isEmpty else { return }
+        FuseLog.trace("deletes: round of \(records.count):\(records.prefix(32).map { " #\($0.id) \($0.pathLower)\($0.isFolder ? "/" : "")" }.joined())")
         var outcome = Outcome()
 
         let (trees, loose) = Self.trees(of: records)
@@ -79,8 +80,10 @@ final class DeleteSender: Sendable {
         // The names stay hidden until the store has learnt they are gone (a full cache disk
         // may keep it from writing): the round then fails, and is tried again.
         do { try await calls.watcher.catchUp() } catch {
+            FuseLog.trace("deletes: catch-up failed (\(error)); the store learns the \(outcome.done.count) removals here")
             _ = try store.apply(outcome.done.map { Node.deletion(name: $0.name, pathLower: $0.pathLower) })
         }
+        FuseLog.trace("deletes: done\(outcome.done.map { " #\($0.id)" }.joined()), kept\(outcome.kept.map { " #\($0.id)" }.joined()), \(outcome.failures.count) failed")
         try pending.finished(outcome.done + outcome.kept)
         let shownAgain = outcome.kept.compactMap { record in (try? store.node(record.pathLower)).flatMap { $0 } }
         if !shownAgain.isEmpty {
