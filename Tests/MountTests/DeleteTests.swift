@@ -435,4 +435,33 @@ struct DeleteTests {
             #expect(try await m.sh("ls \"$M\"").stdout == "c\ny\n")
         }
     }
+
+    /// A removed folder waits at a hidden name while its delete is checked; a round that
+    /// deletes it there and then cannot catch up with the change feed (Dropbox out of reach
+    /// just then) tells the store itself what went. It told it of the folder's name alone:
+    /// the hidden name, which the feed had brought in, showed in the folder's listing until
+    /// the feed came back (four-at-once differential, tree mix with outages).
+    @Test func aFolderDeletedAtItsHiddenNameDoesNotShowThereWhenTheFeedFails() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/d"))
+            try await eventually("the mount to show the folder") { try await m.sh("ls -A \"$M\"").stdout == "d\n" }
+            // The first round moves it aside and cannot delete it; the feed brings the hidden name.
+            try await m.emulator.setFaults(["503:routes=files/delete_v2"])
+            try await m.emulator.resetStats()
+            #expect(try await m.sh("rmdir \"$M/d\" && ls -A \"$M\"").stdout == "")
+            try await eventually("the delete to be tried") { try await m.routeStats()["files/delete_v2"]?["requests"] ?? 0 > 0 }
+            try await m.uploadElsewhere("after\n", to: "/marker")
+            try await eventually("the feed to bring what came after the move") { try await m.sh("ls -A \"$M\"").stdout == "marker\n" }
+            // The next round (the fsync's) deletes it, and its catch-up fails.
+            try await m.emulator.setFaults(["403:routes=files/list_folder/continue"])
+            let synced = try await m.syncFolder("\"$M\"")
+            #expect(synced.status == 0, "\(synced.stderr)")
+            #expect(try await m.client.listAll("").map(\.name) == ["marker"])
+            let listed = try await m.sh("ls -A \"$M\"")
+            #expect(listed.stdout == "marker\n", "\(m.log.suffix(3000))")
+            try await m.emulator.setFaults([])
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            #expect(try await m.sh("ls -A \"$M\"").stdout == "marker\n")
+        }
+    }
 }

@@ -79,9 +79,12 @@ final class DeleteSender: Sendable {
 
         // The names stay hidden until the store has learnt they are gone (a full cache disk
         // may keep it from writing): the round then fails, and is tried again.
+        // The hidden names go too: the change feed may have brought a folder's in as it was
+        // set aside, and the view shows it once its record leaves (it did, until the feed
+        // came back after an outage that began as the round ended).
         do { try await calls.watcher.catchUp() } catch {
             FuseLog.trace("deletes: catch-up failed (\(error)); the store learns the \(outcome.done.count) removals here")
-            _ = try store.apply(outcome.done.map { Node.deletion(name: $0.name, pathLower: $0.pathLower) })
+            _ = try store.apply(outcome.done.flatMap(Self.namesGone))
         }
         FuseLog.trace("deletes: done\(outcome.done.map { " #\($0.id)" }.joined()), kept\(outcome.kept.map { " #\($0.id)" }.joined()), \(outcome.failures.count) failed")
         try pending.finished(outcome.done + outcome.kept)
@@ -92,6 +95,14 @@ final class DeleteSender: Sendable {
         if !outcome.failures.isEmpty {
             throw FSError.io("\(outcome.failures.count) deletes not done: \(outcome.failures.prefix(3).joined(separator: "; "))")
         }
+    }
+
+    /// What a done delete removed from Dropbox: its name, and for a folder the hidden names
+    /// it may have waited at.
+    static func namesGone(_ record: QueuedDelete) -> [Metadata] {
+        let hidden = record.isFolder ? [record.hiddenStep(alone: false), record.hiddenStep(alone: true)] : []
+        return [Node.deletion(name: record.name, pathLower: record.pathLower)]
+            + hidden.map { Node.deletion(name: String($0.split(separator: "/").last ?? ""), pathLower: Node.key(of: $0)) }
     }
 
     /// Removed folders not inside another removed folder, each with every delete at or
