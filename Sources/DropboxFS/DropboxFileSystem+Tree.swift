@@ -74,17 +74,19 @@ extension DropboxFileSystem {
             try checkRemovable(node, folder: folder)
             if folder { try await requireEmpty(node) }  // a quick refusal; `DeleteSender` makes sure on Dropbox
             let waitFor = try await writeBack.holding([node.pathLower]) { () async throws -> NewFolderWait? in
-                // nil: a new folder to send first; .some(nil): removed; .some(node): what
-                // Dropbox holds there, to remove at once (no room to queue its delete).
-                let unqueued = try pathChanges.withLock { () throws -> Node?? in
+                // A new folder to wait for; else removed, or (`unqueued`) what Dropbox holds
+                // there, to remove at once (no room to queue its delete).
+                let held = try pathChanges.withLock { () throws -> (wait: NewFolderWait?, unqueued: Node?) in
                     try requireUnmoved([(parent, parentPath)])
                     // A new folder not sent yet is taken back (no request); one being sent is
                     // removed from Dropbox once it is there.
-                    if folder, try showsNewFolderMadeHere(node.pathLower), try !takeBackNewFolder(node.pathLower) { return nil }
-                    return .some(try removeHeldAndName(node))
+                    if folder, try showsNewFolderMadeHere(node.pathLower), let wait = try takeBackNewFolder(node.pathLower) {
+                        return (wait, nil)
+                    }
+                    return (nil, try removeHeldAndName(node))
                 }
-                guard let unqueued else { return folders.isSending(node.pathLower) ? .roundUnderWay : .send }
-                if let unqueued {
+                if let wait = held.wait { return wait }
+                if let unqueued = held.unqueued {
                     try await removeNow(unqueued)
                     try pathChanges.withLock {
                         try writeBack.discard(node.pathLower)
@@ -124,7 +126,7 @@ extension DropboxFileSystem {
         // Nothing changed yet when this is not true: a commit under way there, a new folder
         // being sent, or no room to queue the delete (`remove` makes it on Dropbox at once).
         let done = try writeBack.holdingWithoutWaiting([node.pathLower]) { () throws -> Bool in
-            if isFolder, try showsNewFolderMadeHere(node.pathLower), try !takeBackNewFolder(node.pathLower) { return false }
+            if isFolder, try showsNewFolderMadeHere(node.pathLower), try takeBackNewFolder(node.pathLower) != nil { return false }
             return try removeHeldAndName(node) == nil
         }
         guard done == true else { return false }
@@ -170,20 +172,25 @@ extension DropboxFileSystem {
         return try folders.remake(source.pathLower, at: path, removeFromDropbox: { try deletes.add($0) })
     }
 
-    /// A new folder leaves the queue unless a round is sending it (false); one that may be
-    /// on Dropbox already (sent before, its outcome unknown) is deleted there in its place.
-    /// Nor while a new folder or a rename is pending below it (false): those make it on
+    /// A new folder leaves the queue (nil) unless a round is sending it (`.roundUnderWay`: wait
+    /// for it); one that may be on Dropbox already (sent before, its outcome unknown) is
+    /// deleted there in its place. Nor while a new folder or a rename is pending below it, or
+    /// one of its renames is under way (`.send`): those make it on
     /// Dropbox when they are sent (`mkdir e; mkdir e/f; mv e/f a; rmdir e` left `e` there,
     /// core differential, `DROPBOXFS_DIFF_MIX=tree`); the caller sends them first, and
     /// removes it from Dropbox then. The same below every name it had before renames brought
     /// it back here: `mkdir d; mv d e; mkdir e/y; mv e/y z; mv e d; rmdir d` made `e` on
     /// Dropbox with `e/y`, and the rename of `e` to `d` left `d` there. The renames that
     /// moved it go with it: they would fail on Dropbox, where it never was.
-    private func takeBackNewFolder(_ pathLower: String) throws -> Bool {
+    private func takeBackNewFolder(_ pathLower: String) throws -> NewFolderWait? {
         let past = moves.isEmpty ? (paths: [pathLower], ownRenames: []) : try pastOfNewFolder(at: pathLower)
-        if past.paths.contains(where: { folders.hasRecordBelow($0) || moves.hasEndBelow($0) }) { return false }
-        return try folders.takeBack(pathLower, removeFromDropbox: { try deletes.add($0) },
-                                    takeBackRenames: { try moves.takeBack(past.ownRenames) })
+        if past.paths.contains(where: { folders.hasRecordBelow($0) || moves.hasEndBelow($0) }) { return .send }
+        switch try folders.takeBack(pathLower, removeFromDropbox: { try deletes.add($0) },
+                                    takeBackRenames: { try moves.takeBack(past.ownRenames) }) {
+        case .taken: return nil
+        case .beingSent: return .roundUnderWay
+        case .renamesUnderWay: return .send
+        }
     }
 
     /// The refusals of unlink and rmdir that need nothing but the node: rmdir of a file,
@@ -303,8 +310,8 @@ extension DropboxFileSystem {
             else { throw StartAgain() }
             // A new folder at the target not sent yet is taken back (no request): the rename
             // replaces it. One being sent is on Dropbox next, and removed before the move.
-            if target?.isFolder == true, try showsNewFolderMadeHere(targetLower), try !takeBackNewFolder(targetLower) {
-                return folders.isSending(targetLower) ? .roundUnderWay : .send
+            if target?.isFolder == true, try showsNewFolderMadeHere(targetLower), let wait = try takeBackNewFolder(targetLower) {
+                return wait
             }
             // A new folder a round is sending: whether Dropbox will have it to move is known
             // when the round ends, which is waited for (no round of its own), and the rename

@@ -154,17 +154,20 @@ public final class PendingFolders: RoundQueue {
     /// renames that moved it (`takeBackRenames`, false if one is under way). One that may be
     /// on Dropbox all the same has its delete queued first (`removeFromDropbox`), before it
     /// leaves the queue (a crash in between makes it and then deletes it), and keeps its
-    /// renames, which may have been made too. False, changing nothing, if a round is sending
-    /// it (the caller waits for that round, and removes it from Dropbox).
+    /// renames, which may have been made too. Changes nothing if a round is sending it (the
+    /// caller waits for that round, and removes it from Dropbox), or one of its renames is
+    /// under way; which of those it was is said here, as it was seen (the caller, asking
+    /// `isSending` afterwards, found the round ended meanwhile, took it for renames to send
+    /// first, and in an outage failed an rmdir with ENETUNREACH: four-at-once differential).
     func takeBack(_ pathLower: String, removeFromDropbox: (Node) throws -> Void,
-                  takeBackRenames: () throws -> Bool) throws -> Bool {
+                  takeBackRenames: () throws -> Bool) throws -> TakeBack {
         let taken: (record: QueuedFolder, maybeMade: Bool)? = state.withLock { state in
             guard let record = state.byPath[pathLower], !state.sending.contains(pathLower) else { return nil }
             let maybeMade = state.maybeMade.contains(pathLower)
             state.remove(pathLower)
             return (record, maybeMade)
         }
-        guard let (record, maybeMade) = taken else { return false }
+        guard let (record, maybeMade) = taken else { return .beingSent }
         func putBack() {
             state.withLock { state in
                 state.insert(record)
@@ -176,7 +179,7 @@ public final class PendingFolders: RoundQueue {
                 try removeFromDropbox(Self.node(record))
             } else if try !takeBackRenames() {
                 putBack()
-                return false
+                return .renamesUnderWay
             }
         } catch {
             putBack()
@@ -185,8 +188,11 @@ public final class PendingFolders: RoundQueue {
         try store.endMakingFolder(pathLower, takenBack: true)
         try queue.removeFolders([record.id])
         signal.notify()
-        return true
+        return .taken
     }
+
+    /// What `takeBack` did.
+    enum TakeBack { case taken, beingSent, renamesUnderWay }
 
     /// Whether a new folder that may be sent now (older than every pending rename) is pending
     /// at, above or below any of `paths`.
