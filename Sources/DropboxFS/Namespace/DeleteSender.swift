@@ -100,9 +100,8 @@ final class DeleteSender: Sendable {
     /// What a done delete removed from Dropbox: its name, and for a folder the hidden names
     /// it may have waited at.
     static func namesGone(_ record: QueuedDelete) -> [Metadata] {
-        let hidden = record.isFolder ? [record.hiddenStep(alone: false), record.hiddenStep(alone: true)] : []
-        return [Node.deletion(name: record.name, pathLower: record.pathLower)]
-            + hidden.map { Node.deletion(name: String($0.split(separator: "/").last ?? ""), pathLower: Node.key(of: $0)) }
+        [Node.deletion(name: record.name, pathLower: record.pathLower)]
+            + record.hiddenStepKeys.map { Node.deletion(name: String($0.split(separator: "/").last ?? ""), pathLower: $0) }
     }
 
     /// Removed folders not inside another removed folder, each with every delete at or
