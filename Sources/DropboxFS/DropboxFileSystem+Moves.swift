@@ -132,22 +132,25 @@ extension DropboxFileSystem {
     }
 
     /// Where a new folder the view shows at its own record's path (`showsNewFolderMadeHere`)
-    /// has been since it was made: every path the view showed it at, this one too, and the
-    /// pending renames that moved it alone (those of a folder above it moved it along, and
-    /// are that folder's). Both from the walk `origin` makes.
-    func pastOfNewFolder(at pathLower: String) throws -> (paths: [String], ownRenames: Set<Int64>) {
-        try resolving { renames in
+    /// has been since it was made: every path the view showed it at, this one too, each with
+    /// the places in the order of the changes made while it was there; and the pending
+    /// renames that moved it alone (those of a folder above it moved it along, and are that
+    /// folder's). Both from the walk `origin` makes.
+    func pastOfNewFolder(at pathLower: String) throws -> (spans: [NewFolderSpan], ownRenames: Set<Int64>) {
+        let made = folders.record(pathLower)?.id ?? .min
+        return try resolving { renames in
             var path = pathLower
             var upper = Int64.max
-            var past: (paths: [String], ownRenames: Set<Int64>) = ([pathLower], [])
+            var past: (spans: [NewFolderSpan], ownRenames: Set<Int64>) = ([], [])
             while let move = renames.newestTouching(path, below: upper),
                   changeOrigin(path, ids: (move.id + 1)..<upper, name: nil, moved: path != pathLower) == nil,
                   Node.isAt(path, orUnder: move.toLower) {
                 if path == move.toLower { past.ownRenames.insert(move.id) }
+                past.spans.append(NewFolderSpan(path: path, ids: (move.id + 1)..<upper))
                 path = move.fromLower + path.dropFirst(move.toLower.count)
-                past.paths.append(path)
                 upper = move.id
             }
+            past.spans.append(NewFolderSpan(path: path, ids: min(made, upper)..<upper))
             return past
         }
     }
@@ -288,4 +291,12 @@ extension DropboxFileSystem {
             return shown
         }
     }
+}
+
+/// A path a new folder was shown at, and the places in the order (`NamespaceOrder`) of the
+/// changes made while it was there: a new folder or a rename below that path made then was
+/// made in it; one made before or after was in another folder shown there at another time.
+struct NewFolderSpan {
+    let path: String
+    let ids: Range<Int64>
 }

@@ -180,11 +180,17 @@ extension DropboxFileSystem {
     /// core differential, `DROPBOXFS_DIFF_MIX=tree`); the caller sends them first, and
     /// removes it from Dropbox then. The same below every name it had before renames brought
     /// it back here: `mkdir d; mv d e; mkdir e/y; mv e/y z; mv e d; rmdir d` made `e` on
-    /// Dropbox with `e/y`, and the rename of `e` to `d` left `d` there. The renames that
-    /// moved it go with it: they would fail on Dropbox, where it never was.
+    /// Dropbox with `e/y`, and the rename of `e` to `d` left `d` there. Only what was made
+    /// below a name while it was there counts: `mkdir e e/f a; mv e b; mv a e; mv e a` then
+    /// `mkdir c; mv c a` in an outage had to send `a` for `e/f`, made in the other `e`, and
+    /// failed with ENETUNREACH (differential, tree mix with outages). The renames that moved
+    /// it go with it: they would fail on Dropbox, where it never was.
     private func takeBackNewFolder(_ pathLower: String) throws -> NewFolderWait? {
-        let past = moves.isEmpty ? (paths: [pathLower], ownRenames: []) : try pastOfNewFolder(at: pathLower)
-        if past.paths.contains(where: { folders.hasRecordBelow($0) || moves.hasEndBelow($0) }) { return .send }
+        let past = moves.isEmpty ? (spans: [NewFolderSpan(path: pathLower, ids: .min ..< .max)], ownRenames: [])
+            : try pastOfNewFolder(at: pathLower)
+        if past.spans.contains(where: { folders.hasRecord(below: $0.path, madeIn: $0.ids) || moves.hasEnd(below: $0.path, madeIn: $0.ids) }) {
+            return .send
+        }
         switch try folders.takeBack(pathLower, removeFromDropbox: { try deletes.add($0) },
                                     takeBackRenames: { try moves.takeBack(past.ownRenames) }) {
         case .taken: return nil

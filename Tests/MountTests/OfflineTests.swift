@@ -406,6 +406,46 @@ struct OfflineTests {
         }
     }
 
+    /// A folder renamed away and back, and a new folder renamed over it in an outage, as on a
+    /// disk: the folder on Dropbox already or made here too, the two renames still queued as
+    /// the outage begins or sent. (These passed; the case that failed is the next test's.)
+    @Test(arguments: [(true, false), (true, true), (false, false), (false, true)])
+    func aNewFolderRenamedInAnOutageOverAFolderRenamedAwayAndBackReplacesIt(onDropbox: Bool, renamesSent: Bool) async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("printf x > \"$M/f\"" + (onDropbox ? " && mkdir \"$M/a\" && sync \"$M\"" : "")).status == 0)
+            let steps = try await m.sh("cd \"$M\" && " + (onDropbox ? "" : "mkdir a && ") + "mv -T a e && mv -T e a && mkdir c" + (renamesSent ? " && sync ." : ""))
+            #expect(steps.status == 0, "\(steps.stderr)")
+            try await m.emulator.setReachable(false)
+            let over = try await m.sh("cd \"$M\" && mv -T c a && ls -A")
+            #expect(over.status == 0 && over.stdout == "a\nf\n", "\(over.stdout)\(over.stderr)")
+            try await m.emulator.setReachable(true)
+            try await eventually("the mount to be online again", timeout: 60) { try m.statusReport()["offline_since"] == nil }
+            #expect(try await m.sh("sync \"$M\"").status == 0)
+            #expect(try await m.client.listAll("").map(\.name).sorted() == ["a", "f"])
+        }
+    }
+
+    /// The same with every folder still queued as the outage begins (the round sending them
+    /// failing), and a new folder renamed away from the name first (the differential's
+    /// shrunk sequence: `mkdir e e/f a; mv e b; <outage>; mv a e; mv e a; mkdir c; mv c a`).
+    @Test func aNewFolderRenamedInAnOutageOverANewFolderRenamedAwayAndBackInItReplacesIt() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            try await m.emulator.setFaults(["500:p=1,routes=files/create_folder_batch"])
+            let made = try await m.sh("cd \"$M\" && mkdir e e/f a && mv -T e b")
+            #expect(made.status == 0, "\(made.stderr)")
+            try await eventually("a round of new folders tried") { (try await m.routeStats()["files/create_folder_batch"]?["requests"] ?? 0) > 0 }
+            try await m.emulator.setReachable(false)
+            try await eventually("the mount to find Dropbox out of reach") { try m.statusReport()["offline_since"] != nil }
+            let over = try await m.sh("cd \"$M\" && mv -T a e && mv -T e a && mkdir c && mv -T c a && ls -A")
+            #expect(over.status == 0 && over.stdout == "a\nb\n", "\(over.stdout)\(over.stderr)")
+            try m.emulator.replaceFaults([])
+            try await m.emulator.setReachable(true)
+            try await eventually("the mount to be online again", timeout: 60) { try m.statusReport()["offline_since"] == nil }
+            #expect(try await m.sh("sync \"$M\"").status == 0)
+            #expect(try await m.client.listAll("", recursive: true).compactMap(\.pathDisplay).sorted() == ["/a", "/b", "/b/f"])
+        }
+    }
+
     /// `df` (statfs) in an outage answers the account's space as Dropbox last told it: the
     /// mount asks as it starts, and later only in the background. It asked at the first
     /// statfs, and at the first after each 30 s, failing with ENETUNREACH in an outage (and

@@ -100,6 +100,14 @@ public final class PendingFolders: RoundQueue {
     /// Whether a new folder is pending strictly below `folder`.
     func hasRecordBelow(_ folder: String) -> Bool { state.withLock { $0.paths.hasBelow(folder) } }
 
+    /// Whether a new folder made while `ids` were handed out (`NamespaceOrder`) is pending
+    /// strictly below `folder`.
+    func hasRecord(below folder: String, madeIn ids: Range<Int64>) -> Bool {
+        state.withLock { state in
+            state.paths.hasBelow(folder) && state.byPath.values.contains { ids.contains($0.id) && $0.pathLower.hasPrefix(folder + "/") }
+        }
+    }
+
     static func node(_ record: QueuedFolder) -> Node {
         Node(pathLower: record.pathLower, name: record.name, isFolder: true)
     }

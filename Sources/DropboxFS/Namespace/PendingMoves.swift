@@ -198,6 +198,17 @@ public final class PendingMoves: RoundQueue {
         }
     }
 
+    /// `hasEndBelow`, for the renames made while `ids` were handed out (`NamespaceOrder`);
+    /// one under way counts whenever it was made.
+    func hasEnd(below folder: String, madeIn ids: Range<Int64>) -> Bool {
+        state.withLock { state in
+            let prefix = folder + "/"
+            if state.settling.contains(where: { $0.fromLower.hasPrefix(prefix) || $0.toLower.hasPrefix(prefix) }) { return true }
+            return state.ends.hasBelow(folder)
+                && state.moves.contains { ids.contains($0.id) && ($0.fromLower.hasPrefix(prefix) || $0.toLower.hasPrefix(prefix)) }
+        }
+    }
+
     /// Whether a pending rename's source or destination is `path` or lies below it.
     func hasEnd(atOrBelow path: String) -> Bool {
         hasEndBelow(path) || state.withLock { state in
