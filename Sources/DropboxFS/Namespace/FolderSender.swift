@@ -50,6 +50,7 @@ final class FolderSender: Sendable {
 
     private func make(_ records: [QueuedFolder]) async throws {
         try await deletes.send(touching: records.map(\.pathLower))
+        FuseLog.trace("folders: round of \(records.count):\(records.prefix(32).map { " #\($0.id) \($0.path)" }.joined())")
         let results = try await calls.watcher.changingOwn(records.map { ($0.pathLower, .subtree) }) {
             try await calls.client.createFolderBatch(records.map(\.path))
         }
@@ -77,6 +78,8 @@ final class FolderSender: Sendable {
         // store only by a catch-up: if that failed, it stays pending, shown from here, and
         // the next round finds it again.
         let caughtUp = await calls.watcher.catchUp(after: made)
+        FuseLog.trace("folders: made\(done.map { " #\($0.id)" }.joined()), found\(found.map { " #\($0.id)" }.joined()), "
+            + "refused\(refused.map { " #\($0.id)" }.joined()), \(failures.count) failed, caught up: \(caughtUp)")
         try pending.finished(made: caughtUp ? done + found : done, refused: refused)
         if !failures.isEmpty {
             throw FSError.io("\(failures.count) folders not made: \(failures.prefix(3).joined(separator: "; "))")
