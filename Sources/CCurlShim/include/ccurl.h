@@ -19,6 +19,8 @@ CURLcode ccurl_setopt_progress_callback(CURL *handle, ccurl_progress_callback ca
 typedef int (*ccurl_seek_callback)(void *context, curl_off_t offset, int origin);
 CURLcode ccurl_setopt_seek_callback(CURL *handle, ccurl_seek_callback callback);
 
+CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
+
 CURLcode ccurl_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode ccurl_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value);
 
