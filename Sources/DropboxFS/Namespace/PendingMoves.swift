@@ -194,7 +194,8 @@ public final class PendingMoves: RoundQueue {
     /// Whether a pending rename's source or destination lies strictly below `folder`.
     func hasEndBelow(_ folder: String) -> Bool {
         state.withLock { state in
-            state.ends.hasBelow(folder) || state.settling.contains { $0.fromLower.hasPrefix(folder + "/") || $0.toLower.hasPrefix(folder + "/") }
+            let prefix = folder + "/"
+            return state.ends.hasBelow(folder) || state.settling.contains { Self.hasEnd($0, under: prefix) }
         }
     }
 
@@ -203,10 +204,13 @@ public final class PendingMoves: RoundQueue {
     func hasEnd(below folder: String, madeIn ids: Range<Int64>) -> Bool {
         state.withLock { state in
             let prefix = folder + "/"
-            if state.settling.contains(where: { $0.fromLower.hasPrefix(prefix) || $0.toLower.hasPrefix(prefix) }) { return true }
-            return state.ends.hasBelow(folder)
-                && state.moves.contains { ids.contains($0.id) && ($0.fromLower.hasPrefix(prefix) || $0.toLower.hasPrefix(prefix)) }
+            if state.settling.contains(where: { Self.hasEnd($0, under: prefix) }) { return true }
+            return state.ends.hasBelow(folder) && state.moves.contains { ids.contains($0.id) && Self.hasEnd($0, under: prefix) }
         }
+    }
+
+    private static func hasEnd(_ move: QueuedMove, under prefix: String) -> Bool {
+        move.fromLower.hasPrefix(prefix) || move.toLower.hasPrefix(prefix)
     }
 
     /// Whether a pending rename's source or destination is `path` or lies below it.
