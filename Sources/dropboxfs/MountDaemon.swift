@@ -172,12 +172,7 @@ struct MountDaemon {
             guard let size = ByteSize.parse($0) else { throw ClientError.local("--cache-size \($0): not a size") }
             return size
         } ?? options.cacheSize ?? 10 << 30
-        let store: MetadataStore
-        do {
-            store = try MetadataStore(path: cacheRoot + "/metadata.sqlite")
-        } catch let failure as SQLiteDatabase.Failure where failure.code == 5 {  // SQLITE_BUSY: held by its owner
-            throw ClientError.local("the cache directory \(cacheRoot) is in use by another dropboxfs mount; give this one its own --cache-dir")
-        }
+        let store = try await Self.openStore(cacheRoot)
         let cache = try BlockCache(directory: URL(fileURLWithPath: cacheRoot), limit: limit)
         let queue = try UploadQueue(path: cacheRoot + "/uploads.sqlite")
         let fs = try DropboxFileSystem(client: client, store: store, cache: cache, queue: queue, stagingDirectory: cacheRoot + "/staging",
@@ -198,8 +193,29 @@ struct MountDaemon {
             offline = offline ?? "Dropbox is out of reach (\(error)): serving the cached view; changes wait in the queue until it is back"
         }
         try mount.mount(at: mountpoint, options: options.fuse)
+        CacheOwner.record(cacheRoot: cacheRoot, mountpoint: mountpoint)
         return Prepared(client: client, account: account, accountName: accountName, root: root.name, cacheRoot: cacheRoot, cache: cache, fs: fs, mount: mount, watcher: watcher,
                         offlineAtStart: offline)
+    }
+
+    /// The cache's metadata store, which one mount at a time opens. Held by a daemon killed
+    /// while stuck in the kernel (`CacheOwner`), it is free once that daemon's connection is
+    /// aborted and its last thread has ended.
+    static func openStore(_ cacheRoot: String) async throws -> MetadataStore {
+        var abortedOwner = false
+        var tries = 0
+        while true {
+            do {
+                return try MetadataStore(path: cacheRoot + "/metadata.sqlite")
+            } catch let failure as SQLiteDatabase.Failure where failure.code == 5 {  // SQLITE_BUSY: held by its owner
+                abortedOwner = abortedOwner || CacheOwner.abortIfZombie(cacheRoot: cacheRoot)
+                tries += 1
+                guard abortedOwner, tries < 100 else {
+                    throw ClientError.local("the cache directory \(cacheRoot) is in use by another dropboxfs mount; give this one its own --cache-dir")
+                }
+                try await Task.sleep(for: .milliseconds(100))  // the zombie's threads ending
+            }
+        }
     }
 
     static func defaultCacheDirectory() -> String {

@@ -16,6 +16,11 @@ enum OrphanedConnection {
     static func abortIfDaemonGone(_ mountpoint: String) -> Bool {
         guard let report = StatusReport.read(mountpoint), !isRunning(report.pid),
               let connection = connectionNumber(of: mountpoint) else { return false }
+        return abort(connection: connection)
+    }
+
+    /// Aborts FUSE connection number `connection`: every call waiting on it fails.
+    static func abort(connection: String) -> Bool {
         let abort = "\(controlDirectory)/\(connection)/abort"
         if !FileManager.default.fileExists(atPath: abort) {
             // Not mounted yet (systemd mounts it at boot; a container may not have): root may.

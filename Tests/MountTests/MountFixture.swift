@@ -27,8 +27,11 @@ final class MountFixture: @unchecked Sendable {
     /// Mountpoints of other mounts of the account (`mountAnother`), unmounted at cleanup.
     private var otherMounts: [String] = []
 
+    /// Set by a test before it mounts: more variables for the daemons it starts.
+    var daemonEnvironment: [String: String] = [:]
+
     var environment: [String: String] {
-        ["DROPBOXFS_ACCESS_TOKEN": Self.token, "DROPBOXFS_API_URL": emulator.baseURL,
+        daemonEnvironment.merging(["DROPBOXFS_ACCESS_TOKEN": Self.token, "DROPBOXFS_API_URL": emulator.baseURL,
          "DROPBOXFS_CONFIG_DIR": root.appendingPathComponent("config").path,
          // The status file goes here (`StatusDirectory`), inside the test's own folder.
          "XDG_RUNTIME_DIR": runtimeDirectory,
@@ -36,7 +39,7 @@ final class MountFixture: @unchecked Sendable {
          // cleanup) and off its cache disk (which a test may fill).
          "SWIFT_BACKTRACE": "enable=yes,interactive=no,output-to=/tmp/dropboxfs-backtraces",
          // Passed on, so a run of the tests can log the daemons' decisions (`FuseLog.trace`).
-         "DROPBOXFS_TRACE": ProcessInfo.processInfo.environment["DROPBOXFS_TRACE"] ?? ""]
+         "DROPBOXFS_TRACE": ProcessInfo.processInfo.environment["DROPBOXFS_TRACE"] ?? ""]) { _, fixed in fixed }
     }
 
     static var binary: String { ProcessRunner.builtProduct("dropboxfs") }

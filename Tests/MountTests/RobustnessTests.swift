@@ -152,6 +152,70 @@ struct RobustnessTests {
         }
     }
 
+    /// A daemon killed while its invalidation waited in the kernel for a folder's lock, held
+    /// for a caller whose request had not reached the daemon (the window `KernelLockHolds`
+    /// leaves open): its stuck thread keeps it a zombie, holding its connection and its cache
+    /// (SQLite's lock). Lazily unmounted, the mountpoint no longer names that connection, and
+    /// the next mount of the same cache failed, "in use by another dropboxfs mount", until
+    /// someone aborted the connection by hand (found by Scripts/stress-two-mounts). The mount
+    /// finds the zombie through the cache's owner file and aborts its connection.
+    @Test func aMountOfACacheItsZombieDaemonStillHoldsAbortsThatDaemonsConnection() async throws {
+        try await MountFixture.with(mount: false) { m in
+            m.daemonEnvironment["DROPBOXFS_TEST_UNANSWERED_FSYNCDIR"] = "1"
+            try await m.mount()
+            let daemon = try #require(m.daemonPIDs().first)
+            let connection = try #require(Self.connectionNumber(of: m.mountpoint))
+            var held: Task<ProcessRunner.Result, any Error>?
+            do {
+                try await m.uploadElsewhere("x\n", to: "/d/f.txt")
+                try await eventually("the file to show") { try await m.sh("test -f \"$M/d/f.txt\"").status == 0 }
+                held = Task { try await m.syncFolder("\"$M/d\"") }
+                try await eventually("the folder's fsync to wait for the daemon") {
+                    Int(KernelText.read("/sys/fs/fuse/connections/\(connection)/waiting")?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0 > 0
+                }
+                _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/d/f.txt"))
+                try await eventually("the daemon's invalidation to wait for the folder's lock") { Self.threadStates(of: daemon).contains("D") }
+                kill(daemon, SIGKILL)
+                try await eventually("the daemon to be a zombie") { Self.threadStates(of: daemon).first == "Z" }
+                let detached = try await ProcessRunner.run("/usr/bin/env", ["fusermount3", "-u", "-z", m.mountpoint])
+                #expect(detached.status == 0, "\(detached.stderr)")
+                try await m.mount()
+                #expect(try await m.sh("head -c 7 \"$M/README.txt\"").stdout == "Welcome")
+                let sync = try await held?.value
+                #expect(sync?.status != 0, "the folder's fsync ended with its daemon's connection")
+            } catch {
+                // Never leave the stuck daemon and the waiting fsync behind.
+                if Self.threadStates(of: daemon).first == "Z" { Self.abortConnection(connection) }
+                _ = try? await held?.value
+                throw error
+            }
+        }
+    }
+
+    /// The state letter of each thread of `pid`, its main thread first.
+    static func threadStates(of pid: Int32) -> [Character] {
+        let main = KernelText.read("/proc/\(pid)/stat").flatMap(Self.state)
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return (main.map { [$0] } ?? []) + tasks.compactMap { KernelText.read("/proc/\(pid)/task/\($0)/stat").flatMap(Self.state) }
+    }
+
+    private static func state(_ stat: String) -> Character? {
+        stat.lastIndex(of: ")").flatMap { stat[$0...].dropFirst(2).first }
+    }
+
+    /// The FUSE connection of the mount at `mountpoint`: the minor number of its device.
+    static func connectionNumber(of mountpoint: String) -> String? {
+        let lines = (KernelText.read("/proc/self/mountinfo") ?? "").split(separator: "\n")
+        let fields = lines.map { $0.split(separator: " ") }.last { $0.count > 4 && String($0[4]) == mountpoint }
+        guard let device = fields?[2].split(separator: ":"), device.count == 2 else { return nil }
+        return String(device[1])
+    }
+
+    static func abortConnection(_ connection: String) {
+        let fd = open("/sys/fs/fuse/connections/\(connection)/abort", O_WRONLY)
+        if fd >= 0 { _ = write(fd, "1", 1); close(fd) }
+    }
+
     /// libfuse's workers serve request after request on the session's one /dev/fuse
     /// descriptor. The loop's settings once went to libfuse's 3.2 entry point, which read
     /// them as its old struct (clone_fd on, no idle worker kept): nearly every request then

@@ -17,6 +17,10 @@ private let setAttrCtime: Int32 = 1 << 10
 /// The low-level operation table. Each entry copies its borrowed arguments, then calls the
 /// core; network-bound work continues in a task that replies when done.
 enum FuseOperations {
+    /// DROPBOXFS_TEST_UNANSWERED_FSYNCDIR=1: folder fsyncs are never answered and take no
+    /// hold, so a test can make an invalidation wait in the kernel for a folder's lock.
+    static let leavesFolderSyncsUnanswered = ProcessInfo.processInfo.environment["DROPBOXFS_TEST_UNANSWERED_FSYNCDIR"] == "1"
+
     static func table() -> fuse_lowlevel_ops {
         var ops = fuse_lowlevel_ops()
         ops.`init` = { _, conn in cfuse_conn_configure(conn, 1 << 20) }
@@ -275,6 +279,9 @@ enum FuseOperations {
         ops.fsyncdir = { req, ino, _, _ in
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
+            // Tests only: the kernel keeps the folder locked for the caller, as in the moment
+            // before a request reaches the daemon (`KernelLockHolds`' window).
+            if FuseOperations.leavesFolderSyncsUnanswered { return }
             mount.answerDone(request, holding: [.folder(UInt64(ino))]) { try await mount.fs.syncFolder(UInt64(ino)) }
         }
         ops.copy_file_range = { req, _, inOffset, inInfo, _, outOffset, outInfo, length, _ in

@@ -1,0 +1,40 @@
+import DropboxAPI
+import Foundation
+
+/// Which daemon serves a cache directory, and over which FUSE connection: written by the
+/// daemon once mounted, read by a later mount that finds the cache in use.
+///
+/// A daemon killed while one of its threads waits in the kernel (an invalidation waiting for
+/// a folder's lock held for a call the daemon never answered) stays a zombie: it keeps its
+/// FUSE connection and its cache's SQLite lock. Unmounted lazily, the mountpoint no longer
+/// leads to that connection, so only this file does; aborting the connection fails the
+/// waiting call, the stuck thread ends, and the cache is free.
+enum CacheOwner {
+    static let fileName = "daemon"
+
+    /// Records this process and the connection of its mount at `mountpoint`.
+    static func record(cacheRoot: String, mountpoint: String) {
+        guard let connection = OrphanedConnection.connectionNumber(of: mountpoint) else { return }
+        try? "\(getpid()) \(connection)\n".write(toFile: cacheRoot + "/" + fileName, atomically: true, encoding: .utf8)
+    }
+
+    /// Aborts the connection of the daemon recorded for `cacheRoot` if that daemon is a
+    /// zombie (its connection is then still its own: the zombie holds it). Returns whether
+    /// it did. A daemon still running, or gone altogether, is left alone: the number of a
+    /// connection that ended may be another mount's now.
+    static func abortIfZombie(cacheRoot: String) -> Bool {
+        guard let text = try? String(contentsOfFile: cacheRoot + "/" + fileName, encoding: .utf8) else { return false }
+        let fields = text.split(whereSeparator: \.isWhitespace)
+        guard fields.count == 2, let pid = Int32(fields[0]), Int(fields[1]) != nil,
+              isZombieDaemon(pid) else { return false }
+        return OrphanedConnection.abort(connection: String(fields[1]))
+    }
+
+    /// A zombie whose command is dropboxfs (not another process given the pid since).
+    private static func isZombieDaemon(_ pid: Int32) -> Bool {
+        guard let stat = KernelText.read("/proc/\(pid)/stat"), let open = stat.firstIndex(of: "("),
+              let close = stat.lastIndex(of: ")") else { return false }
+        let command = stat[stat.index(after: open)..<close]
+        return command.hasPrefix("dropboxfs") && stat[close...].dropFirst(2).first == "Z"
+    }
+}
