@@ -88,8 +88,8 @@ struct UploadScheduleTests {
     /// blocked or in retry they may go too (bytes do not depend on the path). Not a large
     /// file, not one whose batch leaves now, not while a staging job runs or is paused.
     @Test func aSmallFilesBytesAreStagedEarlyWhileItsBatchWaits() {
-        let fresh = stageable(1, settled: .milliseconds(20))
-        #expect(decide([fresh], mayStage: true) == Schedule.Decision(jobs: [], wake: Schedule.stageAfter - .milliseconds(20)))
+        let fresh = stageable(1, settled: Schedule.stageAfter / 4)
+        #expect(decide([fresh], mayStage: true) == Schedule.Decision(jobs: [], wake: Schedule.stageAfter - Schedule.stageAfter / 4))
         let settled = stageable(2, settled: Schedule.stageAfter)
         var blocked = stageable(3, settled: .milliseconds(300))
         blocked.blocked = true
