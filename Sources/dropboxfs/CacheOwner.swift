@@ -18,16 +18,19 @@ enum CacheOwner {
         try? "\(getpid()) \(connection)\n".write(toFile: cacheRoot + "/" + fileName, atomically: true, encoding: .utf8)
     }
 
-    /// Aborts the connection of the daemon recorded for `cacheRoot` if that daemon is a
-    /// zombie (its connection is then still its own: the zombie holds it). Returns whether
-    /// it did. A daemon still running, or gone altogether, is left alone: the number of a
-    /// connection that ended may be another mount's now.
-    static func abortIfZombie(cacheRoot: String) -> Bool {
+    /// Whether the daemon recorded for `cacheRoot` is a zombie, whose cache is free once its
+    /// last thread ends; its connection is aborted if still open (it is then still the
+    /// zombie's own: the zombie holds it). A daemon still running, or gone altogether, is
+    /// left alone: the number of a connection that ended may be another mount's now.
+    static func freeIfZombie(cacheRoot: String) -> Bool {
         guard let text = try? String(contentsOfFile: cacheRoot + "/" + fileName, encoding: .utf8) else { return false }
         let fields = text.split(whereSeparator: \.isWhitespace)
         guard fields.count == 2, let pid = Int32(fields[0]), Int(fields[1]) != nil,
               isZombieDaemon(pid) else { return false }
-        return OrphanedConnection.abort(connection: String(fields[1]))
+        // Aborted already (by this mount's last try, or through the mountpoint), the
+        // connection's control folder may be gone while its threads still end.
+        _ = OrphanedConnection.abort(connection: String(fields[1]))
+        return true
     }
 
     /// A zombie whose command is dropboxfs (not another process given the pid since).

@@ -200,17 +200,15 @@ struct MountDaemon {
 
     /// The cache's metadata store, which one mount at a time opens. Held by a daemon killed
     /// while stuck in the kernel (`CacheOwner`), it is free once that daemon's connection is
-    /// aborted and its last thread has ended.
+    /// aborted and its last thread has ended: waited for, 10 s at most.
     static func openStore(_ cacheRoot: String) async throws -> MetadataStore {
-        var abortedOwner = false
         var tries = 0
         while true {
             do {
                 return try MetadataStore(path: cacheRoot + "/metadata.sqlite")
             } catch let failure as SQLiteDatabase.Failure where failure.code == 5 {  // SQLITE_BUSY: held by its owner
-                abortedOwner = abortedOwner || CacheOwner.abortIfZombie(cacheRoot: cacheRoot)
                 tries += 1
-                guard abortedOwner, tries < 100 else {
+                guard tries < 100, CacheOwner.freeIfZombie(cacheRoot: cacheRoot) else {
                     throw ClientError.local("the cache directory \(cacheRoot) is in use by another dropboxfs mount; give this one its own --cache-dir")
                 }
                 try await Task.sleep(for: .milliseconds(100))  // the zombie's threads ending
