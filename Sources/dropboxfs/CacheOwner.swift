@@ -18,6 +18,15 @@ enum CacheOwner {
         try? "\(getpid()) \(connection)\n".write(toFile: cacheRoot + "/" + fileName, atomically: true, encoding: .utf8)
     }
 
+    /// At a clean end: a record left behind would name a pid and a connection number that
+    /// other processes and mounts may be given later.
+    static func forget(cacheRoot: String) {
+        let path = cacheRoot + "/" + fileName
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+              text.split(whereSeparator: \.isWhitespace).first == Substring(String(getpid())) else { return }
+        unlink(path)
+    }
+
     /// Whether the daemon recorded for `cacheRoot` is a zombie, whose cache is free once its
     /// last thread ends; its connection is aborted if still open (it is then still the
     /// zombie's own: the zombie holds it). A daemon still running, or gone altogether, is

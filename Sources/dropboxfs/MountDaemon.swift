@@ -72,6 +72,7 @@ struct MountDaemon {
         await reporting.value
         // A waiting `unmount` reads the last report to say what is left, then removes it.
         if let left { status.write(leftForNextMount: left) } else { status.remove() }
+        CacheOwner.forget(cacheRoot: prepared.cacheRoot)
         if result != 0 { throw ExitCode(1) }
     }
 

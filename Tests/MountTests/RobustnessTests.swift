@@ -183,6 +183,11 @@ struct RobustnessTests {
                 #expect(try await m.sh("head -c 7 \"$M/README.txt\"").stdout == "Welcome")
                 let sync = try await held?.value
                 #expect(sync?.status != 0, "the folder's fsync ended with its daemon's connection")
+                // The cache names its new daemon, and no daemon once that one ended cleanly.
+                let record = try #require(Self.cacheOwnerRecord(in: m.cacheDirectory))
+                #expect(record.hasPrefix("\(try #require(m.daemonPIDs().first)) "), "\(record)")
+                try await m.unmount()
+                #expect(Self.cacheOwnerRecord(in: m.cacheDirectory) == nil)
             } catch {
                 // Never leave the stuck daemon and the waiting fsync behind.
                 if Self.threadStates(of: daemon).first == "Z" { Self.abortConnection(connection) }
@@ -190,6 +195,12 @@ struct RobustnessTests {
                 throw error
             }
         }
+    }
+
+    /// The cache's record of its daemon (`CacheOwner`): "pid connection".
+    static func cacheOwnerRecord(in cacheDirectory: String) -> String? {
+        let accounts = (try? FileManager.default.contentsOfDirectory(atPath: cacheDirectory)) ?? []
+        return accounts.lazy.compactMap { KernelText.read(cacheDirectory + "/" + $0 + "/daemon") }.first
     }
 
     /// The state letter of each thread of `pid`, its main thread first.
