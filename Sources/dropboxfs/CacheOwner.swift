@@ -1,4 +1,3 @@
-import DropboxAPI
 import Foundation
 
 /// Which daemon serves a cache directory, and over which FUSE connection: written by the
@@ -44,9 +43,7 @@ enum CacheOwner {
 
     /// A zombie whose command is dropboxfs (not another process given the pid since).
     private static func isZombieDaemon(_ pid: Int32) -> Bool {
-        guard let stat = KernelText.read("/proc/\(pid)/stat"), let open = stat.firstIndex(of: "("),
-              let close = stat.lastIndex(of: ")") else { return false }
-        let command = stat[stat.index(after: open)..<close]
-        return command.hasPrefix("dropboxfs") && stat[close...].dropFirst(2).first == "Z"
+        guard let process = OrphanedConnection.processState(pid) else { return false }
+        return process.command.hasPrefix("dropboxfs") && process.state == "Z"
     }
 }

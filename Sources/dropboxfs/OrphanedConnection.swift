@@ -35,10 +35,15 @@ enum OrphanedConnection {
     /// Alive and not a zombie: a killed daemon stays a zombie while one of its threads
     /// cannot end.
     static func isRunning(_ pid: Int32) -> Bool {
-        guard kill(pid, 0) == 0 || errno == EPERM, let stat = KernelText.read("/proc/\(pid)/stat"),
-              let end = stat.lastIndex(of: ")") else { return false }
-        let state = stat[end...].dropFirst(2).first
+        guard kill(pid, 0) == 0 || errno == EPERM, let state = processState(pid)?.state else { return false }
         return state != "Z" && state != "X"
+    }
+
+    /// A process's command name and state letter, from /proc/PID/stat.
+    static func processState(_ pid: Int32) -> (command: Substring, state: Character)? {
+        guard let stat = KernelText.read("/proc/\(pid)/stat"), let open = stat.firstIndex(of: "("),
+              let close = stat.lastIndex(of: ")"), let state = stat[close...].dropFirst(2).first else { return nil }
+        return (stat[stat.index(after: open)..<close], state)
     }
 
     /// The FUSE connection's number: the minor device number of its mount (major 0), as
