@@ -1,3 +1,4 @@
+import DropboxAPI
 import Foundation
 
 /// Which daemon serves a cache directory, and over which FUSE connection: written by the
@@ -13,7 +14,7 @@ enum CacheOwner {
 
     /// Records this process and the connection of its mount at `mountpoint`.
     static func record(cacheRoot: String, mountpoint: String) {
-        guard let connection = OrphanedConnection.connectionNumber(of: mountpoint) else { return }
+        guard let connection = FuseConnection.number(of: mountpoint) else { return }
         try? "\(getpid()) \(connection)\n".write(toFile: cacheRoot + "/" + fileName, atomically: true, encoding: .utf8)
     }
 
@@ -37,13 +38,13 @@ enum CacheOwner {
               isZombieDaemon(pid) else { return false }
         // Aborted already (by this mount's last try, or through the mountpoint), the
         // connection's control folder may be gone while its threads still end.
-        _ = OrphanedConnection.abort(connection: String(fields[1]))
+        FuseConnection.abort(String(fields[1]))
         return true
     }
 
     /// A zombie whose command is dropboxfs (not another process given the pid since).
     private static func isZombieDaemon(_ pid: Int32) -> Bool {
-        guard let process = OrphanedConnection.processState(pid) else { return false }
+        guard let process = ProcessStatus.of(pid) else { return false }
         return process.command.hasPrefix("dropboxfs") && process.state == "Z"
     }
 }

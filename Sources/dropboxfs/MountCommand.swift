@@ -182,7 +182,7 @@ enum MountTable {
     static func entries() -> [(source: String, mountpoint: String, type: String)] {
         guard let text = KernelText.read("/proc/self/mounts") else { return [] }
         return text.split(separator: "\n").compactMap { line in
-            let fields = line.split(separator: " ").map { unescape(String($0)) }
+            let fields = line.split(separator: " ").map { KernelText.unescapeMountField(String($0)) }
             return fields.count >= 3 ? (fields[0], fields[1], fields[2]) : nil
         }
     }
@@ -208,12 +208,6 @@ enum MountTable {
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
         return String(cString: resolved)
-    }
-
-    /// /proc/mounts escapes space, tab, newline and backslash as octal.
-    static func unescape(_ text: String) -> String {
-        text.replacingOccurrences(of: "\\040", with: " ").replacingOccurrences(of: "\\011", with: "\t")
-            .replacingOccurrences(of: "\\012", with: "\n").replacingOccurrences(of: "\\134", with: "\\")
     }
 }
 

@@ -164,14 +164,14 @@ struct RobustnessTests {
             m.daemonEnvironment["DROPBOXFS_TEST_UNANSWERED_FSYNCDIR"] = "1"
             try await m.mount()
             let daemon = try #require(m.daemonPIDs().first)
-            let connection = try #require(Self.connectionNumber(of: m.mountpoint))
+            let connection = try #require(FuseConnection.number(of: m.mountpoint))
             var held: Task<ProcessRunner.Result, any Error>?
             do {
                 try await m.uploadElsewhere("x\n", to: "/d/f.txt")
                 try await eventually("the file to show") { try await m.sh("test -f \"$M/d/f.txt\"").status == 0 }
                 held = Task { try await m.syncFolder("\"$M/d\"") }
                 try await eventually("the folder's fsync to wait for the daemon") {
-                    Int(KernelText.read("/sys/fs/fuse/connections/\(connection)/waiting")?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0 > 0
+                    Int(KernelText.read("\(FuseConnection.controlDirectory)/\(connection)/waiting")?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0 > 0
                 }
                 _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/d/f.txt"))
                 try await eventually("the daemon's invalidation to wait for the folder's lock") { Self.threadStates(of: daemon).contains("D") }
@@ -190,7 +190,7 @@ struct RobustnessTests {
                 #expect(Self.cacheOwnerRecord(in: m.cacheDirectory) == nil)
             } catch {
                 // Never leave the stuck daemon and the waiting fsync behind.
-                if Self.threadStates(of: daemon).first == "Z" { Self.abortConnection(connection) }
+                if Self.threadStates(of: daemon).first == "Z" { FuseConnection.abort(connection) }
                 _ = try? await held?.value
                 throw error
             }
@@ -205,26 +205,8 @@ struct RobustnessTests {
 
     /// The state letter of each thread of `pid`, its main thread first.
     static func threadStates(of pid: Int32) -> [Character] {
-        let main = KernelText.read("/proc/\(pid)/stat").flatMap(Self.state)
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-        return (main.map { [$0] } ?? []) + tasks.compactMap { KernelText.read("/proc/\(pid)/task/\($0)/stat").flatMap(Self.state) }
-    }
-
-    private static func state(_ stat: String) -> Character? {
-        stat.lastIndex(of: ")").flatMap { stat[$0...].dropFirst(2).first }
-    }
-
-    /// The FUSE connection of the mount at `mountpoint`: the minor number of its device.
-    static func connectionNumber(of mountpoint: String) -> String? {
-        let lines = (KernelText.read("/proc/self/mountinfo") ?? "").split(separator: "\n")
-        let fields = lines.map { $0.split(separator: " ") }.last { $0.count > 4 && String($0[4]) == mountpoint }
-        guard let device = fields?[2].split(separator: ":"), device.count == 2 else { return nil }
-        return String(device[1])
-    }
-
-    static func abortConnection(_ connection: String) {
-        let fd = open("/sys/fs/fuse/connections/\(connection)/abort", O_WRONLY)
-        if fd >= 0 { _ = write(fd, "1", 1); close(fd) }
+        let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return ([ProcessStatus.of(pid)] + threads.compactMap(Int32.init).map { ProcessStatus.of(pid, thread: $0) }).compactMap { $0?.state }
     }
 
     /// libfuse's workers serve request after request on the session's one /dev/fuse
