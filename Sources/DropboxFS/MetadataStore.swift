@@ -36,6 +36,9 @@ public final class MetadataStore: @unchecked Sendable {
     private var landingsBegun = 0
     /// Moves whose entries were taken along before the change feed brought them.
     private var movesAhead = MovesAhead()
+    /// Landings begun before the first catch-up (`landAhead`), ended once one has read the
+    /// change feed to its end (`feedPassed`).
+    private var landingsUntilFeedEnd: [LandingTicket] = []
 
     public init(path: String) throws {
         db = try SQLiteDatabase(path: path, exclusive: true)
@@ -298,9 +301,12 @@ public final class MetadataStore: @unchecked Sendable {
 
     /// A catch-up begun at `marker` has read the change feed to its end: the moves counted
     /// then are past, and the entries they took along that had been removed elsewhere before
-    /// them go from where they were taken (`MovesAhead`). Returns what went, for the kernel.
+    /// them go from where they were taken (`MovesAhead`), and the landings begun ahead of
+    /// the first catch-up end (`landAhead`). Returns what went, for the kernel.
     public func feedPassed(_ marker: Int) throws -> [StoreChange] {
         try lock.withLock {
+            for ticket in landingsUntilFeedEnd { endLandingLocked(ticket) }
+            landingsUntilFeedEnd = []
             // The records go once their removals are written: a write that fails (a full
             // cache disk) leaves them for the next catch-up's end.
             var after = movesAhead
@@ -366,15 +372,27 @@ public final class MetadataStore: @unchecked Sendable {
     /// below the source count as listed where they land, should the change feed bring them
     /// first, and so do those listed there until `endLanding`. Begun before the call is made.
     public func beginLanding(from source: String, to target: String, id: String) throws -> LandingTicket {
-        try lock.withLock {
-            landingsBegun += 1
-            landings[landingsBegun] = Landing(source: source, target: target, id: id)
-            try db.query("SELECT path_lower FROM listed WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)",
-                         [.text(source), .text(source + "/"), .text(source + "0")]) { row in
-                landLocked(row.text(0), ticket: landingsBegun)
-            }
-            return LandingTicket(number: landingsBegun)
+        try lock.withLock { try beginLandingLocked(from: source, to: target, id: id) }
+    }
+
+    /// A move a killed daemon may have made without learning so: a landing that lasts until a
+    /// catch-up has read the change feed to its end (`feedPassed`), so that the feed's removal
+    /// of the source and the entry at the target, met before the rename's next try, carry what
+    /// the store knew of the source there (which folders are listed). Call before the first
+    /// catch-up. Only for a target no other client makes (a case-only rename's hidden name): a
+    /// folder arriving at a landing's target counts as listed, whoever made it.
+    public func landAhead(from source: String, to target: String, id: String) throws {
+        try lock.withLock { landingsUntilFeedEnd.append(try beginLandingLocked(from: source, to: target, id: id)) }
+    }
+
+    private func beginLandingLocked(from source: String, to target: String, id: String) throws -> LandingTicket {
+        landingsBegun += 1
+        landings[landingsBegun] = Landing(source: source, target: target, id: id)
+        try db.query("SELECT path_lower FROM listed WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)",
+                     [.text(source), .text(source + "/"), .text(source + "0")]) { row in
+            landLocked(row.text(0), ticket: landingsBegun)
         }
+        return LandingTicket(number: landingsBegun)
     }
 
     public struct LandingTicket: Sendable { fileprivate let number: Int }
@@ -445,25 +463,27 @@ public final class MetadataStore: @unchecked Sendable {
     /// answered, or the feed brought the entry there): the source's removal was another
     /// client's, or the feed brings the entries at the target later (its call's answer lost).
     public func endLanding(_ ticket: LandingTicket) {
-        lock.withLock {
-            guard let landing = landings.removeValue(forKey: ticket.number) else { return }
-            for key in landing.keys {
-                let left = landingFolders[key, default: 1] - 1
-                landingFolders[key] = left > 0 ? left : nil
+        lock.withLock { endLandingLocked(ticket) }
+    }
+
+    private func endLandingLocked(_ ticket: LandingTicket) {
+        guard let landing = landings.removeValue(forKey: ticket.number) else { return }
+        for key in landing.keys {
+            let left = landingFolders[key, default: 1] - 1
+            landingFolders[key] = left > 0 ? left : nil
+        }
+        guard landing.tookAlong, !landing.answered, !landing.targetSeen else { return }
+        forgetCachedLocked()
+        do {
+            try db.transaction {
+                guard try db.first(Self.selectByPath, [.text(landing.target)], map: Self.node)?.id == landing.id else { return }
+                FuseLog.trace("store: what was taken along to \(landing.target) goes again (the move of \(landing.source) is not known made)")
+                try removeSubtreeLocked(landing.target)
             }
-            guard landing.tookAlong, !landing.answered, !landing.targetSeen else { return }
-            forgetCachedLocked()
-            do {
-                try db.transaction {
-                    guard try db.first(Self.selectByPath, [.text(landing.target)], map: Self.node)?.id == landing.id else { return }
-                    FuseLog.trace("store: what was taken along to \(landing.target) goes again (the move of \(landing.source) is not known made)")
-                    try removeSubtreeLocked(landing.target)
-                }
-            } catch {
-                // Kept: the next listing of the folder drops it (a write to the cache failed).
-                FuseLog.error("store: could not drop what was taken along to \(landing.target): \(error)")
-                try? unlistLocked(Node.parent(of: landing.target))
-            }
+        } catch {
+            // Kept: the next listing of the folder drops it (a write to the cache failed).
+            FuseLog.error("store: could not drop what was taken along to \(landing.target): \(error)")
+            try? unlistLocked(Node.parent(of: landing.target))
         }
     }
 

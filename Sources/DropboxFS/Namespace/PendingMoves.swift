@@ -57,6 +57,9 @@ public final class PendingMoves: RoundQueue {
         for move in moves where move.isParked { deletes.setAside(Node.key(of: move.parkedAt), true) }
     }
 
+    /// The case-only renames whose first step, to their hidden names, may be done.
+    var parked: [QueuedMove] { state.withLock { $0.moves.filter(\.isParked) } }
+
     /// The pending renames, oldest first, those in flight (id: landing), and the generation
     /// they belong to. A case-only rename whose first step may be done counts as in flight
     /// to its hidden name: the change feed may bring the hidden entry in first; the view then
