@@ -118,7 +118,7 @@ public final class DropboxFileSystem: Sendable {
         // learning so: the first catch-up then brings the folder's removal and its arrival at
         // the hidden name before the rename goes on. Landed ahead, the store takes what it knew
         // there along (unlisted, an empty folder made here failed `ls` with ENETUNREACH offline).
-        for move in moves.parked where !move.sourceID.isEmpty {
+        for move in moves.parkedRenames where !move.sourceID.isEmpty {
             try store.landAhead(from: move.fromLower, to: Node.key(of: move.parkedAt), id: move.sourceID)
         }
         self.moveSender = MoveSender(pending: moves, folders: folderSender, calls: tree, store: store, writeBack: writeBack)

@@ -58,7 +58,7 @@ public final class PendingMoves: RoundQueue {
     }
 
     /// The case-only renames whose first step, to their hidden names, may be done.
-    var parked: [QueuedMove] { state.withLock { $0.moves.filter(\.isParked) } }
+    var parkedRenames: [QueuedMove] { state.withLock { $0.moves.filter(\.isParked) } }
 
     /// The pending renames, oldest first, those in flight (id: landing), and the generation
     /// they belong to. A case-only rename whose first step may be done counts as in flight
