@@ -114,12 +114,13 @@ public final class DropboxFileSystem: Sendable {
         self.folders = try PendingFolders(queue: queue, store: store, order: order, handoffs: handoffs)
         self.folderSender = FolderSender(pending: folders, deletes: deleteSender, calls: tree)
         self.moves = try PendingMoves(queue: queue, order: order, deletes: deletes)
-        // A killed daemon may have made a case-only rename's step to its hidden name without
-        // learning so: the first catch-up then brings the folder's removal and its arrival at
-        // the hidden name before the rename goes on. Landed ahead, the store takes what it knew
-        // there along (unlisted, an empty folder made here failed `ls` with ENETUNREACH offline).
-        for move in moves.parkedRenames where !move.sourceID.isEmpty {
-            try store.landAhead(from: move.fromLower, to: Node.key(of: move.parkedAt), id: move.sourceID)
+        // A killed daemon may have made a rename (or a case-only rename's step to its hidden
+        // name) without learning so: the first catch-up then brings the folder's removal and
+        // its arrival at the new name before the rename is tried again. Landed ahead, the store
+        // takes what it knew there along (unlisted, an empty folder made here failed `ls` with
+        // ENETUNREACH offline).
+        for (move, landedAt) in moves.mayBeDone {
+            try store.landAhead(from: move.fromLower, to: landedAt, id: move.sourceID)
         }
         self.moveSender = MoveSender(pending: moves, folders: folderSender, calls: tree, store: store, writeBack: writeBack)
         self.namespace = NamespaceSender(folders: folderSender, moves: moveSender)

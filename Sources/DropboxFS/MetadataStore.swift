@@ -31,6 +31,11 @@ public final class MetadataStore: @unchecked Sendable {
     /// when its entry comes, so the entries below it are kept (dropped as children of a
     /// folder not listed, a file the kernel held in it was "not found").
     private var landingFolders: [String: Int] = [:]
+    /// The same for the landings begun ahead of the first catch-up (`landAhead`), by the id
+    /// the folder must come with: their moves may never have been made, and another client
+    /// may have put a folder of its own at such a path meanwhile, whose entries the store
+    /// does not have (counted as listed, it showed empty).
+    private var landingFoldersByID: [String: [String: Int]] = [:]
     /// The moves under way, by ticket (`Landing`).
     private var landings: [Int: Landing] = [:]
     private var landingsBegun = 0
@@ -227,7 +232,7 @@ public final class MetadataStore: @unchecked Sendable {
                 }
                 try markListedLocked(folderLower)
                 for (ticket, landing) in landings where Node.isAt(folderLower, orUnder: landing.source) {
-                    landLocked(folderLower, ticket: ticket)
+                    try landLocked(folderLower, ticket: ticket)
                 }
             }
         }
@@ -274,7 +279,7 @@ public final class MetadataStore: @unchecked Sendable {
                             // A folder being made here is listed and empty when it comes, not
                             // when the store knew it before unlisted (`beginMakingFolder`).
                             let newHere = old.map { Self.isAnotherEntry(node, than: $0) } ?? true
-                            if node.isFolder, (foldersBeingMade[lower] != nil && newHere) || landingFolders[lower] != nil {
+                            if node.isFolder, (foldersBeingMade[lower] != nil && newHere) || landsLocked(lower, id: node.id) {
                                 try markListedLocked(lower)
                             }
                             applied.append(StoreChange(pathLower: lower, name: node.name, old: old, new: node))
@@ -379,19 +384,22 @@ public final class MetadataStore: @unchecked Sendable {
     /// catch-up has read the change feed to its end (`feedPassed`), so that the feed's removal
     /// of the source and the entry at the target, met before the rename's next try, carry what
     /// the store knew of the source there (which folders are listed). Call before the first
-    /// catch-up. Only for a target no other client makes (a case-only rename's hidden name): a
-    /// folder arriving at a landing's target counts as listed, whoever made it.
+    /// catch-up. A folder arriving at such a landing's paths counts as listed only if it comes
+    /// with the id it had at the source: the move may never have been made, and another
+    /// client may have put a folder there while this mount was down.
     public func landAhead(from source: String, to target: String, id: String) throws {
-        try lock.withLock { landingsUntilFeedEnd.append(try beginLandingLocked(from: source, to: target, id: id)) }
+        try lock.withLock { landingsUntilFeedEnd.append(try beginLandingLocked(from: source, to: target, id: id, ahead: true)) }
     }
 
-    private func beginLandingLocked(from source: String, to target: String, id: String) throws -> LandingTicket {
+    private func beginLandingLocked(from source: String, to target: String, id: String, ahead: Bool = false) throws -> LandingTicket {
         landingsBegun += 1
-        landings[landingsBegun] = Landing(source: source, target: target, id: id)
+        landings[landingsBegun] = Landing(source: source, target: target, id: id, ahead: ahead)
+        var listed: [String] = []
         try db.query("SELECT path_lower FROM listed WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)",
                      [.text(source), .text(source + "/"), .text(source + "0")]) { row in
-            landLocked(row.text(0), ticket: landingsBegun)
+            listed.append(row.text(0))
         }
+        for folder in listed { try landLocked(folder, ticket: landingsBegun) }
         return LandingTicket(number: landingsBegun)
     }
 
@@ -408,7 +416,11 @@ public final class MetadataStore: @unchecked Sendable {
         let target: String
         /// The moved entry's id (empty when not known yet: a folder made here).
         let id: String
-        var keys: [String] = []
+        /// Begun ahead of the first catch-up (`landAhead`): its keys hold for a folder that
+        /// comes with the id it had at the source only (`landingFoldersByID`).
+        let ahead: Bool
+        /// Each key with the id its folder must come with (nil: any, `landingFolders`).
+        var keys: [(path: String, id: String?)] = []
         /// The change feed brought the source's removal, or the entry at its new path: the
         /// store has the move, and maybe changes made after it (`applyMove`).
         var arrived = false
@@ -444,11 +456,23 @@ public final class MetadataStore: @unchecked Sendable {
     }
 
     /// A folder listed at or below a moving source counts as listed where it lands.
-    private func landLocked(_ listed: String, ticket: Int) {
+    private func landLocked(_ listed: String, ticket: Int) throws {
         guard let landing = landings[ticket] else { return }
         let key = landing.target + listed.dropFirst(landing.source.count)
-        landingFolders[key, default: 0] += 1
-        landings[ticket]?.keys.append(key)
+        guard landing.ahead else {
+            landingFolders[key, default: 0] += 1
+            landings[ticket]?.keys.append((key, nil))
+            return
+        }
+        guard let id = try db.first(Self.selectByPath, [.text(listed)], map: Self.node)?.id, !id.isEmpty else { return }
+        landingFoldersByID[key, default: [:]][id, default: 0] += 1
+        landings[ticket]?.keys.append((key, id))
+    }
+
+    /// Whether a folder coming from the change feed at `key` with `id` lands there for a
+    /// move under way, and so counts as listed.
+    private func landsLocked(_ key: String, id: String) -> Bool {
+        landingFolders[key] != nil || landingFoldersByID[key]?[id] != nil
     }
 
     /// Whether the change feed brought the moved entry at the move's source while the move
@@ -468,9 +492,16 @@ public final class MetadataStore: @unchecked Sendable {
 
     private func endLandingLocked(_ ticket: LandingTicket) {
         guard let landing = landings.removeValue(forKey: ticket.number) else { return }
-        for key in landing.keys {
-            let left = landingFolders[key, default: 1] - 1
-            landingFolders[key] = left > 0 ? left : nil
+        for (key, id) in landing.keys {
+            if let id {
+                var ids = landingFoldersByID[key] ?? [:]
+                let left = ids[id, default: 1] - 1
+                ids[id] = left > 0 ? left : nil
+                landingFoldersByID[key] = ids.isEmpty ? nil : ids
+            } else {
+                let left = landingFolders[key, default: 1] - 1
+                landingFolders[key] = left > 0 ? left : nil
+            }
         }
         guard landing.tookAlong, !landing.answered, !landing.targetSeen else { return }
         forgetCachedLocked()

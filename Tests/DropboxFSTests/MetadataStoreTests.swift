@@ -38,6 +38,29 @@ struct MetadataStoreTests {
         }
     }
 
+    /// A rename a killed daemon may have made, landed ahead of the first catch-up: the folders
+    /// listed at its source count as listed at its destination when they come with their ids,
+    /// and only then. A folder another client put there while the mount was down is not the
+    /// renamed one, and the store does not have its entries (counted as listed, it showed
+    /// without them; failed before).
+    @Test func aRenameLandedAheadListsOnlyTheFoldersThatComeWithTheirIDs() throws {
+        for (arrivingID, listed) in [("id:a", true), ("id:theirs", false)] {
+            try Self.withStore { store in
+                _ = try store.apply(Self.entries(.folder("/a", id: "id:a")))
+                try store.markListed("/a")
+                _ = try store.apply(Self.entries(.folder("/a/s", id: "id:s")))
+                try store.markListed("/a/s")
+                let catchUp = store.movesAheadMarker
+                try store.landAhead(from: "/a", to: "/c", id: "id:a")
+                let subfolderID = arrivingID == "id:a" ? "id:s" : "id:theirs-s"
+                _ = try store.apply(Self.entries(.folder("/c", id: arrivingID), .folder("/c/s", id: subfolderID)), fromChangeFeed: true)
+                _ = try store.feedPassed(catchUp)
+                #expect(try store.isListed("/c") == listed, "arriving as \(arrivingID)")
+                #expect(try store.isListed("/c/s") == listed, "arriving as \(arrivingID)")
+            }
+        }
+    }
+
     /// A listing read after the store learnt that its folder moved (Dropbox answered it
     /// before the move): refused, and nothing of it stays at the old place, listed or not.
     @Test func aListingOfAFolderThatMovedMeanwhileIsRefusedAndLeavesNothing() throws {

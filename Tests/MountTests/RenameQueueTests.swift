@@ -102,6 +102,26 @@ struct RenameQueueTests {
         }
     }
 
+    /// The same for a plain rename a killed daemon made on Dropbox without hearing so: the
+    /// next mount's first catch-up brings the folder's removal and its arrival at the new name
+    /// before the rename is tried again. It must stay known empty there.
+    @Test func aFolderStaysListedThroughARenameAKilledDaemonMade() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/b\" && sync \"$M\"").status == 0)
+            try await m.emulator.setFaults(["reset:p=1,after=0,routes=files/move_v2", "silent:routes=files/get_metadata"])
+            #expect(try await m.sh("mv \"$M/b\" \"$M/c\"").status == 0)
+            try await eventually("the rename to be made on Dropbox", timeout: 60) { try await m.client.listAll("").map(\.name) == ["c"] }
+            try await m.killDaemon()
+            try m.emulator.replaceFaults([])
+            try await m.mount()
+            try await m.emulator.setReachable(false)
+            try await eventually("the mount to find Dropbox out of reach") { try m.statusReport()["offline_since"] != nil }
+            let listed = try await m.sh("ls -A \"$M/c\"")
+            #expect(listed.status == 0 && listed.stdout.isEmpty, "\(listed)")
+            try await m.emulator.setReachable(true)
+        }
+    }
+
     /// A case-only rename whose first step was made on Dropbox, its answer lost as Dropbox
     /// went out of reach, shows the folder at its new name, and only there, once Dropbox is
     /// back: the change feed brings the hidden step's entry in before the rename is tried

@@ -57,8 +57,19 @@ public final class PendingMoves: RoundQueue {
         for move in moves where move.isParked { deletes.setAside(Node.key(of: move.parkedAt), true) }
     }
 
-    /// The case-only renames whose first step, to their hidden names, may be done.
-    var parkedRenames: [QueuedMove] { state.withLock { $0.moves.filter(\.isParked) } }
+    /// The renames a previous daemon may have made on Dropbox without hearing so, each with
+    /// where its source went then: a case-only rename whose first step may be done to its
+    /// hidden name, any other to its destination. Only those whose source's id is known: the
+    /// change feed tells the move by it.
+    var mayBeDone: [(move: QueuedMove, landedAt: String)] {
+        state.withLock { state in
+            state.moves.compactMap { move in
+                guard !move.sourceID.isEmpty else { return nil }
+                if move.isParked { return (move, Node.key(of: move.parkedAt)) }
+                return move.isCaseOnly ? nil : (move, move.toLower)
+            }
+        }
+    }
 
     /// The pending renames, oldest first, those in flight (id: landing), and the generation
     /// they belong to. A case-only rename whose first step may be done counts as in flight
