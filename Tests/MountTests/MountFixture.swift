@@ -84,8 +84,23 @@ final class MountFixture: @unchecked Sendable {
             failure = failure ?? error
         }
         await emulator.shutdown()
+        if failure != nil { keepLogs(of: root) }
         try? FileManager.default.removeItem(at: root)
         if let failure { throw failure }
+    }
+
+    /// DROPBOXFS_TEST_KEEP_LOGS=DIR: a failed test's daemon logs (every mount's, traces
+    /// included with DROPBOXFS_TRACE) are copied to DIR/<the test's folder>/ before its folder goes.
+    private static func keepLogs(of root: URL) {
+        guard let keep = ProcessInfo.processInfo.environment["DROPBOXFS_TEST_KEEP_LOGS"], !keep.isEmpty else { return }
+        let target = URL(fileURLWithPath: keep).appendingPathComponent(root.lastPathComponent)
+        try? FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+        let files = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
+        while let file = files?.nextObject() as? URL {
+            guard file.lastPathComponent == "dropboxfs.log" else { continue }
+            let name = file.path.dropFirst(root.path.count + 1).replacingOccurrences(of: "/", with: "_")
+            try? FileManager.default.copyItem(at: file, to: target.appendingPathComponent(name))
+        }
     }
 
     /// `dropboxfs mount`: returns once mounted (or throws with what the command said).
@@ -287,12 +302,15 @@ struct MountFailure: Error, CustomStringConvertible {
     var description: String { message }
 }
 
-/// Awaits a condition (checked every 50 ms) up to a deadline; throws if it never holds.
-func eventually(_ what: String, timeout: Double = 20, _ condition: @escaping () async throws -> Bool) async throws {
+/// Awaits a condition (checked every 50 ms) up to a deadline; throws if it never holds, with
+/// what `lastSeen` says then (what the condition saw last, for the failure's reader).
+func eventually(_ what: String, timeout: Double = 20, lastSeen: () -> String = { "" },
+                _ condition: @escaping () async throws -> Bool) async throws {
     let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
     while ContinuousClock.now < deadline {
         if try await condition() { return }
         try await Task.sleep(for: .milliseconds(50))
     }
-    throw MountFailure(message: "timed out after \(timeout) s waiting for \(what)")
+    let seen = lastSeen()
+    throw MountFailure(message: "timed out after \(timeout) s waiting for \(what)" + (seen.isEmpty ? "" : "; last seen:\n\(seen)"))
 }

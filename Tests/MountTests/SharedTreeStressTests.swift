@@ -76,7 +76,7 @@ struct SharedTreeStressTests {
             #expect(try await m.syncFolder("\"$M/\(folder)\"").status == 0)
             let fresh = try await m.mountAnother("fresh")
             var last = ""
-            try await eventually("the mount to show what Dropbox holds", timeout: 60) {
+            try await eventually("the mount to show what Dropbox holds", timeout: 60, lastSeen: { last }) {
                 let shown = try await m.python(Self.snapshot(of: m.mountpoint + "/" + folder))
                 let heldOnDropbox = try await m.python(Self.snapshot(of: fresh + "/" + folder))
                 last = "the mount shows\n\(shown.stdout)\(shown.stderr)\nDropbox holds\n\(heldOnDropbox.stdout)\(heldOnDropbox.stderr)"
@@ -139,7 +139,7 @@ struct SharedTreeStressTests {
             print("seed \(seed): \(heldOnDropbox.stdout.split(separator: "\n").count) entries")
             for mount in [m.mountpoint, second] {
                 var last = ""
-                try await eventually("\(mount) to show what Dropbox holds in \(folder)", timeout: 60) {
+                try await eventually("\(mount) to show what Dropbox holds in \(folder)", timeout: 60, lastSeen: { last }) {
                     let shown = try await m.python(Self.snapshot(of: mount + "/" + folder))
                     last = "\(mount) shows\n\(shown.stdout)\(shown.stderr)\nDropbox holds\n\(heldOnDropbox.stdout)"
                     return shown.status == 0 && shown.stdout == heldOnDropbox.stdout
