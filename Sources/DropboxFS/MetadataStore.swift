@@ -33,8 +33,8 @@ public final class MetadataStore: @unchecked Sendable {
     private var landingFolders: [String: Int] = [:]
     /// The same for the landings begun ahead of the first catch-up (`landAhead`), by the id
     /// the folder must come with: their moves may never have been made, and another client
-    /// may have put a folder of its own at such a path meanwhile, whose entries the store
-    /// does not have (counted as listed, it showed empty).
+    /// may have put a folder of its own at such a path meanwhile, which the store never
+    /// listed (counted as listed, it would show only what the feed brings of it).
     private var landingFoldersByID: [String: [String: Int]] = [:]
     /// The moves under way, by ticket (`Landing`).
     private var landings: [Int: Landing] = [:]

@@ -41,8 +41,7 @@ struct MetadataStoreTests {
     /// A rename a killed daemon may have made, landed ahead of the first catch-up: the folders
     /// listed at its source count as listed at its destination when they come with their ids,
     /// and only then. A folder another client put there while the mount was down is not the
-    /// renamed one, and the store does not have its entries (counted as listed, it showed
-    /// without them; failed before).
+    /// renamed one, and the store never listed it (it counted as listed before: failed).
     @Test func aRenameLandedAheadListsOnlyTheFoldersThatComeWithTheirIDs() throws {
         for (arrivingID, listed) in [("id:a", true), ("id:theirs", false)] {
             try Self.withStore { store in
