@@ -29,13 +29,11 @@ public final class MetadataStore: @unchecked Sendable {
     /// per path): the change feed may bring the move before the call returns, a delete of
     /// the source and the moved entries at their new paths; such a folder counts as listed
     /// when its entry comes, so the entries below it are kept (dropped as children of a
-    /// folder not listed, a file the kernel held in it was "not found").
-    private var landingFolders: [String: Int] = [:]
-    /// The same for the landings begun ahead of the first catch-up (`landAhead`), by the id
-    /// the folder must come with: their moves may never have been made, and another client
-    /// may have put a folder of its own at such a path meanwhile, which the store never
-    /// listed (counted as listed, it would show only what the feed brings of it).
-    private var landingFoldersByID: [String: [String: Int]] = [:]
+    /// folder not listed, a file the kernel held in it was "not found"). A key of a landing
+    /// begun ahead of the first catch-up (`landAhead`) holds only for a folder that comes with
+    /// the id it had at the source: such a move may never have been made, and another client
+    /// may have put a folder of its own at the path meanwhile, which the store never listed.
+    private var landingFolders: [LandingKey: Int] = [:]
     /// The moves under way, by ticket (`Landing`).
     private var landings: [Int: Landing] = [:]
     private var landingsBegun = 0
@@ -416,11 +414,9 @@ public final class MetadataStore: @unchecked Sendable {
         let target: String
         /// The moved entry's id (empty when not known yet: a folder made here).
         let id: String
-        /// Begun ahead of the first catch-up (`landAhead`): its keys hold for a folder that
-        /// comes with the id it had at the source only (`landingFoldersByID`).
+        /// Begun ahead of the first catch-up (`landAhead`): its keys name their folders' ids.
         let ahead: Bool
-        /// Each key with the id its folder must come with (nil: any, `landingFolders`).
-        var keys: [(path: String, id: String?)] = []
+        var keys: [LandingKey] = []
         /// The change feed brought the source's removal, or the entry at its new path: the
         /// store has the move, and maybe changes made after it (`applyMove`).
         var arrived = false
@@ -459,20 +455,27 @@ public final class MetadataStore: @unchecked Sendable {
     private func landLocked(_ listed: String, ticket: Int) throws {
         guard let landing = landings[ticket] else { return }
         let key = landing.target + listed.dropFirst(landing.source.count)
-        guard landing.ahead else {
-            landingFolders[key, default: 0] += 1
-            landings[ticket]?.keys.append((key, nil))
-            return
+        var id: String?
+        if landing.ahead {
+            id = try db.first(Self.selectByPath, [.text(listed)], map: Self.node)?.id
+            guard id?.isEmpty == false else { return }
         }
-        guard let id = try db.first(Self.selectByPath, [.text(listed)], map: Self.node)?.id, !id.isEmpty else { return }
-        landingFoldersByID[key, default: [:]][id, default: 0] += 1
-        landings[ticket]?.keys.append((key, id))
+        let landed = LandingKey(path: key, id: id)
+        landingFolders[landed, default: 0] += 1
+        landings[ticket]?.keys.append(landed)
     }
 
-    /// Whether a folder coming from the change feed at `key` with `id` lands there for a
+    /// A path where a folder lands for a move under way, with the id it must come with (nil:
+    /// any, for a move whose call is being made).
+    private struct LandingKey: Hashable {
+        let path: String
+        let id: String?
+    }
+
+    /// Whether a folder coming from the change feed at `path` with `id` lands there for a
     /// move under way, and so counts as listed.
-    private func landsLocked(_ key: String, id: String) -> Bool {
-        landingFolders[key] != nil || landingFoldersByID[key]?[id] != nil
+    private func landsLocked(_ path: String, id: String) -> Bool {
+        landingFolders[LandingKey(path: path, id: nil)] != nil || landingFolders[LandingKey(path: path, id: id)] != nil
     }
 
     /// Whether the change feed brought the moved entry at the move's source while the move
@@ -492,16 +495,9 @@ public final class MetadataStore: @unchecked Sendable {
 
     private func endLandingLocked(_ ticket: LandingTicket) {
         guard let landing = landings.removeValue(forKey: ticket.number) else { return }
-        for (key, id) in landing.keys {
-            if let id {
-                var ids = landingFoldersByID[key] ?? [:]
-                let left = ids[id, default: 1] - 1
-                ids[id] = left > 0 ? left : nil
-                landingFoldersByID[key] = ids.isEmpty ? nil : ids
-            } else {
-                let left = landingFolders[key, default: 1] - 1
-                landingFolders[key] = left > 0 ? left : nil
-            }
+        for key in landing.keys {
+            let left = landingFolders[key, default: 1] - 1
+            landingFolders[key] = left > 0 ? left : nil
         }
         guard landing.tookAlong, !landing.answered, !landing.targetSeen else { return }
         forgetCachedLocked()
