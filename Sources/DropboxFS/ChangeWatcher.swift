@@ -151,7 +151,7 @@ public final class ChangeWatcher: Sendable {
             try store.setValue("cursor", latest.cursor)
             return
         }
-        let movesAhead = store.movesAheadMarker
+        let passing = store.catchUpMarker
         do {
             while true {
                 let page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
@@ -161,7 +161,7 @@ public final class ChangeWatcher: Sendable {
                 try store.setValue("cursor", cursor)
                 notify(changes, page: page.entries, last: !page.hasMore, everything: false)
                 if !page.hasMore {
-                    let leftBehind = try store.feedPassed(movesAhead)
+                    let leftBehind = try store.feedPassed(passing)
                     if !leftBehind.isEmpty { announce(leftBehind) }
                     return
                 }

@@ -39,9 +39,12 @@ public final class MetadataStore: @unchecked Sendable {
     private var landingsBegun = 0
     /// Moves whose entries were taken along before the change feed brought them.
     private var movesAhead = MovesAhead()
-    /// Landings begun before the first catch-up (`landAhead`), ended once one has read the
-    /// change feed to its end (`feedPassed`).
-    private var landingsUntilFeedEnd: [LandingTicket] = []
+    /// Landings of moves that may have been made without the mount hearing so: begun before
+    /// the first catch-up (`landAhead`), or left by a call whose answer was lost
+    /// (`endLanding(_:answerLost:)`). Each ends once a catch-up begun after it was left has
+    /// read the change feed to its end (`feedPassed`), by the number it was left with.
+    private var landingsUntilFeedEnd: [(ticket: LandingTicket, number: Int)] = []
+    private var landingsLeft = 0
 
     public init(path: String) throws {
         db = try SQLiteDatabase(path: path, exclusive: true)
@@ -298,22 +301,31 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
-    /// Counts the moves taken along ahead of the change feed so far: a catch-up of the feed
-    /// begun now passes them (`feedPassed`).
-    public var movesAheadMarker: Int { lock.withLock { movesAhead.marker } }
+    /// What a catch-up of the change feed begun now will be past once it has read the feed
+    /// to its end (`feedPassed`): the moves taken along ahead of the feed so far, and the
+    /// landings left until the feed's end so far.
+    public struct CatchUpMarker: Sendable {
+        fileprivate let movesAhead: Int
+        fileprivate let landingsLeft: Int
+    }
+
+    public var catchUpMarker: CatchUpMarker {
+        lock.withLock { CatchUpMarker(movesAhead: movesAhead.marker, landingsLeft: landingsLeft) }
+    }
 
     /// A catch-up begun at `marker` has read the change feed to its end: the moves counted
     /// then are past, and the entries they took along that had been removed elsewhere before
-    /// them go from where they were taken (`MovesAhead`), and the landings begun ahead of
-    /// the first catch-up end (`landAhead`). Returns what went, for the kernel.
-    public func feedPassed(_ marker: Int) throws -> [StoreChange] {
+    /// them go from where they were taken (`MovesAhead`), and the landings left until then
+    /// end (`landingsUntilFeedEnd`). Returns what went, for the kernel.
+    public func feedPassed(_ marker: CatchUpMarker) throws -> [StoreChange] {
         try lock.withLock {
-            for ticket in landingsUntilFeedEnd { endLandingLocked(ticket) }
-            landingsUntilFeedEnd = []
+            let ending = landingsUntilFeedEnd.filter { $0.number <= marker.landingsLeft }
+            landingsUntilFeedEnd.removeAll { $0.number <= marker.landingsLeft }
+            for (ticket, _) in ending { endLandingLocked(ticket) }
             // The records go once their removals are written: a write that fails (a full
             // cache disk) leaves them for the next catch-up's end.
             var after = movesAhead
-            let left = after.passed(marker)
+            let left = after.passed(marker.movesAhead)
             guard !left.isEmpty else {
                 movesAhead = after
                 return []
@@ -386,18 +398,20 @@ public final class MetadataStore: @unchecked Sendable {
     /// with the id it had at the source: the move may never have been made, and another
     /// client may have put a folder there while this mount was down.
     public func landAhead(from source: String, to target: String, id: String) throws {
-        try lock.withLock { landingsUntilFeedEnd.append(try beginLandingLocked(from: source, to: target, id: id, ahead: true)) }
+        try lock.withLock { leaveUntilFeedEndLocked(try beginLandingLocked(from: source, to: target, id: id, checkingIDs: true)) }
     }
 
-    private func beginLandingLocked(from source: String, to target: String, id: String, ahead: Bool = false) throws -> LandingTicket {
+    private func beginLandingLocked(from source: String, to target: String, id: String, checkingIDs: Bool = false) throws -> LandingTicket {
         landingsBegun += 1
-        landings[landingsBegun] = Landing(source: source, target: target, id: id, ahead: ahead)
-        var listed: [String] = []
-        try db.query("SELECT path_lower FROM listed WHERE path_lower = ? OR (path_lower > ? AND path_lower < ?)",
-                     [.text(source), .text(source + "/"), .text(source + "0")]) { row in
-            listed.append(row.text(0))
+        landings[landingsBegun] = Landing(source: source, target: target, id: id, keysCheckIDs: checkingIDs)
+        var listed: [(path: String, id: String)] = []
+        try db.query("""
+            SELECT listed.path_lower, COALESCE(nodes.id, '') FROM listed LEFT JOIN nodes ON nodes.path_lower = listed.path_lower
+            WHERE listed.path_lower = ? OR (listed.path_lower > ? AND listed.path_lower < ?)
+            """, [.text(source), .text(source + "/"), .text(source + "0")]) { row in
+            listed.append((row.text(0), row.text(1)))
         }
-        for folder in listed { try landLocked(folder, ticket: landingsBegun) }
+        for folder in listed { try landLocked(folder.path, id: folder.id, ticket: landingsBegun) }
         return LandingTicket(number: landingsBegun)
     }
 
@@ -414,9 +428,15 @@ public final class MetadataStore: @unchecked Sendable {
         let target: String
         /// The moved entry's id (empty when not known yet: a folder made here).
         let id: String
-        /// Begun ahead of the first catch-up (`landAhead`): its keys name their folders' ids.
-        let ahead: Bool
-        var keys: [LandingKey] = []
+        /// Its keys name the ids their folders had at the source: the move may never have
+        /// been made (`landAhead`, `endLanding(_:answerLost:)`).
+        var keysCheckIDs: Bool
+        /// The keys it counted in `landingFolders`, each with the id its folder had at the
+        /// source (empty: none yet, a folder made here).
+        var keys: [(counted: LandingKey, sourceID: String)] = []
+        /// Left until a catch-up has read the change feed to its end (`landingsUntilFeedEnd`):
+        /// `endLanding` leaves it be.
+        var untilFeedEnd = false
         /// The change feed brought the source's removal, or the entry at its new path: the
         /// store has the move, and maybe changes made after it (`applyMove`).
         var arrived = false
@@ -451,18 +471,21 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
-    /// A folder listed at or below a moving source counts as listed where it lands.
-    private func landLocked(_ listed: String, ticket: Int) throws {
+    /// A folder listed at or below a moving source (with its id there, looked up if not
+    /// given) counts as listed where it lands.
+    private func landLocked(_ listed: String, id knownID: String? = nil, ticket: Int) throws {
         guard let landing = landings[ticket] else { return }
-        let key = landing.target + listed.dropFirst(landing.source.count)
-        var id: String?
-        if landing.ahead {
-            id = try db.first(Self.selectByPath, [.text(listed)], map: Self.node)?.id
-            guard id?.isEmpty == false else { return }
-        }
-        let landed = LandingKey(path: key, id: id)
-        landingFolders[landed, default: 0] += 1
-        landings[ticket]?.keys.append(landed)
+        let path = landing.target + listed.dropFirst(landing.source.count)
+        let id = try knownID ?? db.first(Self.selectByPath, [.text(listed)], map: Self.node)?.id ?? ""
+        if landing.keysCheckIDs && id.isEmpty { return }
+        let counted = LandingKey(path: path, id: landing.keysCheckIDs ? id : nil)
+        landingFolders[counted, default: 0] += 1
+        landings[ticket]?.keys.append((counted, id))
+    }
+
+    private func uncountLocked(_ key: LandingKey) {
+        let left = landingFolders[key, default: 1] - 1
+        landingFolders[key] = left > 0 ? left : nil
     }
 
     /// A path where a folder lands for a move under way, with the id it must come with (nil:
@@ -488,17 +511,46 @@ public final class MetadataStore: @unchecked Sendable {
     /// The move is over (done, and the store has learnt it, or failed). What the store took
     /// along to the target for it goes again unless the move is known made there (its call
     /// answered, or the feed brought the entry there): the source's removal was another
-    /// client's, or the feed brings the entries at the target later (its call's answer lost).
-    public func endLanding(_ ticket: LandingTicket) {
-        lock.withLock { endLandingLocked(ticket) }
+    /// client's.
+    ///
+    /// With its answer lost (`answerLost`: the connection died, or Dropbox failed, after the
+    /// call went out) the move may have been made, and the change feed may bring it yet: the
+    /// landing lasts until a catch-up begun now has read the feed to its end
+    /// (`landingsUntilFeedEnd`), for folders that come with the ids they had at the source
+    /// (if the move was not made, a folder another client puts there is not the moved one),
+    /// and what the feed took along stays until then. Ended at the failure, the feed's
+    /// entries at the target, sorting before the source's removal, came to a folder not
+    /// listed and were dropped, and so were the listings of the moved folders.
+    public func endLanding(_ ticket: LandingTicket, answerLost: Bool = false) {
+        lock.withLock {
+            guard let landing = landings[ticket.number], !landing.untilFeedEnd else { return }
+            if answerLost { leaveUntilFeedEndLocked(ticket) } else { endLandingLocked(ticket) }
+        }
+    }
+
+    private func leaveUntilFeedEndLocked(_ ticket: LandingTicket) {
+        guard var landing = landings[ticket.number] else { return }
+        if !landing.keysCheckIDs {
+            landing.keysCheckIDs = true
+            let keys = landing.keys
+            landing.keys = []
+            for (counted, sourceID) in keys {
+                uncountLocked(counted)
+                guard !sourceID.isEmpty else { continue }
+                let checked = LandingKey(path: counted.path, id: sourceID)
+                landingFolders[checked, default: 0] += 1
+                landing.keys.append((checked, sourceID))
+            }
+        }
+        landing.untilFeedEnd = true
+        landings[ticket.number] = landing
+        landingsLeft += 1
+        landingsUntilFeedEnd.append((ticket, landingsLeft))
     }
 
     private func endLandingLocked(_ ticket: LandingTicket) {
         guard let landing = landings.removeValue(forKey: ticket.number) else { return }
-        for key in landing.keys {
-            let left = landingFolders[key, default: 1] - 1
-            landingFolders[key] = left > 0 ? left : nil
-        }
+        for (counted, _) in landing.keys { uncountLocked(counted) }
         guard landing.tookAlong, !landing.answered, !landing.targetSeen else { return }
         forgetCachedLocked()
         do {
@@ -607,8 +659,12 @@ public final class MetadataStore: @unchecked Sendable {
             // the store is past the move. (Moved again here, the source's name taken by a new
             // folder of another client's meanwhile took that folder to the target, wiping
             // what had been put there since; a target deleted since came back.)
+            // Every try of the move is answered: one whose answer was lost, left until the
+            // feed's end, takes nothing back at its end (`endLandingLocked`).
+            for (number, other) in landings where other.source == sourceLower && other.target == moved.pathLower {
+                landings[number]?.answered = true
+            }
             if let landing, let known = landings[landing.number] {
-                landings[landing.number]?.answered = true
                 if known.arrived {
                     // Only the source's removal came (a catch-up stopped between the pages):
                     // what was taken along has the answer's entry on top, its name and all.

@@ -49,7 +49,7 @@ struct MetadataStoreTests {
                 try store.markListed("/a")
                 _ = try store.apply(Self.entries(.folder("/a/s", id: "id:s")))
                 try store.markListed("/a/s")
-                let catchUp = store.movesAheadMarker
+                let catchUp = store.catchUpMarker
                 try store.landAhead(from: "/a", to: "/c", id: "id:a")
                 let subfolderID = arrivingID == "id:a" ? "id:s" : "id:theirs-s"
                 _ = try store.apply(Self.entries(.folder("/c", id: arrivingID), .folder("/c/s", id: subfolderID)), fromChangeFeed: true)
@@ -57,6 +57,60 @@ struct MetadataStoreTests {
                 #expect(try store.isListed("/c") == listed, "arriving as \(arrivingID)")
                 #expect(try store.isListed("/c/s") == listed, "arriving as \(arrivingID)")
             }
+        }
+    }
+
+    /// A move whose call failed with its answer lost may have been made: its landing lasts
+    /// until a catch-up begun after the failure has read the change feed to its end. The feed
+    /// brought the move after the failure, the entry at the new path before the removal at the
+    /// old one (it sorts first): ended at the failure, the landing no longer made the moved
+    /// folders count as listed where they came, and their listings were lost (offline, rmdir
+    /// of an empty folder in one failed with ENETUNREACH; the mount's differential with
+    /// faults). Such a landing holds only for folders that come with the ids they had at the
+    /// source: if the move was not made, a folder another client puts there is not the moved
+    /// one.
+    @Test func aMoveWhoseAnswerWasLostLandsUntilTheFeedIsReadPastIt() throws {
+        for (arrivingID, listed) in [("id:x", true), ("id:theirs", false)] {
+            try Self.withStore { store in
+                _ = try store.apply(Self.entries(.folder("/x", id: "id:x")))
+                try store.markListed("")
+                try store.markListed("/x")
+                _ = try store.apply(Self.entries(.folder("/x/a", id: "id:a")))
+                try store.markListed("/x/a")
+                let before = store.catchUpMarker
+                let landing = try store.beginLanding(from: "/x", to: "/b", id: "id:x")
+                store.endLanding(landing, answerLost: true)
+                _ = try store.feedPassed(before)  // a catch-up under way at the failure: the landing stays
+                let catchUp = store.catchUpMarker
+                let subfolderID = arrivingID == "id:x" ? "id:a" : "id:theirs-a"
+                _ = try store.apply(Self.entries(.folder("/b", id: arrivingID), .folder("/b/a", id: subfolderID)), fromChangeFeed: true)
+                if arrivingID == "id:x" { _ = try store.apply(Self.entries(.deleted("/x"), .deleted("/x/a")), fromChangeFeed: true) }
+                _ = try store.feedPassed(catchUp)
+                #expect(try store.isListed("/b") == listed, "arriving as \(arrivingID)")
+                #expect(try store.isListed("/b/a") == listed, "arriving as \(arrivingID)")
+                // Ended: a folder coming there now is not counted as listed.
+                _ = try store.apply(Self.entries(.deleted("/b"), .folder("/b", id: "id:x"), .folder("/b/a", id: "id:a")), fromChangeFeed: true)
+                #expect(try !store.isListed("/b") && !store.isListed("/b/a"))
+            }
+        }
+    }
+
+    /// What the feed took along for a move whose answer was lost stays while the landing
+    /// lasts, and goes once the feed is read past the failure without the moved entry at the
+    /// new path (the source's removal was another client's, not the move's).
+    @Test func whatWasTakenAlongForAMoveWhoseAnswerWasLostGoesIfTheFeedNeverBringsTheMove() throws {
+        try Self.withStore { store in
+            _ = try store.apply(Self.entries(.folder("/x", id: "id:x")))
+            try store.markListed("")
+            try store.markListed("/x")
+            _ = try store.apply(Self.entries(.file("/x/f")))
+            let landing = try store.beginLanding(from: "/x", to: "/b", id: "id:x")
+            _ = try store.apply(Self.entries(.deleted("/x")), fromChangeFeed: true)
+            #expect(try store.node("/b/f") != nil)
+            store.endLanding(landing, answerLost: true)
+            #expect(try store.node("/b/f") != nil)
+            _ = try store.feedPassed(store.catchUpMarker)
+            #expect(try store.node("/b") == nil && store.node("/b/f") == nil)
         }
     }
 
@@ -139,7 +193,7 @@ struct MetadataStoreTests {
             let folder = try store.beginLanding(from: "/a", to: "/n5", id: "id:moved")
             let file = try store.beginLanding(from: "/f", to: "/g", id: "id:file")
             let gone = try store.beginLanding(from: "/d", to: "/e", id: "id:gone")
-            defer { [folder, file, gone].forEach(store.endLanding) }
+            defer { for landing in [folder, file, gone] { store.endLanding(landing) } }
             _ = try store.apply(Self.entries(
                 .deleted("/a"), .folder("/n5", id: "id:moved"), .deleted("/f"), .file("/g", id: "id:file"), .deleted("/d"), .folder("/e", id: "id:gone"),
                 // Then another client: a new folder at the old name, one in the moved folder,
@@ -273,7 +327,7 @@ struct MetadataStoreTests {
             moved.id = "id:moved"
             try store.applyMove(from: "/a", to: moved, landing: landing)
             store.endLanding(landing)
-            let catchUp = store.movesAheadMarker
+            let catchUp = store.catchUpMarker
             _ = try store.apply(Self.entries(.deleted("/a/gone")), fromChangeFeed: true)  // theirs, older
             _ = try store.apply(Self.entries(.deleted("/a"), .deleted("/a/went"), .folder("/b", id: "id:moved"), .file("/b/went")),
                                 fromChangeFeed: true)
@@ -284,7 +338,7 @@ struct MetadataStoreTests {
             // Past the move, a removal at an old path is of an entry made there since.
             _ = try store.apply(Self.entries(.file("/b/kept")), fromChangeFeed: true)
             _ = try store.apply(Self.entries(.deleted("/a/kept")), fromChangeFeed: true)
-            #expect(try store.feedPassed(store.movesAheadMarker).isEmpty && store.node("/b/kept") != nil)
+            #expect(try store.feedPassed(store.catchUpMarker).isEmpty && store.node("/b/kept") != nil)
         }
     }
 
@@ -307,7 +361,7 @@ struct MetadataStoreTests {
         moved.id = "id:moved"
         try store.applyMove(from: "/a", to: moved, landing: landing)
         store.endLanding(landing)
-        let catchUp = store.movesAheadMarker
+        let catchUp = store.catchUpMarker
         _ = try store.apply(Self.entries(.deleted("/a/gone")), fromChangeFeed: true)
         _ = try store.apply(Self.entries(.deleted("/a"), .folder("/b", id: "id:moved")), fromChangeFeed: true)
 
@@ -321,7 +375,7 @@ struct MetadataStoreTests {
         close(fd)
         #expect(throws: (any Error).self) { try store.feedPassed(catchUp) }
         unlink(filler)
-        let removed = try store.feedPassed(store.movesAheadMarker)
+        let removed = try store.feedPassed(store.catchUpMarker)
         #expect(removed.map(\.pathLower) == ["/b/gone"])
         #expect(try store.node("/b/gone") == nil)
     }

@@ -122,6 +122,30 @@ struct RenameQueueTests {
         }
     }
 
+    /// Renames Dropbox made in one `move_batch_v2` whose answer was lost keep their folders
+    /// listed: the change feed brings the moves after the call failed, and a new name that
+    /// sorts before the old one comes before the old one's removal. The landing ended with the
+    /// failed call, the folder came unlisted and what was below it was dropped; offline, rmdir
+    /// of the empty folder made in it then failed with ENETUNREACH (the mount's differential
+    /// with faults, seed 8935804744015229742).
+    @Test func foldersRenamedInABatchWhoseAnswerWasLostStayListed() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir -p \"$M/x/a\" \"$M/y\" && sync \"$M\"").status == 0)
+            try await m.emulator.setFaults(["reset:p=1,after=0,routes=files/move_batch_v2"])
+            #expect(try await m.sh("mv \"$M/x\" \"$M/b\" && mv \"$M/y\" \"$M/c\"").status == 0)
+            try await eventually("the renames to be made on Dropbox", timeout: 60) { try await m.client.listAll("").map(\.name).sorted() == ["b", "c"] }
+            try m.emulator.replaceFaults([])
+            #expect(try await m.sh("sync \"$M\"").status == 0)
+            try await m.emulator.setReachable(false)
+            try await eventually("the mount to find Dropbox out of reach") { try m.statusReport()["offline_since"] != nil }
+            let listed = try await m.sh("ls -A \"$M/b\" \"$M/b/a\"")
+            #expect(listed.status == 0 && listed.stdout == "\(m.mountpoint)/b:\na\n\n\(m.mountpoint)/b/a:\n", "\(listed)")
+            let removed = try await m.sh("rmdir \"$M/b/a\" && ls -A \"$M/b\"")
+            #expect(removed.status == 0 && removed.stdout.isEmpty, "\(removed)")
+            try await m.emulator.setReachable(true)
+        }
+    }
+
     /// A case-only rename whose first step was made on Dropbox, its answer lost as Dropbox
     /// went out of reach, shows the folder at its new name, and only there, once Dropbox is
     /// back: the change feed brings the hidden step's entry in before the rename is tried

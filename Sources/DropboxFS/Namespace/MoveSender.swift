@@ -87,14 +87,16 @@ final class MoveSender: Sendable {
         let landings = try zip(batch, sources).map { move, source in
             try store.beginLanding(from: move.fromLower, to: move.toLower, id: source?.id ?? move.sourceID)
         }
-        defer { landings.forEach(store.endLanding) }
+        defer { for landing in landings { store.endLanding(landing) } }
         pending.setInFlight(Dictionary(uniqueKeysWithValues: batch.map { ($0.id, $0.toLower) }))
         defer { pending.setInFlight([:]) }
         let expected = batch.flatMap { [($0.fromLower, OwnChanges.Expectation.absent), ($0.toLower, .subtree)] }
-        let results = try await calls.watcher.changingOwn(expected) {
-            try await calls.client.moveBatch(zip(batch, sources).map { move, source in
-                MoveBatchArgument.Entry(from: source.map(TreeCalls.name(of:)) ?? move.fromLower, to: move.toPath)
-            })
+        let results = try await calling(landing: landings) {
+            try await calls.watcher.changingOwn(expected) {
+                try await calls.client.moveBatch(zip(batch, sources).map { move, source in
+                    MoveBatchArgument.Entry(from: source.map(TreeCalls.name(of:)) ?? move.fromLower, to: move.toPath)
+                })
+            }
         }
         var made: [(QueuedMove, Metadata)] = [], again: [QueuedMove] = []
         for (index, (move, result)) in zip(batch, results).enumerated() {
@@ -161,14 +163,15 @@ final class MoveSender: Sendable {
                     pending.setInFlight([move.id: Node.key(of: temporary)])
                     let landing = try store.beginLanding(from: move.fromLower, to: Node.key(of: temporary), id: source.id)
                     defer { store.endLanding(landing) }
-                    guard let step = Node(try await calls.moveOnce(source, to: temporary, byPath: true)) else { throw FSError.io("move_v2 returned a deleted entry") }
+                    let made = try await calling(landing: [landing]) { try await calls.moveOnce(source, to: temporary, byPath: true) }
+                    guard let step = Node(made) else { throw FSError.io("move_v2 returned a deleted entry") }
                     move = try await advance(move, to: step, landing: landing)
                     source = step
                 }
                 pending.setInFlight([move.id: move.toLower])
                 let landing = try store.beginLanding(from: move.fromLower, to: move.toLower, id: source.id)
                 defer { store.endLanding(landing) }
-                let entry = try await calls.moveOnce(source, to: move.toPath)
+                let entry = try await calling(landing: [landing]) { try await calls.moveOnce(source, to: move.toPath) }
                 return try await done(move, entry, sourceRev: sourceRev, landing: landing)
             } catch let error as CallError<RelocationError> {
                 pending.setInFlight([:])
@@ -217,6 +220,20 @@ final class MoveSender: Sendable {
                     return try await dropped(move)
                 }
             }
+        }
+    }
+
+    /// Makes a move's call with its landings begun. One that may have been made (its answer
+    /// lost, or Dropbox failing once it went out) leaves them until the change feed is read
+    /// past it (`MetadataStore.endLanding(_:answerLost:)`): the feed may bring the move yet.
+    private func calling<T>(landing tickets: [MetadataStore.LandingTicket], _ call: () async throws -> T) async throws -> T {
+        do {
+            return try await call()
+        } catch {
+            if let failure = error as? any OutcomeUnknownError, failure.outcomeUnknown || failure.answerLost {
+                for ticket in tickets { store.endLanding(ticket, answerLost: true) }
+            }
+            throw error
         }
     }
 
