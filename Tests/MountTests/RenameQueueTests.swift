@@ -125,17 +125,23 @@ struct RenameQueueTests {
     /// Renames Dropbox made in one `move_batch_v2` whose answer was lost keep their folders
     /// listed: the change feed brings the moves after the call failed, and a new name that
     /// sorts before the old one comes before the old one's removal. The landing ended with the
-    /// failed call, the folder came unlisted and what was below it was dropped; offline, rmdir
-    /// of the empty folder made in it then failed with ENETUNREACH (the mount's differential
-    /// with faults, seed 8935804744015229742).
+    /// failed call, the folder came unlisted and what was below it was dropped; offline, ls of
+    /// it then failed with ENETUNREACH, and so did rmdir of the empty folder made in it (the
+    /// mount's differential with faults, seed 8935804744015229742). The renames' next try
+    /// waits here until the feed has brought them: it then finds them made by their ids
+    /// (get_metadata), where a try begun before would land them itself.
     @Test func foldersRenamedInABatchWhoseAnswerWasLostStayListed() async throws {
         try await MountFixture.with(seeds: []) { m in
             #expect(try await m.sh("mkdir -p \"$M/x/a\" \"$M/y\" && sync \"$M\"").status == 0)
+            let looksBefore = try await m.routeStats()["files/get_metadata"]?["requests"] ?? 0
             try await m.emulator.setFaults(["reset:p=1,after=0,routes=files/move_batch_v2"])
             #expect(try await m.sh("mv \"$M/x\" \"$M/b\" && mv \"$M/y\" \"$M/c\"").status == 0)
-            try await eventually("the renames to be made on Dropbox", timeout: 60) { try await m.client.listAll("").map(\.name).sorted() == ["b", "c"] }
+            try await eventually("the renames to be found made on Dropbox", timeout: 60) {
+                try await m.routeStats()["files/get_metadata"]?["requests"] ?? 0 > looksBefore
+            }
             try m.emulator.replaceFaults([])
             #expect(try await m.sh("sync \"$M\"").status == 0)
+            #expect(try await m.client.listAll("").map(\.name).sorted() == ["b", "c"])
             try await m.emulator.setReachable(false)
             try await eventually("the mount to find Dropbox out of reach") { try m.statusReport()["offline_since"] != nil }
             let listed = try await m.sh("ls -A \"$M/b\" \"$M/b/a\"")
