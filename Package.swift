@@ -48,12 +48,16 @@ let package = Package(
             dependencies: ["CCurlShim", "CCryptoShim"],
             swiftSettings: strictSettings
         ),
+        // The command-line tool. Its folder is not named after it: `Sources/DropboxFS` beside a
+        // `Sources/dropboxfs` is one name on Dropbox, and a clone of this repository into a mount
+        // could not check out the second (names differing only in case are one there).
         .executableTarget(
             name: "dropboxfs",
             dependencies: [
                 "DropboxAPI", "DropboxFS", "SQLiteStore", "CFuseShim",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            path: "Sources/dropboxfs-cli",
             swiftSettings: strictSettings
         ),
 

@@ -106,6 +106,19 @@ struct ToolWorkloadTests {
         }
     }
 
+    /// A clone of this very repository checks out whole: on Dropbox, names that differ only
+    /// in case are one, and `Sources/dropboxfs` beside `Sources/DropboxFS` failed the checkout
+    /// with EEXIST (as it would in any Dropbox folder); the tool's folder is named otherwise now.
+    @Test func aCloneOfThisRepositoryChecksOutWhole() async throws {
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        try await MountFixture.with { m in
+            try await Self.same(m, "clone", """
+                git clone -q '\(repository)' . 2>&1 && git status --porcelain && git ls-files | wc -l && \
+                git fsck --full --no-dangling 2>&1 && git diff --stat HEAD
+                """)
+        }
+    }
+
     @Test func sqliteDatabasesInWalAndDeleteModes() async throws {
         try await MountFixture.with { m in
             try await Self.same(m, "db", """
