@@ -30,9 +30,10 @@ public final class MetadataStore: @unchecked Sendable {
     /// the source and the moved entries at their new paths; such a folder counts as listed
     /// when its entry comes, so the entries below it are kept (dropped as children of a
     /// folder not listed, a file the kernel held in it was "not found"). A key of a landing
-    /// begun ahead of the first catch-up (`landAhead`) holds only for a folder that comes with
-    /// the id it had at the source: such a move may never have been made, and another client
-    /// may have put a folder of its own at the path meanwhile, which the store never listed.
+    /// for a move that may never have been made (begun ahead of the first catch-up,
+    /// `landAhead`, or left by a call whose answer was lost) holds only for a folder that
+    /// comes with the id it had at the source: another client may have put a folder of its
+    /// own at the path meanwhile, which the store never listed.
     private var landingFolders: [LandingKey: Int] = [:]
     /// The moves under way, by ticket (`Landing`).
     private var landings: [Int: Landing] = [:]
