@@ -529,12 +529,13 @@ extension FuseMount {
     }
 
     /// A handle's snapshot, and whether names went since it was taken. A handle read from
-    /// the start again (`rewinddir`) after names went lists what is there now, as a disk does.
+    /// the start again (`rewinddir`) lists what is there now, as POSIX asks (taken again only
+    /// after names went, it never showed the names added since).
     private func snapshot(_ handle: UInt64, of folder: UInt64, fromStart: Bool) -> (nodes: [Node], namesWent: Bool)? {
         let gone = fs.inodes.namesGoneCount
         let (open, rewound) = directories.withLock { state -> (OpenDirectory?, Bool) in
             guard var open = state.open[handle] else { return (nil, false) }
-            let rewound = fromStart && open.read && open.namesGoneThen != gone
+            let rewound = fromStart && open.read
             open.read = true
             state.open[handle] = open
             return (open, rewound)
