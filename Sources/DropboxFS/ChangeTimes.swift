@@ -61,6 +61,16 @@ final class ChangeTimes: Sendable {
         times.withLock { $0.isEmpty ? nil : $0[inode]?.folderModified }
     }
 
+    /// When the inode's status last changed here (for a folder, an entry made, removed or
+    /// renamed in it among the causes), while the kernel held it; nil if it did not.
+    func lastStatusChange(of inode: UInt64) -> timespec? {
+        times.withLock { $0.isEmpty ? nil : $0[inode]?.status }
+    }
+
+    static func same(_ a: timespec?, _ b: timespec?) -> Bool {
+        a?.tv_sec == b?.tv_sec && a?.tv_nsec == b?.tv_nsec
+    }
+
     /// Every folder modification time changed here, by inode.
     func foldersModified() -> [(inode: UInt64, time: timespec)] {
         times.withLock { $0.compactMap { inode, times in times.folderModified.map { (inode, $0) } } }

@@ -320,10 +320,17 @@ struct Request: @unchecked Sendable {
 }
 
 /// An open folder's handle: the snapshot its readdirs answer from (offsets are positions
-/// in it), and the inode table's `namesGoneCount` when it was taken.
+/// in it), and what had changed when it was taken.
 struct OpenDirectory {
     var children: [Node]
-    var namesGoneThen: UInt64
+    var taken: SnapshotMarks
     /// Whether a readdir has answered from it: one from the start again is a `rewinddir`.
     var read = false
+}
+
+/// What had changed when a folder's snapshot was taken: the inode table's `namesGoneCount`,
+/// and when the folder's entries last changed here (`ChangeTimes.lastStatusChange`).
+struct SnapshotMarks {
+    let namesGone: UInt64
+    let folderChanged: timespec?
 }

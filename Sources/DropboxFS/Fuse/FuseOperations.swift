@@ -83,18 +83,18 @@ enum FuseOperations {
             let mount = FuseMount.from(req)
             let request = Request(raw: req!)
             let info = FileInfo(fi!.pointee)
-            let gone = mount.fs.inodes.namesGoneCount  // before the snapshot: a name going meanwhile counts
+            let marks = mount.snapshotMarks(of: UInt64(ino))  // before the snapshot: a change meanwhile counts
             do {
                 if let children = try mount.fs.openDirectoryWithoutWaiting(UInt64(ino)) {
-                    return mount.answerOpenDirectory(request, info, children, namesGoneThen: gone)
+                    return mount.answerOpenDirectory(request, info, children, taken: marks)
                 }
             } catch FSError.notFound where mount.fs.inodes.isDetachedFolder(UInt64(ino)) {
-                return mount.answerOpenDirectory(request, info, [], namesGoneThen: gone)  // lists nothing, as on a disk
+                return mount.answerOpenDirectory(request, info, [], taken: marks)  // lists nothing, as on a disk
             } catch {
                 return request.fail(error)
             }
             mount.answerLater(request) {
-                mount.answerOpenDirectory(request, info, try await mount.fs.openDirectory(UInt64(ino)), namesGoneThen: gone)
+                mount.answerOpenDirectory(request, info, try await mount.fs.openDirectory(UInt64(ino)), taken: marks)
             }
         }
         ops.readdir = { req, ino, size, offset, fi in
@@ -528,33 +528,41 @@ extension FuseMount {
         dropOldInodesIfOver()
     }
 
-    /// A handle's snapshot, and whether names went since it was taken. A handle read from
-    /// the start again (`rewinddir`) lists what is there now, as POSIX asks (taken again only
-    /// after names went, it never showed the names added since).
+    /// A handle's snapshot, and whether names went since it was taken. Taken again, the
+    /// folder as it is now, when read from the start again (`rewinddir`, as POSIX asks: taken
+    /// again only after names went, it never showed the names added since), and when first
+    /// read after an entry was made, removed or renamed in the folder here since it was
+    /// opened (unspecified by POSIX; a disk shows it, and `mkdirat` then `fdopendir` on the
+    /// same descriptor found nothing of what it made).
     private func snapshot(_ handle: UInt64, of folder: UInt64, fromStart: Bool) -> (nodes: [Node], namesWent: Bool)? {
-        let gone = fs.inodes.namesGoneCount
-        let (open, rewound) = directories.withLock { state -> (OpenDirectory?, Bool) in
+        let now = snapshotMarks(of: folder)
+        let (open, again) = directories.withLock { state -> (OpenDirectory?, Bool) in
             guard var open = state.open[handle] else { return (nil, false) }
-            let rewound = fromStart && open.read
+            let again = fromStart && (open.read || !ChangeTimes.same(open.taken.folderChanged, now.folderChanged))
             open.read = true
             state.open[handle] = open
-            return (open, rewound)
+            return (open, again)
         }
         guard let open else { return nil }
-        if rewound, let fresh = fs.childrenNow(folder) {
-            directories.withLock { $0.open[handle] = OpenDirectory(children: fresh, namesGoneThen: gone, read: true) }
+        if again, let fresh = fs.childrenNow(folder) {
+            directories.withLock { $0.open[handle] = OpenDirectory(children: fresh, taken: now, read: true) }
             return (fresh, false)
         }
-        return (open.children, open.namesGoneThen != gone)
+        return (open.children, open.taken.namesGone != now.namesGone)
+    }
+
+    /// What has changed so far, for a snapshot of `folder` taken now.
+    func snapshotMarks(of folder: UInt64) -> SnapshotMarks {
+        SnapshotMarks(namesGone: fs.inodes.namesGoneCount, folderChanged: fs.changeTimes.lastStatusChange(of: folder))
     }
 
     /// Answers an opendir with a handle for the folder's snapshot.
-    func answerOpenDirectory(_ request: Request, _ info: FileInfo, _ children: [Node], namesGoneThen gone: UInt64) {
+    func answerOpenDirectory(_ request: Request, _ info: FileInfo, _ children: [Node], taken marks: SnapshotMarks) {
         var copy = info.value
         copy.fh = directories.withLock { state in
             let id = state.next
             state.next += 1
-            state.open[id] = OpenDirectory(children: children, namesGoneThen: gone)
+            state.open[id] = OpenDirectory(children: children, taken: marks)
             return id
         }
         fuse_reply_open(request.raw, &copy)
