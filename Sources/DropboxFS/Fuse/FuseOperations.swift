@@ -528,12 +528,12 @@ extension FuseMount {
         dropOldInodesIfOver()
     }
 
-    /// A handle's snapshot, and whether names went since it was taken. Taken again, the
-    /// folder as it is now, when read from the start again (`rewinddir`, as POSIX asks: taken
-    /// again only after names went, it never showed the names added since), and when first
-    /// read after an entry was made, removed or renamed in the folder here since it was
-    /// opened (unspecified by POSIX; a disk shows it, and `mkdirat` then `fdopendir` on the
-    /// same descriptor found nothing of what it made).
+    /// A handle's snapshot, and whether names went since it was taken. It is taken again (the
+    /// folder as it is now) when the handle is read from the start again (`rewinddir`: POSIX
+    /// asks for the folder's current state; taken again only after names went, it never
+    /// showed names added since), and at its first read if an entry was made, removed or
+    /// renamed in the folder here since the open (unspecified by POSIX, but a disk shows it:
+    /// `mkdirat` on a folder's descriptor, then `fdopendir` of it, found nothing it made).
     private func snapshot(_ handle: UInt64, of folder: UInt64, fromStart: Bool) -> (nodes: [Node], namesWent: Bool)? {
         let now = snapshotMarks(of: folder)
         let (open, again) = directories.withLock { state -> (OpenDirectory?, Bool) in
