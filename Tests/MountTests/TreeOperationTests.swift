@@ -374,6 +374,36 @@ struct TreeOperationTests {
         }
     }
 
+    /// A folder's ".." entry carries its parent's inode number, as `stat ..` gives it (and
+    /// as a disk lists it): it carried the folder's own. The mount's root lists itself there,
+    /// as a disk's root does. (Read raw: `ls -ai` stats the dot entries instead.)
+    @Test func dotDotListsTheParentsNumber() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let result = try await m.python("""
+                import ctypes, ctypes.util, os
+                libc = ctypes.CDLL(ctypes.util.find_library('c'))
+                libc.opendir.restype = ctypes.c_void_p; libc.opendir.argtypes = [ctypes.c_char_p]
+                libc.readdir.restype = ctypes.c_void_p; libc.readdir.argtypes = [ctypes.c_void_p]
+                libc.closedir.argtypes = [ctypes.c_void_p]
+                def dots(folder):  # d_ino by name, from struct dirent (d_ino first, d_name at 19)
+                    listed, stream = {}, libc.opendir(folder.encode())
+                    while (entry := libc.readdir(stream)):
+                        name = ctypes.string_at(entry + 19).decode()
+                        if name in ('.', '..'): listed[name] = ctypes.c_uint64.from_address(entry).value
+                    libc.closedir(stream)
+                    return listed
+                root = os.environ['M']
+                os.makedirs(root + '/p/q', exist_ok=True)
+                for folder in (root + '/p/q', root + '/p'):
+                    listed = dots(folder)
+                    print(listed['.'] == os.stat(folder).st_ino, listed['..'] == os.stat(folder + '/..').st_ino)
+                listed = dots(root)
+                print(listed['.'] == listed['..'] == os.stat(root).st_ino)
+                """)
+            #expect(result.status == 0 && result.stdout == "True True\nTrue True\nTrue\n", "\(result)")
+        }
+    }
+
     /// A rewound handle (`rewinddir`) lists the folder as it is now, as POSIX asks, names
     /// added since among them: the snapshot was taken again only if names had gone, and
     /// entries made after the first read never showed through that handle (Python's

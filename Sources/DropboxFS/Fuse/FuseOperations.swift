@@ -502,7 +502,7 @@ extension FuseMount {
             var entry = fuse_entry_param()
             let name: String
             if position < 2 {
-                entry.attr.st_ino = UInt(ino)
+                entry.attr.st_ino = UInt(position == 0 ? ino : parentNumber(of: ino))
                 entry.attr.st_mode = S_IFDIR
                 name = position == 0 ? "." : ".."
             } else {
@@ -549,6 +549,14 @@ extension FuseMount {
             return (fresh, false)
         }
         return (open.children, open.taken.namesGone != now.namesGone)
+    }
+
+    /// The number ".." lists in a folder: its parent's, as `stat ..` gives it (the kernel
+    /// holds every open folder's parent). The root lists its own there, as a disk's root
+    /// does, and so does a folder whose name went.
+    private func parentNumber(of folder: UInt64) -> UInt64 {
+        guard let path = fs.inodes.path(of: folder), !path.isEmpty else { return folder }
+        return fs.inodes.existing(Node.parent(of: path)) ?? folder
     }
 
     /// What has changed so far, for a snapshot of `folder` taken now.
