@@ -432,12 +432,19 @@ public final class MetadataStore: @unchecked Sendable {
         /// Its keys name the ids their folders had at the source: the move may never have
         /// been made (`landAhead`, `endLanding(_:answerLost:)`).
         var keysCheckIDs: Bool
-        /// The keys it counted in `landingFolders`, each with the id its folder had at the
-        /// source (empty: none yet, a folder made here).
-        var keys: [(counted: LandingKey, sourceID: String)] = []
+        /// Where its folders land, each with the id it had at the source (empty: none yet, a
+        /// folder made here); each counts in `landingFolders` by `counted`.
+        var keys: [(path: String, sourceID: String)] = []
         /// Left until a catch-up has read the change feed to its end (`landingsUntilFeedEnd`):
         /// `endLanding` leaves it be.
         var untilFeedEnd = false
+
+        /// The key a landing folder counts by: with the id it must come with when the keys
+        /// check ids (none for a folder that had no id, which then does not count).
+        func counted(_ key: (path: String, sourceID: String)) -> LandingKey? {
+            guard keysCheckIDs else { return LandingKey(path: key.path, id: nil) }
+            return key.sourceID.isEmpty ? nil : LandingKey(path: key.path, id: key.sourceID)
+        }
         /// The change feed brought the source's removal, or the entry at its new path: the
         /// store has the move, and maybe changes made after it (`applyMove`).
         var arrived = false
@@ -476,17 +483,17 @@ public final class MetadataStore: @unchecked Sendable {
     /// given) counts as listed where it lands.
     private func landLocked(_ listed: String, id knownID: String? = nil, ticket: Int) throws {
         guard let landing = landings[ticket] else { return }
-        let path = landing.target + listed.dropFirst(landing.source.count)
-        let id = try knownID ?? db.first(Self.selectByPath, [.text(listed)], map: Self.node)?.id ?? ""
-        if landing.keysCheckIDs && id.isEmpty { return }
-        let counted = LandingKey(path: path, id: landing.keysCheckIDs ? id : nil)
-        landingFolders[counted, default: 0] += 1
-        landings[ticket]?.keys.append((counted, id))
+        let key = (path: landing.target + listed.dropFirst(landing.source.count),
+                   sourceID: try knownID ?? db.first(Self.selectByPath, [.text(listed)], map: Self.node)?.id ?? "")
+        landings[ticket]?.keys.append(key)
+        if let counted = landing.counted(key) { landingFolders[counted, default: 0] += 1 }
     }
 
-    private func uncountLocked(_ key: LandingKey) {
-        let left = landingFolders[key, default: 1] - 1
-        landingFolders[key] = left > 0 ? left : nil
+    private func uncountKeysLocked(of landing: Landing) {
+        for case let counted? in landing.keys.map(landing.counted) {
+            let left = landingFolders[counted, default: 1] - 1
+            landingFolders[counted] = left > 0 ? left : nil
+        }
     }
 
     /// A path where a folder lands for a move under way, with the id it must come with (nil:
@@ -532,16 +539,9 @@ public final class MetadataStore: @unchecked Sendable {
     private func leaveUntilFeedEndLocked(_ ticket: LandingTicket) {
         guard var landing = landings[ticket.number] else { return }
         if !landing.keysCheckIDs {
+            uncountKeysLocked(of: landing)
             landing.keysCheckIDs = true
-            let keys = landing.keys
-            landing.keys = []
-            for (counted, sourceID) in keys {
-                uncountLocked(counted)
-                guard !sourceID.isEmpty else { continue }
-                let checked = LandingKey(path: counted.path, id: sourceID)
-                landingFolders[checked, default: 0] += 1
-                landing.keys.append((checked, sourceID))
-            }
+            for case let counted? in landing.keys.map(landing.counted) { landingFolders[counted, default: 0] += 1 }
         }
         landing.untilFeedEnd = true
         landings[ticket.number] = landing
@@ -551,7 +551,7 @@ public final class MetadataStore: @unchecked Sendable {
 
     private func endLandingLocked(_ ticket: LandingTicket) {
         guard let landing = landings.removeValue(forKey: ticket.number) else { return }
-        for (counted, _) in landing.keys { uncountLocked(counted) }
+        uncountKeysLocked(of: landing)
         guard landing.tookAlong, !landing.answered, !landing.targetSeen else { return }
         forgetCachedLocked()
         do {
@@ -656,15 +656,15 @@ public final class MetadataStore: @unchecked Sendable {
     /// `DropboxWordNeeded` is thrown if the feed brought it, the store left as it was).
     public func applyMove(from sourceLower: String, to moved: Node, landing: LandingTicket?, seenAtTarget: Bool? = nil) throws {
         try lock.withLock {
-            // The change feed brought the move already, and perhaps what changed after it:
-            // the store is past the move. (Moved again here, the source's name taken by a new
-            // folder of another client's meanwhile took that folder to the target, wiping
-            // what had been put there since; a target deleted since came back.)
             // Every try of the move is answered: one whose answer was lost, left until the
             // feed's end, takes nothing back at its end (`endLandingLocked`).
             for (number, other) in landings where other.source == sourceLower && other.target == moved.pathLower {
                 landings[number]?.answered = true
             }
+            // The change feed brought the move already, and perhaps what changed after it:
+            // the store is past the move. (Moved again here, the source's name taken by a new
+            // folder of another client's meanwhile took that folder to the target, wiping
+            // what had been put there since; a target deleted since came back.)
             if let landing, let known = landings[landing.number] {
                 if known.arrived {
                     // Only the source's removal came (a catch-up stopped between the pages):
