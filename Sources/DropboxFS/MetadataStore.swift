@@ -439,12 +439,6 @@ public final class MetadataStore: @unchecked Sendable {
         /// `endLanding` leaves it be.
         var untilFeedEnd = false
 
-        /// The key a landing folder counts by: with the id it must come with when the keys
-        /// check ids (none for a folder that had no id, which then does not count).
-        func counted(_ key: (path: String, sourceID: String)) -> LandingKey? {
-            guard keysCheckIDs else { return LandingKey(path: key.path, id: nil) }
-            return key.sourceID.isEmpty ? nil : LandingKey(path: key.path, id: key.sourceID)
-        }
         /// The change feed brought the source's removal, or the entry at its new path: the
         /// store has the move, and maybe changes made after it (`applyMove`).
         var arrived = false
@@ -459,6 +453,13 @@ public final class MetadataStore: @unchecked Sendable {
         var tookAlong = false
         /// The move's call returned it done (`applyMove`).
         var answered = false
+
+        /// The key a landing folder counts by: with the id it must come with when the keys
+        /// check ids (none for a folder that had no id, which then does not count).
+        func counted(_ key: (path: String, sourceID: String)) -> LandingKey? {
+            guard keysCheckIDs else { return LandingKey(path: key.path, id: nil) }
+            return key.sourceID.isEmpty ? nil : LandingKey(path: key.path, id: key.sourceID)
+        }
     }
 
     /// Marks the moves under way that a page of the change feed brings (`Landing.arrived`).
