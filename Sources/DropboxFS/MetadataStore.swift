@@ -46,6 +46,8 @@ public final class MetadataStore: @unchecked Sendable {
     /// read the change feed to its end (`feedPassed`), by the number it was left with.
     private var landingsUntilFeedEnd: [(ticket: LandingTicket, number: Int)] = []
     private var landingsLeft = 0
+    /// Listings carried across another client's moves, within one catch-up.
+    private var movedElsewhere = ListingsMovedElsewhere()
 
     public init(path: String) throws {
         db = try SQLiteDatabase(path: path, exclusive: true)
@@ -74,6 +76,9 @@ public final class MetadataStore: @unchecked Sendable {
             CREATE INDEX IF NOT EXISTS nodes_children ON nodes(parent_lower, name, is_folder, size, modified, rev);
             DROP INDEX IF EXISTS nodes_parent_name;
             DROP INDEX IF EXISTS nodes_parent;
+            -- Folders by id: a folder the change feed brings at a new path may be one this
+            -- mount listed elsewhere, moved by another client (`ListingsMovedElsewhere`).
+            CREATE INDEX IF NOT EXISTS nodes_folder_ids ON nodes(id) WHERE is_folder = 1;
             CREATE TABLE IF NOT EXISTS listed (path_lower TEXT PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS times (rev TEXT PRIMARY KEY, sec INTEGER, nsec INTEGER NOT NULL) WITHOUT ROWID;
@@ -275,6 +280,7 @@ public final class MetadataStore: @unchecked Sendable {
                             // new entry's, nor is its listing.
                             if let old, old.isFolder, Self.isAnotherEntry(node, than: old) {
                                 FuseLog.trace("store: \(lower) replaced by another entry, what was below it goes")
+                                if fromChangeFeed { try noteRemovalLocked(old) }
                                 try removeSubtreeLocked(lower)
                             }
                             try upsertLocked(node)
@@ -283,13 +289,18 @@ public final class MetadataStore: @unchecked Sendable {
                             let newHere = old.map { Self.isAnotherEntry(node, than: $0) } ?? true
                             if node.isFolder, (foldersBeingMade[lower] != nil && newHere) || landsLocked(lower, id: node.id) {
                                 try markListedLocked(lower)
+                            } else if node.isFolder, fromChangeFeed, newHere, try landsMovedElsewhereLocked(node) {
+                                try markListedLocked(lower)
                             }
                             applied.append(StoreChange(pathLower: lower, name: node.name, old: old, new: node))
+                        } else if fromChangeFeed {
+                            movedElsewhere.dropped(in: node.parentLower)
                         }
                     } else if let old {
                         if fromChangeFeed, let ticket = try landingTakingAlongLocked(old) {
                             try takeAlongLocked(old, landing: ticket)
                         } else {
+                            if fromChangeFeed { try noteRemovalLocked(old) }
                             try removeSubtreeLocked(lower)
                         }
                         applied.append(StoreChange(pathLower: lower, name: old.name, old: old, new: nil))
@@ -320,6 +331,7 @@ public final class MetadataStore: @unchecked Sendable {
     /// end (`landingsUntilFeedEnd`). Returns what went, for the kernel.
     public func feedPassed(_ marker: CatchUpMarker) throws -> [StoreChange] {
         try lock.withLock {
+            movedElsewhere.forget()
             let ending = landingsUntilFeedEnd.filter { $0.number <= marker.landingsLeft }
             landingsUntilFeedEnd.removeAll { $0.number <= marker.landingsLeft }
             for (ticket, _) in ending { endLandingLocked(ticket) }
@@ -352,6 +364,44 @@ public final class MetadataStore: @unchecked Sendable {
     static func isAnotherEntry(_ node: Node, than old: Node) -> Bool {
         node.isFolder != old.isFolder || (!node.id.isEmpty && !old.id.isEmpty && node.id != old.id)
     }
+
+    /// Whether a folder the change feed brings at a path new to it lands there from a move
+    /// by another client of a folder listed here (`ListingsMovedElsewhere`): listed below
+    /// the source, or the source itself, still at its old path or removed in this catch-up.
+    private func landsMovedElsewhereLocked(_ folder: Node) throws -> Bool {
+        guard !folder.id.isEmpty else { return false }
+        if movedElsewhere.lands(folder.pathLower, id: folder.id) { return true }
+        let source = try db.first("SELECT path_lower FROM nodes WHERE id = ? AND is_folder = 1 AND path_lower != ?",
+                                  [.text(folder.id), .text(folder.pathLower)]) { $0.text(0) }
+        let folders = try source.map { try listedFoldersLocked(atOrBelow: $0) } ?? movedElsewhere.removedFolders(id: folder.id)
+        guard let folders, folders.contains(where: { $0.relative.isEmpty }) else { return false }
+        FuseLog.trace("store: \(folder.pathLower) is a listed folder moved elsewhere, \(folders.count) listing(s) carried")
+        return movedElsewhere.carry(to: folder.pathLower, folders: folders)
+    }
+
+    /// The change feed removes a folder (or puts another entry in its place): if it was
+    /// listed, its listings may come back at the place another client moved it to.
+    private func noteRemovalLocked(_ old: Node) throws {
+        guard old.isFolder, !old.id.isEmpty else { return }
+        let folders = try listedFoldersLocked(atOrBelow: old.pathLower)
+        if folders.contains(where: { $0.relative.isEmpty }) { movedElsewhere.removedListed(id: old.id, folders: folders) }
+    }
+
+    /// The folders listed at and below `folder`, each by its path below it ("" for the
+    /// folder itself) with its id.
+    private func listedFoldersLocked(atOrBelow folder: String) throws -> [ListingsMovedElsewhere.ListedFolder] {
+        var listed: [ListingsMovedElsewhere.ListedFolder] = []
+        try db.query(Self.selectListedAtOrBelow, [.text(folder), .text(folder + "/"), .text(folder + "0")]) { row in
+            listed.append((String(row.text(0).dropFirst(folder.count)), row.text(1)))
+        }
+        return listed
+    }
+
+    /// The folders listed at or below a path (`?1`, `?1/`, `?1` + "0"), with their ids.
+    private static let selectListedAtOrBelow = """
+        SELECT listed.path_lower, COALESCE(nodes.id, '') FROM listed LEFT JOIN nodes ON nodes.path_lower = listed.path_lower
+        WHERE listed.path_lower = ? OR (listed.path_lower > ? AND listed.path_lower < ?)
+        """
 
     /// Applies what a folder's own cursor brought after its listing: the changes the change
     /// feed may have passed while the folder was not yet listed. Those at or below a folder
@@ -406,10 +456,7 @@ public final class MetadataStore: @unchecked Sendable {
         landingsBegun += 1
         landings[landingsBegun] = Landing(source: source, target: target, id: id, keysCheckIDs: checkingIDs)
         var listed: [(path: String, id: String)] = []
-        try db.query("""
-            SELECT listed.path_lower, COALESCE(nodes.id, '') FROM listed LEFT JOIN nodes ON nodes.path_lower = listed.path_lower
-            WHERE listed.path_lower = ? OR (listed.path_lower > ? AND listed.path_lower < ?)
-            """, [.text(source), .text(source + "/"), .text(source + "0")]) { row in
+        try db.query(Self.selectListedAtOrBelow, [.text(source), .text(source + "/"), .text(source + "0")]) { row in
             listed.append((row.text(0), row.text(1)))
         }
         for folder in listed { try landLocked(folder.path, id: folder.id, ticket: landingsBegun) }
@@ -764,6 +811,7 @@ public final class MetadataStore: @unchecked Sendable {
             forgetCachedLocked()
             try db.execute("DELETE FROM nodes; DELETE FROM listed; DELETE FROM state;")
             movesAhead.removeAll()
+            movedElsewhere.forget()
         }
     }
 

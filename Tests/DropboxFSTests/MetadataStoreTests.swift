@@ -38,6 +38,69 @@ struct MetadataStoreTests {
         }
     }
 
+    /// Another client moves a folder this mount listed, with a folder listed below it: the
+    /// change feed brings the source's removal and every entry of the moved tree at its new
+    /// path, the removal first or last, over pages. The listed folders count as listed at
+    /// their new paths, and the entries below them are kept (they were dropped, the new
+    /// paths never listed: failed before). A folder that was not listed stays so.
+    @Test func aFolderMovedElsewhereKeepsItsListingsWhereItLands() throws {
+        for removalFirst in [true, false] {
+            try Self.withStore { store in
+                try Self.listedTree(store)
+                let catchUp = store.catchUpMarker
+                let moved = try Self.entries(.folder("/m", id: "id:a"), .folder("/m/s", id: "id:s"), .file("/m/s/y"),
+                                             .folder("/m/u", id: "id:u"), .file("/m/x"))
+                let removal = try Self.entries(.deleted("/a"))
+                let pages = removalFirst ? [removal, Array(moved[..<2]), Array(moved[2...])] : [Array(moved[..<2]), Array(moved[2...]), removal]
+                for page in pages { _ = try store.apply(page, fromChangeFeed: true) }
+                _ = try store.feedPassed(catchUp)
+                let order = removalFirst ? "removal first" : "removal last"
+                #expect(try store.isListed("/m"), "\(order)")
+                #expect(try store.isListed("/m/s"), "\(order)")
+                #expect(try !store.isListed("/m/u"), "\(order)")
+                #expect(try store.children("/m").map(\.name).sorted() == ["s", "u", "x"], "\(order)")
+                #expect(try store.children("/m/s").map(\.name) == ["y"], "\(order)")
+                #expect(try store.node("/a") == nil, "\(order)")
+            }
+        }
+    }
+
+    /// The same move, with an entry of the moved folder brought before the folder itself
+    /// (Dropbox does not promise parents first): that entry was dropped, so the folder's
+    /// listing would lack it, and it does not count as listed. Nor does a folder listed
+    /// before a catch-up that read the feed to its end came between the removal and the
+    /// arrival (Dropbox brings a move's entries within one catch-up).
+    @Test func aMovedFolderIsNotCountedListedWhenTheFeedMayHaveLeftOutPartOfIt() throws {
+        try Self.withStore { store in
+            try Self.listedTree(store)
+            let catchUp = store.catchUpMarker
+            _ = try store.apply(Self.entries(.deleted("/a"), .file("/m/x"), .folder("/m", id: "id:a"), .folder("/m/s", id: "id:s"), .file("/m/s/y")),
+                                fromChangeFeed: true)
+            _ = try store.feedPassed(catchUp)
+            #expect(try !store.isListed("/m"))
+            #expect(try !store.isListed("/m/s"))
+        }
+        try Self.withStore { store in
+            try Self.listedTree(store)
+            let first = store.catchUpMarker
+            _ = try store.apply(Self.entries(.deleted("/a")), fromChangeFeed: true)
+            _ = try store.feedPassed(first)
+            let second = store.catchUpMarker
+            _ = try store.apply(Self.entries(.folder("/m", id: "id:a"), .file("/m/x")), fromChangeFeed: true)
+            _ = try store.feedPassed(second)
+            #expect(try !store.isListed("/m"))
+        }
+    }
+
+    /// /a (listed: x, s, u), /a/s (listed: y), /a/u not listed.
+    private static func listedTree(_ store: MetadataStore) throws {
+        _ = try store.apply(entries(.folder("/a", id: "id:a")))
+        try store.markListed("/a")
+        _ = try store.apply(entries(.folder("/a/s", id: "id:s"), .folder("/a/u", id: "id:u"), .file("/a/x")))
+        try store.markListed("/a/s")
+        _ = try store.apply(entries(.file("/a/s/y")))
+    }
+
     /// A rename a killed daemon may have made, landed ahead of the first catch-up: the folders
     /// listed at its source count as listed at its destination when they come with their ids,
     /// and only then. A folder another client put there while the mount was down is not the
@@ -88,8 +151,9 @@ struct MetadataStoreTests {
                 _ = try store.feedPassed(catchUp)
                 #expect(try store.isListed("/b") == listed, "arriving as \(arrivingID)")
                 #expect(try store.isListed("/b/a") == listed, "arriving as \(arrivingID)")
-                // Ended: a folder coming there now is not counted as listed.
-                _ = try store.apply(Self.entries(.deleted("/b"), .folder("/b", id: "id:x"), .folder("/b/a", id: "id:a")), fromChangeFeed: true)
+                // Ended: a folder coming there now is not counted as listed (one with an id
+                // the store knows listed elsewhere would be: another client moved it there).
+                _ = try store.apply(Self.entries(.deleted("/b"), .folder("/b", id: "id:new"), .folder("/b/a", id: "id:new-a")), fromChangeFeed: true)
                 #expect(try !store.isListed("/b") && !store.isListed("/b/a"))
             }
         }

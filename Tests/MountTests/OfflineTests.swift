@@ -330,6 +330,31 @@ struct OfflineTests {
         }
     }
 
+    /// Another client renames a folder this mount has listed, folders inside it listed too:
+    /// the change feed brings every entry of the moved tree at its new path, so the mount
+    /// knows those folders whole there and serves them in an outage. It dropped their listings
+    /// (the entries came at paths never listed), and `ls` of the renamed folder failed with
+    /// ENETUNREACH. The feed brings the source's removal first or last, as the names sort.
+    @Test(arguments: [("a", "moved"), ("source", "moved")])
+    func aFolderRenamedElsewhereStaysListedAtItsNewName(source: String, target: String) async throws {
+        try await MountFixture.with(seeds: []) { m in
+            for path in ["one.txt", "b/two.txt", "b/c/three.txt", "empty/.keep"] {
+                try await m.uploadElsewhere("x\n", to: "/\(source)/\(path)")
+            }
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/\(source)/empty/.keep"))
+            let tree = ".:\nb\nempty\none.txt\n\n./b:\nc\ntwo.txt\n\n./b/c:\nthree.txt\n\n./empty:\n"
+            try await eventually("the mount to list the tree") {
+                (try? await m.sh("cd \"$M/\(source)\" && ls -R .").stdout) == tree
+            }
+            _ = try await m.client.rpc(Routes.move, RelocationArgument(from: "/\(source)", to: "/\(target)"))
+            try await eventually("the mount to see the rename") { (try? await m.sh("ls \"$M\"").stdout) == "\(target)\n" }
+            try await m.emulator.setReachable(false)
+            try await eventually("the mount to find Dropbox out of reach") { try m.statusReport()["offline_since"] != nil }
+            let listed = try await m.sh("cd \"$M/\(target)\" && ls -R .")
+            #expect(listed.status == 0 && listed.stdout == tree, "\(listed.stdout)\(listed.stderr)")
+        }
+    }
+
     /// A new folder made and removed in an outage at the name a folder Dropbox holds was
     /// renamed away from: the removal unlisted that name, which was the renamed folder's
     /// listing too (Dropbox has it there until the rename is sent), and an rmdir of the
