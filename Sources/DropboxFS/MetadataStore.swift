@@ -388,20 +388,18 @@ public final class MetadataStore: @unchecked Sendable {
     }
 
     /// The folders listed at and below `folder`, each by its path below it ("" for the
-    /// folder itself) with its id.
+    /// folder itself) with its id (empty if the store has no node there): for a move's
+    /// landing and for a listing carried across another client's move.
     private func listedFoldersLocked(atOrBelow folder: String) throws -> [ListingsMovedElsewhere.ListedFolder] {
         var listed: [ListingsMovedElsewhere.ListedFolder] = []
-        try db.query(Self.selectListedAtOrBelow, [.text(folder), .text(folder + "/"), .text(folder + "0")]) { row in
+        try db.query("""
+            SELECT listed.path_lower, COALESCE(nodes.id, '') FROM listed LEFT JOIN nodes ON nodes.path_lower = listed.path_lower
+            WHERE listed.path_lower = ? OR (listed.path_lower > ? AND listed.path_lower < ?)
+            """, [.text(folder), .text(folder + "/"), .text(folder + "0")]) { row in
             listed.append((String(row.text(0).dropFirst(folder.count)), row.text(1)))
         }
         return listed
     }
-
-    /// The folders listed at or below a path (`?1`, `?1/`, `?1` + "0"), with their ids.
-    private static let selectListedAtOrBelow = """
-        SELECT listed.path_lower, COALESCE(nodes.id, '') FROM listed LEFT JOIN nodes ON nodes.path_lower = listed.path_lower
-        WHERE listed.path_lower = ? OR (listed.path_lower > ? AND listed.path_lower < ?)
-        """
 
     /// Applies what a folder's own cursor brought after its listing: the changes the change
     /// feed may have passed while the folder was not yet listed. Those at or below a folder
@@ -455,11 +453,9 @@ public final class MetadataStore: @unchecked Sendable {
     private func beginLandingLocked(from source: String, to target: String, id: String, checkingIDs: Bool = false) throws -> LandingTicket {
         landingsBegun += 1
         landings[landingsBegun] = Landing(source: source, target: target, id: id, keysCheckIDs: checkingIDs)
-        var listed: [(path: String, id: String)] = []
-        try db.query(Self.selectListedAtOrBelow, [.text(source), .text(source + "/"), .text(source + "0")]) { row in
-            listed.append((row.text(0), row.text(1)))
+        for folder in try listedFoldersLocked(atOrBelow: source) {
+            try landLocked(source + folder.relative, id: folder.id, ticket: landingsBegun)
         }
-        for folder in listed { try landLocked(folder.path, id: folder.id, ticket: landingsBegun) }
         return LandingTicket(number: landingsBegun)
     }
 
