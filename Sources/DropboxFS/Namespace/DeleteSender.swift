@@ -141,18 +141,27 @@ final class DeleteSender: Sendable {
 
         let removedFiles = Dictionary(inside.filter { !$0.isFolder }.map { ($0.pathLower, $0) }) { first, _ in first }
         let removedFolders = Set(inside.filter(\.isFolder).map(\.pathLower))
+        // A folder removed below it may wait at one of its hidden names, where a round that
+        // stopped left it: what is there was removed at the folder's name.
+        var setAsideBelow: [String: String] = [:]
+        for record in inside where record.isFolder && record.pathLower != top.pathLower {
+            for key in record.hiddenStepKeys { setAsideBelow[key] = record.pathLower }
+        }
         return try await calls.whereSetAside(aside) { aside in
-            try await deleteSetAside(top, aside, removedFiles: removedFiles, removedFolders: removedFolders)
+            try await deleteSetAside(top, aside, removedFiles: removedFiles, removedFolders: removedFolders, setAsideBelow: setAsideBelow)
         } ?? true
     }
 
     /// `deleteWhole`'s tree, set aside at `aside`: deleted if it holds only what was removed
-    /// here, else moved back to its name.
-    private func deleteSetAside(_ top: QueuedDelete, _ aside: Node, removedFiles: [String: QueuedDelete], removedFolders: Set<String>) async throws -> Bool {
+    /// here, else moved back to its name. `setAsideBelow`: the hidden names of folders removed
+    /// below it, each with the folder's own path. (Taken for another client's, a folder
+    /// a round left at its hidden name moved the tree back, with an error in the log.)
+    private func deleteSetAside(_ top: QueuedDelete, _ aside: Node, removedFiles: [String: QueuedDelete], removedFolders: Set<String>,
+                                setAsideBelow: [String: String]) async throws -> Bool {
         let entries = try await calls.client.listAll(aside.pathLower, recursive: true)
         let onlyRemoved = entries.allSatisfy { entry in
             guard let lower = entry.pathLower, lower != aside.pathLower else { return true }
-            let original = top.pathLower + lower.dropFirst(aside.pathLower.count)
+            let original = Self.removedPath(of: top.pathLower + lower.dropFirst(aside.pathLower.count), setAsideBelow: setAsideBelow)
             switch entry {
             case .file(let file): return removedFiles[original].map { Self.isRemoved(file, by: $0) } ?? false
             case .folder: return removedFolders.contains(original)
@@ -167,6 +176,16 @@ final class DeleteSender: Sendable {
         // Back to its name beside the hidden one: where its folder is now.
         try await calls.moveNumbered(aside.pathLower, to: Node.parent(of: aside.pathLower) + "/" + top.name, sourceIsOwn: true)
         return false
+    }
+
+    /// The path an entry at `path` had when it was removed here: below a removed folder's
+    /// hidden name (`setAsideBelow`), the same below the folder's own path.
+    static func removedPath(of path: String, setAsideBelow: [String: String]) -> String {
+        guard !setAsideBelow.isEmpty else { return path }
+        for ancestor in Node.selfAndAncestors(path) {
+            if let folder = setAsideBelow[String(ancestor)] { return folder + path.dropFirst(ancestor.count) }
+        }
+        return path
     }
 
     /// Whether Dropbox's file is the one a delete removed: at its revision, or one of our own
@@ -242,11 +261,14 @@ final class DeleteSender: Sendable {
         for record in deepestFirst {
             // Not in the store: gone, or in a folder the store has not listed since the tree
             // moved back (it keeps no entries there). Nothing at its name (or something else
-            // there now) is done, unless a round that stopped left it at its hidden name.
-            // (Counted done whenever the store had nothing, such a folder stayed on Dropbox,
-            // and showed again.)
+            // there now) is done, unless a round that stopped left it at one of its hidden
+            // names: its own delete's, or its tree's. (Counted done whenever the store had
+            // nothing, such a folder stayed on Dropbox, and showed again; looked for at its
+            // own delete's alone, one a round left at its tree's stayed there, and the
+            // removed folder above it, holding it, was kept.)
             let folder = try await entry(at: record.pathLower).flatMap { $0.isFolder ? $0 : nil }
-            if try await calls.deleteEmptyFolder(folder, named: record.name, via: record.hiddenStep(alone: true)) {
+            if try await calls.deleteEmptyFolder(folder, named: record.name, via: record.hiddenStep(alone: true),
+                                                 orLeftAt: [record.hiddenStep(alone: false)]) {
                 outcome.done.append(record)
             } else {
                 outcome.kept.append(record)
