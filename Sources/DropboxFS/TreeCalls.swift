@@ -66,9 +66,9 @@ struct TreeCalls: Sendable {
     /// client deleted first, or moved away with its parent (which a file replaced), is not at
     /// its name any more: its removal is done (true), as on a disk where theirs came first.
     /// `folder`: the folder at the name, as the store (or else Dropbox) has it; nil when no
-    /// folder is there (a stopped round may have left it at `hidden`, or at one of `earlier`).
-    func deleteEmptyFolder(_ folder: Node?, named name: String, via hidden: String, orLeftAt earlier: [String] = []) async throws -> Bool {
-        guard let aside = try await setAside(folder, at: hidden, orLeftAt: earlier) else { return true }
+    /// folder is there (a stopped round may have left it at `hidden`).
+    func deleteEmptyFolder(_ folder: Node?, named name: String, via hidden: String) async throws -> Bool {
+        guard let aside = try await setAside(folder, at: hidden) else { return true }
         return try await whereSetAside(aside) { aside in
             if try await isEmptyOnDropbox(aside.pathLower) {
                 try await delete(aside.pathLower)

@@ -465,33 +465,35 @@ struct DeleteTests {
         }
     }
 
-    /// A removed folder a round left at its hidden name, and then its parent removed too:
-    /// the next round sends both, the parent's tree holding the first at that hidden name.
+    /// A removed folder a round left at its hidden name, and then a folder above it removed
+    /// too: the next round sends both, the upper tree holding the first at that hidden name.
     /// The tree's look took the hidden folder for something another client added and moved
-    /// the tree back (an error in the log); the folders one by one then looked for the first
-    /// at its other hidden name only, counted it done, and left it on Dropbox: inside the
-    /// parent, which it kept from going (the removed parent showed again: mount
-    /// differential, tree mix with faults, seed 10158035839930216015), or inside the parent
-    /// that another client's file rightly kept, where it showed once the removal was done.
+    /// the tree back (an error in the log); the deletes one by one then looked for the first
+    /// folder and its files at their names, counted them done, and left them on Dropbox:
+    /// inside the upper folder, which they kept from going (the removed folder showed again:
+    /// mount differential, tree mix with faults, seed 10158035839930216015), or inside the
+    /// folder another client's file rightly kept, where they showed again, hidden name and all.
     @Test(arguments: [false, true])
     func aFolderRemovedAboveOneARoundLeftAtItsHiddenNameIsRemoved(theirFileArrives: Bool) async throws {
         try await MountFixture.with(seeds: []) { m in
-            _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/d/a"))
-            try await eventually("the mount to show the folders") { try await m.sh("cd \"$M\" && find . | sort").stdout == ".\n./d\n./d/a\n" }
-            // The first round moves d/a aside and cannot delete it there.
+            try await m.uploadElsewhere("removed\n", to: "/d/x/a/f.txt")
+            try await eventually("the mount to show the tree") {
+                try await m.sh("cd \"$M\" && find . | sort").stdout == ".\n./d\n./d/x\n./d/x/a\n./d/x/a/f.txt\n"
+            }
+            // The first round moves d/x/a aside and cannot delete it there.
             try await m.emulator.setFaults(["403:routes=files/delete_v2"])
             try await m.emulator.resetStats()
-            #expect(try await m.sh("rmdir \"$M/d/a\"").status == 0)
+            #expect(try await m.sh("rm -r \"$M/d/x/a\"").status == 0)
             try await eventually("the delete to be tried") { try await m.routeStats()["files/delete_v2"]?["requests"] ?? 0 > 0 }
             if theirFileArrives {
                 // Rounds stop at their first move now; their file comes after d is removed here.
                 try await m.emulator.setFaults(["403:routes=files/delete_v2+files/move_v2"])
                 try await m.emulator.resetStats()
-                #expect(try await m.sh("rmdir \"$M/d\"").status == 0)
+                #expect(try await m.sh("rm -r \"$M/d\"").status == 0)
                 try await eventually("a round with both to be tried") { try await m.routeStats()["files/move_v2"]?["requests"] ?? 0 > 0 }
                 try await m.uploadElsewhere("theirs\n", to: "/d/theirs.txt")
             } else {
-                #expect(try await m.sh("rmdir \"$M/d\" && ls -A \"$M\"").stdout == "")
+                #expect(try await m.sh("rm -r \"$M/d\" && ls -A \"$M\"").stdout == "")
             }
             try await m.emulator.setFaults([])
             let synced = try await m.syncFolder("\"$M\"")

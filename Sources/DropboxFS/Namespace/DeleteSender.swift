@@ -64,11 +64,24 @@ final class DeleteSender: Sendable {
         var folders: [QueuedDelete] = []
         var files = loose.filter { !$0.isFolder }
         for (top, inside) in trees {
-            if try await deleteWhole(top, inside, via: top.hiddenStep(alone: false)) {
+            switch try await deleteWhole(top, inside, via: top.hiddenStep(alone: false)) {
+            case .gone:
                 outcome.done += inside
-            } else {
-                files += inside.filter { !$0.isFolder }
-                folders += inside.filter(\.isFolder)
+            case .kept(let waitingBelow):
+                // Removed folders waiting at their hidden names in it go whole from there
+                // (outermost first): one by one, their files' deletes and their own would
+                // look for them at their names, and count them done.
+                var rest = inside
+                let waiting = inside.filter { $0.isFolder && waitingBelow.contains($0.pathLower) }.sorted { $0.pathLower.count < $1.pathLower.count }
+                for folder in waiting where rest.contains(where: { $0.id == folder.id }) {
+                    let itsInside = rest.filter { Node.isAt($0.pathLower, orUnder: folder.pathLower) && ($0.isFolder || $0.pathLower != folder.pathLower) }
+                    guard case .gone = try await deleteWhole(folder, itsInside, via: folder.hiddenStep(alone: false)) else { continue }
+                    outcome.done += itsInside
+                    let gone = Set(itsInside.map(\.id))
+                    rest.removeAll { gone.contains($0.id) }
+                }
+                files += rest.filter { !$0.isFolder }
+                folders += rest.filter(\.isFolder)
             }
         }
         try await deleteFiles(files, into: &outcome)
@@ -124,20 +137,28 @@ final class DeleteSender: Sendable {
         return (trees, loose)
     }
 
-    /// A removed folder tree in one delete (see the type's comment). True when it is gone
-    /// from Dropbox (or was already); false when it stays and its deletes go one by one.
-    private func deleteWhole(_ top: QueuedDelete, _ inside: [QueuedDelete], via hidden: String) async throws -> Bool {
+    /// What became of a removed tree sent whole.
+    private enum WholeDelete {
+        /// Gone from Dropbox (or gone already).
+        case gone
+        /// Still there, something else in it: its deletes go one by one. With the removed
+        /// folders found in it at their hidden names (where a round that stopped left them).
+        case kept(waitingBelow: Set<String>)
+    }
+
+    /// A removed folder tree in one delete (see the type's comment).
+    private func deleteWhole(_ top: QueuedDelete, _ inside: [QueuedDelete], via hidden: String) async throws -> WholeDelete {
         // Not in the store: a new folder taken back after it may have been made (a round or
         // a previous mount sent it, and learnt nothing), or one gone since.
         let atName = try await entry(at: top.pathLower)
         // Something else holds the name now (replaced elsewhere): the folder is gone.
-        if let folder = atName, !folder.isFolder { return true }
+        if let folder = atName, !folder.isFolder { return .gone }
         // Its folder a file on Dropbox now (another client moved it away, the folder with
         // it), nothing of the folder is at its name: done. (The refusal failed the round, and
         // an fsync waiting for it got EIO.) An earlier round may have set it aside already,
         // for this step or for its delete alone (a round that stopped then left it there for
         // good, their files in it).
-        guard let aside = try await calls.setAside(atName, at: hidden, orLeftAt: [top.hiddenStep(alone: true)]) else { return true }
+        guard let aside = try await calls.setAside(atName, at: hidden, orLeftAt: [top.hiddenStep(alone: true)]) else { return .gone }
 
         let removedFiles = Dictionary(inside.filter { !$0.isFolder }.map { ($0.pathLower, $0) }) { first, _ in first }
         let removedFolders = Set(inside.filter(\.isFolder).map(\.pathLower))
@@ -149,7 +170,7 @@ final class DeleteSender: Sendable {
         }
         return try await calls.whereSetAside(aside) { aside in
             try await deleteSetAside(top, aside, removedFiles: removedFiles, removedFolders: removedFolders, setAsideBelow: setAsideBelow)
-        } ?? true
+        } ?? .gone
     }
 
     /// `deleteWhole`'s tree, set aside at `aside`: deleted if it holds only what was removed
@@ -157,25 +178,32 @@ final class DeleteSender: Sendable {
     /// below it, each with the folder's own path. (Taken for another client's, a folder
     /// a round left at its hidden name moved the tree back, with an error in the log.)
     private func deleteSetAside(_ top: QueuedDelete, _ aside: Node, removedFiles: [String: QueuedDelete], removedFolders: Set<String>,
-                                setAsideBelow: [String: String]) async throws -> Bool {
+                                setAsideBelow: [String: String]) async throws -> WholeDelete {
         let entries = try await calls.client.listAll(aside.pathLower, recursive: true)
-        let onlyRemoved = entries.allSatisfy { entry in
-            guard let lower = entry.pathLower, lower != aside.pathLower else { return true }
-            let original = Self.removedPath(of: top.pathLower + lower.dropFirst(aside.pathLower.count), setAsideBelow: setAsideBelow)
+        var onlyRemoved = true
+        var waitingBelow: Set<String> = []  // every one, not only those before something else
+        for entry in entries {
+            guard let lower = entry.pathLower, lower != aside.pathLower else { continue }
+            let atTop = top.pathLower + lower.dropFirst(aside.pathLower.count)
+            let original = Self.removedPath(of: atTop, setAsideBelow: setAsideBelow)
             switch entry {
-            case .file(let file): return removedFiles[original].map { Self.isRemoved(file, by: $0) } ?? false
-            case .folder: return removedFolders.contains(original)
-            case .deleted: return true
+            case .file(let file):
+                if !(removedFiles[original].map { Self.isRemoved(file, by: $0) } ?? false) { onlyRemoved = false }
+            case .folder:
+                if let waiting = setAsideBelow[atTop] { waitingBelow.insert(waiting) }
+                if !removedFolders.contains(original) { onlyRemoved = false }
+            case .deleted:
+                break
             }
         }
         if onlyRemoved {
             try await calls.delete(aside.pathLower)
-            return true
+            return .gone
         }
         FuseLog.error("\(top.pathLower) changed on Dropbox while it was being removed; what changed is kept")
         // Back to its name beside the hidden one: where its folder is now.
         try await calls.moveNumbered(aside.pathLower, to: Node.parent(of: aside.pathLower) + "/" + top.name, sourceIsOwn: true)
-        return false
+        return .kept(waitingBelow: waitingBelow)
     }
 
     /// The path an entry at `path` had when it was removed here: below a removed folder's
@@ -261,14 +289,11 @@ final class DeleteSender: Sendable {
         for record in deepestFirst {
             // Not in the store: gone, or in a folder the store has not listed since the tree
             // moved back (it keeps no entries there). Nothing at its name (or something else
-            // there now) is done, unless a round that stopped left it at one of its hidden
-            // names: its own delete's, or its tree's. (Counted done whenever the store had
-            // nothing, such a folder stayed on Dropbox, and showed again; looked for at its
-            // own delete's alone, one a round left at its tree's stayed there, and the
-            // removed folder above it, holding it, was kept.)
+            // there now) is done, unless a round that stopped left it at its hidden name.
+            // (Counted done whenever the store had nothing, such a folder stayed on Dropbox,
+            // and showed again.)
             let folder = try await entry(at: record.pathLower).flatMap { $0.isFolder ? $0 : nil }
-            if try await calls.deleteEmptyFolder(folder, named: record.name, via: record.hiddenStep(alone: true),
-                                                 orLeftAt: [record.hiddenStep(alone: false)]) {
+            if try await calls.deleteEmptyFolder(folder, named: record.name, via: record.hiddenStep(alone: true)) {
                 outcome.done.append(record)
             } else {
                 outcome.kept.append(record)
