@@ -68,18 +68,7 @@ final class DeleteSender: Sendable {
             case .gone:
                 outcome.done += inside
             case .kept(let waitingBelow):
-                // Removed folders waiting at their hidden names in it go whole from there
-                // (outermost first): one by one, their files' deletes and their own would
-                // look for them at their names, and count them done.
-                var rest = inside
-                let waiting = inside.filter { $0.isFolder && waitingBelow.contains($0.pathLower) }.sorted { $0.pathLower.count < $1.pathLower.count }
-                for folder in waiting where rest.contains(where: { $0.id == folder.id }) {
-                    let itsInside = rest.filter { Node.isAt($0.pathLower, orUnder: folder.pathLower) && ($0.isFolder || $0.pathLower != folder.pathLower) }
-                    guard case .gone = try await deleteWhole(folder, itsInside, via: folder.hiddenStep(alone: false)) else { continue }
-                    outcome.done += itsInside
-                    let gone = Set(itsInside.map(\.id))
-                    rest.removeAll { gone.contains($0.id) }
-                }
+                let rest = try await deleteWaiting(inside.filter { waitingBelow.contains($0.pathLower) && $0.isFolder }, of: inside, into: &outcome)
                 files += rest.filter { !$0.isFolder }
                 folders += rest.filter(\.isFolder)
             }
@@ -171,6 +160,23 @@ final class DeleteSender: Sendable {
         return try await calls.whereSetAside(aside) { aside in
             try await deleteSetAside(top, aside, removedFiles: removedFiles, removedFolders: removedFolders, setAsideBelow: setAsideBelow)
         } ?? .gone
+    }
+
+    /// Removed folders found waiting at their hidden names (`waiting`) in a tree that stays
+    /// go whole from there, outermost first, each with the deletes of `inside` at or below it;
+    /// returns the deletes left to go one by one. (One by one, their files' deletes and their
+    /// own looked for them at their names, and counted them done.)
+    private func deleteWaiting(_ waiting: [QueuedDelete], of inside: [QueuedDelete], into outcome: inout Outcome) async throws -> [QueuedDelete] {
+        var rest = inside
+        for folder in waiting.sorted(by: { $0.pathLower.count < $1.pathLower.count }) where rest.contains(where: { $0.id == folder.id }) {
+            // As in `trees(of:)`: a file's delete at the folder's own path is not inside it.
+            let itsInside = rest.filter { Node.isAt($0.pathLower, orUnder: folder.pathLower) && ($0.isFolder || $0.pathLower != folder.pathLower) }
+            guard case .gone = try await deleteWhole(folder, itsInside, via: folder.hiddenStep(alone: false)) else { continue }
+            outcome.done += itsInside
+            let gone = Set(itsInside.map(\.id))
+            rest.removeAll { gone.contains($0.id) }
+        }
+        return rest
     }
 
     /// `deleteWhole`'s tree, set aside at `aside`: deleted if it holds only what was removed
