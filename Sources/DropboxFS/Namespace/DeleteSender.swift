@@ -67,8 +67,15 @@ final class DeleteSender: Sendable {
             switch try await deleteWhole(top, inside, via: top.hiddenStep(alone: false)) {
             case .gone:
                 outcome.done += inside
-            case .kept(let waitingBelow):
-                let rest = try await deleteWaiting(inside.filter { waitingBelow.contains($0.pathLower) && $0.isFolder }, of: inside, into: &outcome)
+            case .kept(let goneBelow):
+                var rest = inside
+                for folder in goneBelow {
+                    // As in `trees(of:)`: a file's delete at the folder's own path is not inside it.
+                    let gone = rest.filter { Node.isAt($0.pathLower, orUnder: folder) && ($0.isFolder || $0.pathLower != folder) }
+                    outcome.done += gone
+                    let ids = Set(gone.map(\.id))
+                    rest.removeAll { ids.contains($0.id) }
+                }
                 files += rest.filter { !$0.isFolder }
                 folders += rest.filter(\.isFolder)
             }
@@ -130,9 +137,10 @@ final class DeleteSender: Sendable {
     private enum WholeDelete {
         /// Gone from Dropbox (or gone already).
         case gone
-        /// Still there, something else in it: its deletes go one by one. With the removed
-        /// folders found in it at their hidden names (where a round that stopped left them).
-        case kept(waitingBelow: Set<String>)
+        /// Still there, something else in it: its deletes go one by one, but for those at or
+        /// below `goneBelow`, removed folders found in it at their hidden names (where a round
+        /// that stopped left them) and deleted there with all they held.
+        case kept(goneBelow: [String])
     }
 
     /// A removed folder tree in one delete (see the type's comment).
@@ -162,23 +170,6 @@ final class DeleteSender: Sendable {
         } ?? .gone
     }
 
-    /// Removed folders found waiting at their hidden names (`waiting`) in a tree that stays
-    /// go whole from there, outermost first, each with the deletes of `inside` at or below it;
-    /// returns the deletes left to go one by one. (One by one, their files' deletes and their
-    /// own looked for them at their names, and counted them done.)
-    private func deleteWaiting(_ waiting: [QueuedDelete], of inside: [QueuedDelete], into outcome: inout Outcome) async throws -> [QueuedDelete] {
-        var rest = inside
-        for folder in waiting.sorted(by: { $0.pathLower.count < $1.pathLower.count }) where rest.contains(where: { $0.id == folder.id }) {
-            // As in `trees(of:)`: a file's delete at the folder's own path is not inside it.
-            let itsInside = rest.filter { Node.isAt($0.pathLower, orUnder: folder.pathLower) && ($0.isFolder || $0.pathLower != folder.pathLower) }
-            guard case .gone = try await deleteWhole(folder, itsInside, via: folder.hiddenStep(alone: false)) else { continue }
-            outcome.done += itsInside
-            let gone = Set(itsInside.map(\.id))
-            rest.removeAll { gone.contains($0.id) }
-        }
-        return rest
-    }
-
     /// `deleteWhole`'s tree, set aside at `aside`: deleted if it holds only what was removed
     /// here, else moved back to its name. `setAsideBelow`: the hidden names of folders removed
     /// below it, each with the folder's own path. (Taken for another client's, a folder
@@ -187,29 +178,43 @@ final class DeleteSender: Sendable {
                                 setAsideBelow: [String: String]) async throws -> WholeDelete {
         let entries = try await calls.client.listAll(aside.pathLower, recursive: true)
         var onlyRemoved = true
-        var waitingBelow: Set<String> = []  // every one, not only those before something else
+        // The hidden names found holding a folder, each with whether all it holds was removed here.
+        var waiting: [String: Bool] = [:]
         for entry in entries {
             guard let lower = entry.pathLower, lower != aside.pathLower else { continue }
             let atTop = top.pathLower + lower.dropFirst(aside.pathLower.count)
             let original = Self.removedPath(of: atTop, setAsideBelow: setAsideBelow)
+            let removed: Bool
             switch entry {
-            case .file(let file):
-                if !(removedFiles[original].map { Self.isRemoved(file, by: $0) } ?? false) { onlyRemoved = false }
+            case .file(let file): removed = removedFiles[original].map { Self.isRemoved(file, by: $0) } ?? false
             case .folder:
-                if let waiting = setAsideBelow[atTop] { waitingBelow.insert(waiting) }
-                if !removedFolders.contains(original) { onlyRemoved = false }
-            case .deleted:
-                break
+                removed = removedFolders.contains(original)
+                if setAsideBelow[atTop] != nil, waiting[atTop] == nil { waiting[atTop] = true }
+            case .deleted: removed = true
             }
+            guard !removed else { continue }
+            onlyRemoved = false
+            for ancestor in Node.selfAndAncestors(atTop) where setAsideBelow[String(ancestor)] != nil { waiting[String(ancestor)] = false }
         }
         if onlyRemoved {
             try await calls.delete(aside.pathLower)
             return .gone
         }
+        // A removed folder waiting at its hidden name in it (a round that stopped left it
+        // there), all it holds removed here, goes from there before the tree moves back (one
+        // inside another goes with it). Moved back with the tree, one by one its deletes and
+        // its files' looked for it at its name, counted it done, and it showed again, hidden
+        // name and all; and the tree may come back at a numbered name.
+        var goneBelow: [String] = []
+        for (key, onlyRemovedThere) in waiting where onlyRemovedThere
+            && !Node.selfAndAncestors(key).dropFirst().contains(where: { waiting[String($0)] == true }) {
+            try await calls.delete(aside.pathLower + key.dropFirst(top.pathLower.count))
+            goneBelow.append(setAsideBelow[key]!)
+        }
         FuseLog.error("\(top.pathLower) changed on Dropbox while it was being removed; what changed is kept")
         // Back to its name beside the hidden one: where its folder is now.
         try await calls.moveNumbered(aside.pathLower, to: Node.parent(of: aside.pathLower) + "/" + top.name, sourceIsOwn: true)
-        return .kept(waitingBelow: waitingBelow)
+        return .kept(goneBelow: goneBelow)
     }
 
     /// The path an entry at `path` had when it was removed here: below a removed folder's
