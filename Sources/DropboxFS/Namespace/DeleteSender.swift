@@ -70,8 +70,7 @@ final class DeleteSender: Sendable {
             case .kept(let goneBelow):
                 var rest = inside
                 for folder in goneBelow {
-                    // As in `trees(of:)`: a file's delete at the folder's own path is not inside it.
-                    let gone = rest.filter { Node.isAt($0.pathLower, orUnder: folder) && ($0.isFolder || $0.pathLower != folder) }
+                    let gone = rest.filter { Self.lies($0, inside: folder) }
                     outcome.done += gone
                     let ids = Set(gone.map(\.id))
                     rest.removeAll { ids.contains($0.id) }
@@ -143,6 +142,12 @@ final class DeleteSender: Sendable {
         case kept(goneBelow: [String])
     }
 
+    /// Whether a delete is at or below a removed folder's path, as `trees(of:)` groups them:
+    /// a file's delete at the folder's own path is not inside it.
+    static func lies(_ record: QueuedDelete, inside folder: String) -> Bool {
+        Node.isAt(record.pathLower, orUnder: folder) && (record.isFolder || record.pathLower != folder)
+    }
+
     /// A removed folder tree in one delete (see the type's comment).
     private func deleteWhole(_ top: QueuedDelete, _ inside: [QueuedDelete], via hidden: String) async throws -> WholeDelete {
         // Not in the store: a new folder taken back after it may have been made (a round or
@@ -158,25 +163,30 @@ final class DeleteSender: Sendable {
         guard let aside = try await calls.setAside(atName, at: hidden, orLeftAt: [top.hiddenStep(alone: true)]) else { return .gone }
 
         let removedFiles = Dictionary(inside.filter { !$0.isFolder }.map { ($0.pathLower, $0) }) { first, _ in first }
-        let removedFolders = Set(inside.filter(\.isFolder).map(\.pathLower))
-        // A folder removed below it may wait at one of its hidden names, where a round that
-        // stopped left it: what is there was removed at the folder's name.
-        var setAsideBelow: [String: String] = [:]
-        for record in inside where record.isFolder && record.pathLower != top.pathLower {
-            for key in record.hiddenStepKeys { setAsideBelow[key] = record.pathLower }
-        }
+        let removedFolders = inside.filter(\.isFolder)
         return try await calls.whereSetAside(aside) { aside in
-            try await deleteSetAside(top, aside, removedFiles: removedFiles, removedFolders: removedFolders, setAsideBelow: setAsideBelow)
+            try await deleteSetAside(top, aside, removedFiles: removedFiles, removedFolders: removedFolders)
         } ?? .gone
     }
 
     /// `deleteWhole`'s tree, set aside at `aside`: deleted if it holds only what was removed
-    /// here, else moved back to its name. `setAsideBelow`: the hidden names of folders removed
-    /// below it, each with the folder's own path. (Taken for another client's, a folder
-    /// a round left at its hidden name moved the tree back, with an error in the log.)
-    private func deleteSetAside(_ top: QueuedDelete, _ aside: Node, removedFiles: [String: QueuedDelete], removedFolders: Set<String>,
-                                setAsideBelow: [String: String]) async throws -> WholeDelete {
+    /// here, else moved back to its name.
+    private func deleteSetAside(_ top: QueuedDelete, _ aside: Node, removedFiles: [String: QueuedDelete],
+                                removedFolders records: [QueuedDelete]) async throws -> WholeDelete {
         let entries = try await calls.client.listAll(aside.pathLower, recursive: true)
+        let removedFolders = Set(records.map(\.pathLower))
+        // A folder removed below the top may wait at one of its hidden names, where a round
+        // that stopped left it: what is there was removed at the folder's name. (Taken for
+        // another client's, it moved the tree back, with an error in the log.) Each hidden
+        // name with the folder's own path; looked up only when the listing holds such a name.
+        var setAsideBelow: [String: String] = [:]
+        if entries.contains(where: { entry in
+            entry.pathLower.map { $0 != aside.pathLower && TreeCalls.isHiddenName($0, for: "rmdir") } == true
+        }) {
+            for record in records where record.pathLower != top.pathLower {
+                for key in record.hiddenStepKeys { setAsideBelow[key] = record.pathLower }
+            }
+        }
         var onlyRemoved = true
         // The hidden names found holding a folder, each with whether all it holds was removed here.
         var waiting: [String: Bool] = [:]
