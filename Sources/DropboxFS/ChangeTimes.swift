@@ -35,6 +35,11 @@ final class ChangeTimes: Sendable {
         update(folder) { times, now in (times.folderModified, times.status) = (now, now) }
     }
 
+    /// A folder made here: all its times are now, as on a disk (not the mount's start).
+    func folderMade(_ folder: UInt64) {
+        update(folder) { times, now in (times.folderModified, times.status) = (now, now) }
+    }
+
     /// utimensat of a folder: its modification time is `time`, its status changed now.
     func setFolderModified(_ folder: UInt64, to time: timespec) {
         update(folder) { times, now in (times.folderModified, times.status) = (time, now) }

@@ -37,7 +37,9 @@ extension DropboxFileSystem {
                 guard let node = folders.node(pathLower) else { throw FSError.io("mkdir \(pathLower): not queued") }
                 modes.created(pathLower, isFolder: true, requested: mode, by: creator, in: (parentPath, parent))
                 changeTimes.entriesChanged(parent)
-                return (inodes.inode(forNew: pathLower), node)
+                let inode = inodes.inode(forNew: pathLower)
+                changeTimes.folderMade(inode)
+                return (inode, node)
             }
         }
     }

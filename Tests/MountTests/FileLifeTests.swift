@@ -405,6 +405,30 @@ struct FileLifeTests {
         }
     }
 
+    /// A folder made here shows the time it was made, as on a disk: its access, modification
+    /// and status times (all three showed the mount's start, older than the mkdir: `find
+    /// -newer`, `make` and a POSIX suite's mkdir checks compare them), and after a remount it
+    /// still shows it, nanoseconds too.
+    @Test func aFolderMadeHereShowsTheTimeItWasMade() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            func times(_ text: String) -> [[Int]] {
+                text.split(whereSeparator: \.isWhitespace).map { $0.split(separator: ".").compactMap { Int($0) } }
+            }
+            let made = try await m.sh("cd \"$M\" && date +%s.%N && mkdir -p made/inner && stat -c '%.9X %.9Y %.9Z' made/inner made")
+            #expect(made.status == 0, "\(made.stderr)")
+            let seen = times(made.stdout)
+            #expect(seen.count == 7 && seen.allSatisfy { $0.count == 2 }, "\(made.stdout)")
+            guard let before = seen.first, seen.count == 7 else { return }
+            for time in seen.dropFirst() {
+                #expect(time.lexicographicallyPrecedes(before) == false, "a time of the new folders \(time) is before the mkdir \(before)")
+            }
+            try await m.unmount()
+            try await m.mount()
+            let again = try await m.sh("cd \"$M\" && stat -c '%.9Y' made/inner made")
+            #expect(times(again.stdout) == [seen[2], seen[5]], "after a remount: \(again.stdout) \(again.stderr)")
+        }
+    }
+
     /// A folder's modification time, set here (`touch`, `tar x`, `rsync -a`) or moved by an
     /// entry made in it, outlives the mount and the kernel's inode, nanoseconds too, and follows
     /// a rename; it showed the mount's start again after either.
