@@ -35,10 +35,9 @@ final class ChangeTimes: Sendable {
         update(folder) { times, now in (times.folderModified, times.status) = (now, now) }
     }
 
-    /// A folder made here: all its times are now, as on a disk (not the mount's start).
-    func folderMade(_ folder: UInt64) {
-        update(folder) { times, now in (times.folderModified, times.status) = (now, now) }
-    }
+    /// A folder made here: all its times are now, as on a disk (not the mount's start), as
+    /// after an entry of it changed.
+    func folderMade(_ folder: UInt64) { entriesChanged(folder) }
 
     /// utimensat of a folder: its modification time is `time`, its status changed now.
     func setFolderModified(_ folder: UInt64, to time: timespec) {

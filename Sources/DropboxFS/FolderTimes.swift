@@ -4,10 +4,10 @@ import Synchronization
 /// Folders' modification times that outlive the kernel's inode and the mount. Dropbox keeps
 /// no time for a folder, so a folder shows the mount's start unless it was made here, a time
 /// was set on it here (`touch`, `tar x`, `rsync -a`) or an entry was made, removed or renamed
-/// in it here (`ChangeTimes`, by inode, while the kernel holds it). When the kernel forgets such a folder,
-/// and when the mount ends, its time is kept here, in the cache's store, by the folder's
-/// Dropbox id: the id follows the folder through renames, here and elsewhere. A folder removed
-/// leaves its row behind (one a folder changed here, at most).
+/// in it here (`ChangeTimes`, by inode, while the kernel holds it). When the kernel forgets
+/// such a folder, and when the mount ends, its time is kept here, in the cache's store, by the
+/// folder's Dropbox id: the id follows the folder through renames, here and elsewhere. A folder
+/// removed leaves its row behind (one a folder made or changed here, at most).
 ///
 /// Written at those two moments only, never at each change (`tar x` changes its folders at
 /// every file): a daemon killed loses the times changed since the folder was last forgotten
