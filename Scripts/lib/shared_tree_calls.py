@@ -20,6 +20,7 @@ the mount tests' SharedTreeStressTests.
 SHARED_TREE_KILLS=1 expects ENOTCONN and ECONNABORTED too (the daemon killed meanwhile).
 """
 import errno
+import http.client
 import json
 import multiprocessing
 import os
@@ -106,8 +107,8 @@ def process(folder, seed, number, calls, failures, made, progress):
 
 def api_client(url, token, folder, seed, calls):
     """Another client's changes through the API; returns how many were refused (409), or
-    failed as the emulator's injected faults make calls fail (429, 5xx: the change may or may
-    not have been made, as for any client)."""
+    failed as the emulator's injected faults make calls fail (429, 5xx, a dropped connection:
+    the change may or may not have been made, as for any client)."""
     rng = random.Random(seed * 1000 + 999)
 
     def call(route, argument, body=None):
@@ -125,6 +126,9 @@ def api_client(url, token, folder, seed, calls):
         except urllib.error.HTTPError as e:
             if e.code != 409 and e.code != 429 and e.code < 500:
                 raise
+            return 1
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError):
+            # `drop:` faults close the connection: with them, the client stopped the run.
             return 1
 
     refused = 0
