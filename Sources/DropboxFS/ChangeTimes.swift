@@ -21,6 +21,11 @@ final class ChangeTimes: Sendable {
         var folderModified: timespec?
         /// The access time set here, replacing the modification time.
         var accessed: timespec?
+
+        func isSame(as other: Times) -> Bool {
+            ChangeTimes.same(status, other.status) && ChangeTimes.same(folderModified, other.folderModified)
+                && ChangeTimes.same(accessed, other.accessed)
+        }
     }
 
     private let times = Mutex<[UInt64: Times]>([:])
@@ -54,10 +59,16 @@ final class ChangeTimes: Sendable {
         times.withLock { change(&$0[inode, default: Times()], now) }
     }
 
-    /// The kernel let go of the inode: its times go. Returns a folder's modification time
-    /// changed here, to be kept (`FolderTimes`).
-    func forget(_ inode: UInt64) -> timespec? {
-        times.withLock { $0.isEmpty ? nil : $0.removeValue(forKey: inode)?.folderModified }
+    /// The kernel let go of the inode: its times go, but a folder's modification time changed
+    /// here is handed to `keep` (`FolderTimes`) first. A lookup answered meanwhile (the
+    /// kernel's next one gets the same number) finds the time here until `keep` returned, and
+    /// kept after, never the one kept before; a time it set meanwhile stays.
+    func forget(_ inode: UInt64, keepingFolderTime keep: (timespec) -> Void) {
+        guard let held = times.withLock({ $0.isEmpty ? nil : $0[inode] }) else { return }
+        if let modified = held.folderModified { keep(modified) }
+        times.withLock { times in
+            if let now = times[inode], now.isSame(as: held) { times[inode] = nil }
+        }
     }
 
     /// A folder's modification time changed here, if any.

@@ -707,7 +707,7 @@ public final class DropboxFileSystem: Sendable {
             heldDetached.forget(inode)
             pages.forget(inode)
             modes.forget(inode)
-            if let time = changeTimes.forget(inode), let path { keepFolderTimes([(path, time)]) }
+            changeTimes.forget(inode) { time in if let path { keepFolderTimes([(path, time)]) } }
         }
     }
 

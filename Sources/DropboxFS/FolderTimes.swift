@@ -61,22 +61,23 @@ final class FolderTimes: Sendable {
         return kept.withLock { $0.byID[id]?.time }
     }
 
-    /// Keeps these folders' times (those with an id: on Dropbox), in the store first: a store
-    /// that cannot (a full disk) is logged, and the times are kept in memory alone, until the
-    /// mount ends.
+    /// Keeps these folders' times (those with an id: on Dropbox), in memory first (a lookup
+    /// answered while the store writes shows them), then in the store: a store that cannot (a
+    /// full disk) is logged, and the times are kept in memory alone, until the mount ends.
     func keep(_ times: [(id: String, path: String, time: timespec)]) {
-        let rehomed = kept.withLock { kept in
+        let times = times.filter { !$0.id.isEmpty }
+        let saving = kept.withLock { kept in
             defer { kept.pathsUnsaved.removeAll() }
-            return kept.pathsUnsaved.compactMap { id in kept.byID[id].map { (id: id, path: $0.path, time: $0.time) } }
+            for (id, path, time) in times { kept.set(id, path: path, time: time) }
+            let rehomed = kept.pathsUnsaved.subtracting(times.map(\.id))
+            return rehomed.compactMap { id in kept.byID[id].map { (id: id, path: $0.path, time: $0.time) } } + times
         }
-        let times = rehomed + times.filter { !$0.id.isEmpty }
-        guard !times.isEmpty else { return }
+        guard !saving.isEmpty else { return }
         do {
-            try store.keepFolderTimes(times)
+            try store.keepFolderTimes(saving)
         } catch {
-            FuseLog.error("times of \(times.count) folder(s) not kept: \(error)")
+            FuseLog.error("times of \(saving.count) folder(s) not kept: \(error)")
         }
-        kept.withLock { for (id, path, time) in times { $0.set(id, path: path, time: time) } }
     }
 
     /// A rename made here: the folders kept at or below `source` are seen below `target` now.
