@@ -145,6 +145,7 @@ extension DropboxFileSystem {
         let inode = inodes.existing(pathLower)
         modes.detach(pathLower, inode: inode, isFolder: folder)
         modes.remove(pathLower, isFolder: folder)
+        if folder { folderTimes.removed(pathLower) }
         let shown = writeBack.takeDetached(at: pathLower)
         if !folder, let inode {
             if let shown {

@@ -112,7 +112,7 @@ public final class DropboxFileSystem: Sendable {
         self.deletes = try PendingDeletes(queue: queue, order: order, handoffs: handoffs)
         self.deleteSender = DeleteSender(pending: deletes, calls: tree, store: store)
         self.folders = try PendingFolders(queue: queue, store: store, order: order, handoffs: handoffs)
-        self.folderSender = FolderSender(pending: folders, deletes: deleteSender, calls: tree)
+        self.folderSender = FolderSender(pending: folders, deletes: deleteSender, calls: tree) { [folderTimes] in folderTimes.made($0) }
         self.moves = try PendingMoves(queue: queue, order: order, deletes: deletes)
         // A killed daemon may have made a rename (or a case-only rename's step to its hidden
         // name) without learning so: the first catch-up then brings the folder's removal and
@@ -715,6 +715,7 @@ public final class DropboxFileSystem: Sendable {
     /// folder times changed here go to the store, to be shown by the next mount.
     public func keepFolderTimes() {
         keepFolderTimes(changeTimes.foldersModified().compactMap { inode, time in inodes.path(of: inode).map { ($0, time) } })
+        folderTimes.keepWaiting { path in (try? node(at: path, remember: false))??.id }
     }
 
     private func keepFolderTimes(_ changed: [(path: String, time: timespec)]) {

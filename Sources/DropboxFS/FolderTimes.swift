@@ -12,7 +12,8 @@ import Synchronization
 /// Written at those two moments only, never at each change (`tar x` changes its folders at
 /// every file): a daemon killed loses the times changed since the folder was last forgotten
 /// or the last mount ended, and the folder shows an older one (or the mount's start).
-/// A folder not on Dropbox yet (no id) when its time is to be kept keeps none.
+/// A folder not on Dropbox yet (no id: its mkdir queued) when its time is to be kept keeps it
+/// by path, in memory, until it is made there (`made`): then by its id, as any other.
 ///
 /// A listing's nodes carry no id (`Node.attributesOnly`: the store's index has none, and
 /// reading it was a third of a `find` over a million entries), so each kept time also has the
@@ -26,6 +27,18 @@ final class FolderTimes: Sendable {
         var idAt: [String: String] = [:]
         /// Ids seen at a new path since the store had them: written with the next `keep`.
         var pathsUnsaved: Set<String> = []
+        /// Times of folders kept before they were on Dropbox (their mkdir still queued: `cp
+        /// -a`, `tar x`), by path, in memory alone: each goes under the folder's id once it has
+        /// one (a lookup, or the mount's end, after its new folders were sent).
+        var waiting: [String: timespec] = [:]
+
+        /// The waiting times at or below `path`, taken out.
+        mutating func takeWaiting(atOrUnder path: String) -> [(path: String, time: timespec)] {
+            guard !waiting.isEmpty else { return [] }
+            let taken = waiting.filter { $0.key == path || $0.key.hasPrefix(path + "/") }
+            for (path, _) in taken { waiting[path] = nil }
+            return taken.map { ($0.key, $0.value) }
+        }
 
         mutating func set(_ id: String, path: String, time: timespec) {
             if let old = byID[id]?.path, idAt[old] == id { idAt[old] = nil }
@@ -49,7 +62,13 @@ final class FolderTimes: Sendable {
     func time(of folder: Node, withID: (String) -> String?) -> timespec? {
         if !folder.id.isEmpty {
             return kept.withLock { kept in
-                guard let found = kept.byID[folder.id] else { return nil }
+                guard let found = kept.byID[folder.id] else {
+                    // On Dropbox now: its waiting time goes under its id.
+                    guard !kept.waiting.isEmpty, let time = kept.waiting.removeValue(forKey: folder.pathLower) else { return nil }
+                    kept.set(folder.id, path: folder.pathLower, time: time)
+                    kept.pathsUnsaved.insert(folder.id)
+                    return time
+                }
                 if found.path != folder.pathLower {  // moved
                     kept.set(folder.id, path: folder.pathLower, time: found.time)
                     kept.pathsUnsaved.insert(folder.id)
@@ -57,6 +76,7 @@ final class FolderTimes: Sendable {
                 return found.time
             }
         }
+        if let waiting = kept.withLock({ $0.waiting.isEmpty ? nil : $0.waiting[folder.pathLower] }) { return waiting }
         guard let id = kept.withLock({ $0.idAt[folder.pathLower] }), withID(folder.pathLower) == id else { return nil }
         return kept.withLock { $0.byID[id]?.time }
     }
@@ -64,10 +84,13 @@ final class FolderTimes: Sendable {
     /// Keeps these folders' times (those with an id: on Dropbox), in memory first (a lookup
     /// answered while the store writes shows them), then in the store: a store that cannot (a
     /// full disk) is logged, and the times are kept in memory alone, until the mount ends.
-    func keep(_ times: [(id: String, path: String, time: timespec)]) {
-        let times = times.filter { !$0.id.isEmpty }
+    func keep(_ all: [(id: String, path: String, time: timespec)]) {
+        let times = all.filter { !$0.id.isEmpty }
         let saving = kept.withLock { kept in
             defer { kept.pathsUnsaved.removeAll() }
+            for (id, path, time) in all {
+                if id.isEmpty { kept.waiting[path] = time } else if !kept.waiting.isEmpty { kept.waiting[path] = nil }
+            }
             for (id, path, time) in times { kept.set(id, path: path, time: time) }
             let rehomed = kept.pathsUnsaved.subtracting(times.map(\.id))
             return rehomed.compactMap { id in kept.byID[id].map { (id: id, path: $0.path, time: $0.time) } } + times
@@ -80,9 +103,36 @@ final class FolderTimes: Sendable {
         }
     }
 
+    /// Folders made on Dropbox: a time waiting for one goes under its id, into the store.
+    func made(_ folders: [(path: String, id: String)]) {
+        let found = kept.withLock { kept in
+            kept.waiting.isEmpty ? [] : folders.compactMap { path, id in
+                kept.waiting.removeValue(forKey: path).map { (id: id, path: path, time: $0) }
+            }
+        }
+        if !found.isEmpty { keep(found) }
+    }
+
+    /// The mount ends, its new folders sent: the waiting times of those on Dropbox now go
+    /// under their ids, into the store.
+    func keepWaiting(withID: (String) -> String?) {
+        let waiting = kept.withLock { $0.takeWaiting(atOrUnder: "") }
+        keep(waiting.map { (id: withID($0.path) ?? "", path: $0.path, time: $0.time) })
+    }
+
+    /// A folder removed here: a waiting time at or below it is no folder's any more (another
+    /// client's folder made at that path later must not show it).
+    func removed(_ path: String) {
+        _ = kept.withLock { $0.takeWaiting(atOrUnder: path) }
+    }
+
     /// A rename made here: the folders kept at or below `source` are seen below `target` now.
     func moved(from source: String, to target: String) {
         kept.withLock { kept in
+            if !kept.waiting.isEmpty {
+                _ = kept.takeWaiting(atOrUnder: target)  // replaced
+                for (path, time) in kept.takeWaiting(atOrUnder: source) { kept.waiting[target + path.dropFirst(source.count)] = time }
+            }
             guard !kept.idAt.isEmpty else { return }
             let moving = kept.idAt.filter { path, _ in path == source || path.hasPrefix(source + "/") }
             for (path, id) in moving {

@@ -477,6 +477,36 @@ struct FileLifeTests {
         }
     }
 
+    /// A folder's time set while its mkdir has not reached Dropbox yet (`cp -a` of a tree, `tar
+    /// x`: the folders are sent in the background) survives the kernel forgetting the folder
+    /// then (memory pressure; here `drop_caches`), the mkdir reaching Dropbox, and a remount.
+    /// Forgotten before the folder had a Dropbox id, the time was dropped: the folder showed
+    /// the mount's start (`cp -a` of 30 folders, then `drop_caches`: every one).
+    @Test func aFolderTimeSetBeforeItsMkdirIsSentOutlivesTheInode() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            // The mkdirs wait (retried) while Dropbox answers them 503.
+            try await m.emulator.setFaults(["503:p=1,routes=files/create_folder_batch+files/create_folder_v2"])
+            let made = try await m.sh("""
+                cd "$M" && mkdir -p tree/inner moving gone && touch -d @1000000000.25 tree/inner && touch -d @1100000000.5 tree \
+                && touch -d @1200000000 moving gone && echo 2 > /proc/sys/vm/drop_caches && stat -c '%.9Y' tree tree/inner \
+                && mv moving moved && rmdir gone && date +%s && mkdir gone && echo 2 > /proc/sys/vm/drop_caches && stat -c '%Y' moved gone
+                """)
+            #expect(made.status == 0, "\(made.stderr)")
+            let expected = "1100000000.500000000\n1000000000.250000000\n"
+            #expect(made.stdout.hasPrefix(expected), "forgotten before the mkdirs were sent: \(made.stdout)")
+            // Renamed, the time follows; removed and made again, the new folder shows its own.
+            let later = made.stdout.dropFirst(expected.count).split(separator: "\n").compactMap { Int($0) }
+            #expect(later.count == 3 && later[1] == 1_200_000_000 && later[2] >= later[0], "date, moved, gone: \(later)")
+            try await m.emulator.setFaults([])
+            #expect(try await m.syncFolder("\"$M/tree\"").status == 0)
+            #expect(try await m.sh("echo 2 > /proc/sys/vm/drop_caches && stat -c '%.9Y' \"$M/tree\" \"$M/tree/inner\"").stdout == expected,
+                    "forgotten again once on Dropbox")
+            try await m.unmount()
+            try await m.mount()
+            #expect(try await m.sh("stat -c '%.9Y' \"$M/tree\" \"$M/tree/inner\"").stdout == expected, "after a remount")
+        }
+    }
+
     /// An access time set (`touch -a`, `utimensat`, `cp -p`) is the one `stat` shows, on files
     /// and folders, and it moves the status time; one never set is the modification time.
     @Test func accessTimesStayWhereTheUserSetThem() async throws {

@@ -11,12 +11,17 @@ final class FolderSender: Sendable {
     let pending: PendingFolders
     let deletes: DeleteSender
     let calls: TreeCalls
+    /// Hears the folders a round made, each at the path the mount knows it by, with the id
+    /// Dropbox gave it (`FolderTimes`: a time kept for one before it had an id goes under it).
+    let made: @Sendable ([(path: String, id: String)]) -> Void
     private let rounds = QueuedRounds()
 
-    init(pending: PendingFolders, deletes: DeleteSender, calls: TreeCalls) {
+    init(pending: PendingFolders, deletes: DeleteSender, calls: TreeCalls,
+         made: @escaping @Sendable ([(path: String, id: String)]) -> Void = { _ in }) {
         self.pending = pending
         self.deletes = deletes
         self.calls = calls
+        self.made = made
     }
 
     /// How long mkdirs wait for the next one before they go (`tar x`, `mkdir -p`, `cp -r`
@@ -81,6 +86,7 @@ final class FolderSender: Sendable {
         FuseLog.trace("folders: made\(done.map { " #\($0.id)" }.joined()), found\(found.map { " #\($0.id)" }.joined()), "
             + "refused\(refused.map { " #\($0.id)" }.joined()), \(failures.count) failed, caught up: \(caughtUp)")
         try pending.finished(made: caughtUp ? done + found : done, refused: refused)
+        self.made(zip(done, made).compactMap { record, folder in folder.id.map { (record.pathLower, $0) } })
         if !failures.isEmpty {
             throw FSError.io("\(failures.count) folders not made: \(failures.prefix(3).joined(separator: "; "))")
         }
