@@ -124,6 +124,12 @@ extension DifferentialRunner where Tested == Kernel {
         let (tested, local) = (m.mountpoint + base + "/" + name, localBase + "/" + name)
         var configured = DifferentialRunner(tested: Kernel(), testedRoot: tested, localRoot: local, remoteRoot: base + "/" + name, client: m.client)
         if outagesAndKills { configure(&configured, on: m) }
+        // Forget steps drop the kernel's caches of names and inodes: harmless to sequences
+        // running at once, they run in every one.
+        configured.forget = {
+            DifferentialTests.jitter()
+            try "2".write(toFile: "/proc/sys/vm/drop_caches", atomically: false, encoding: .utf8)
+        }
         configured.sharedNetwork = sharedNetwork
         return try await run(operations, with: configured, in: (tested, local), named: name, base: base, on: m)
     }

@@ -141,6 +141,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     /// Kills the tested side's process and mounts it again, for `.crash` steps (told whether
     /// Dropbox is in reach now); without it they do nothing.
     public var crash: (@Sendable (_ networkUp: Bool) throws -> Void)?
+    /// Has the kernel forget what no descriptor holds, for `.forget` steps; without it they
+    /// do nothing.
+    public var forget: (@Sendable () throws -> Void)?
     /// Outages shared with sequences running at once on the same mount (their `network`
     /// steps, and this one's, go through it); nil: `network` alone.
     public var sharedNetwork: SharedNetwork?
@@ -391,6 +394,10 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         case .settle:
             settle()
             return ("settled", "settled")
+        case .forget:
+            guard let forget else { return ("no forget here", "no forget here") }
+            try forget()
+            return ("forgotten", "forgotten")
         case .network(let up, let silent):
             try setNetwork(up: up, silent: silent)
             return ("network \(up ? "up" : "down")", "network \(up ? "up" : "down")")

@@ -58,6 +58,11 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     /// reach, a call that needs it fails with ENETUNREACH and must change nothing (the local
     /// side is then not run); everything else must go on matching local disk.
     case network(up: Bool, silent: Bool = false)
+    /// The kernel forgets every inode and name no descriptor holds (`drop_caches`, as memory
+    /// pressure does): what the mount keeps for an inode only while the kernel holds it must
+    /// be kept elsewhere by then (a folder's time, a mode). Nothing in the core's model,
+    /// whose lookups are never forgotten.
+    case forget
     /// Every descriptor is closed, then the filesystem's process is killed (kill -9) and
     /// mounted again: a completed close survives it (doc/SEMANTICS.md), and so do renames,
     /// removals and new folders, sent or still queued.
@@ -136,6 +141,7 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .remoteDelete(let p): return "remoteDelete(\(path(p)))"
         case .remoteRename(let from, let to): return "remoteRename(\(path(from)), \(path(to)))"
         case .settle: return "settle"
+        case .forget: return "forget (drop caches)"
         case .network(let up, let silent): return up ? "network up" : silent ? "network down (silent)" : "network down"
         case .crash: return "crash and mount again"
         }
@@ -219,7 +225,7 @@ public struct SequenceGenerator {
         case 96..<98: return .settle
         // Outages and kills among them: the queue keeps what Dropbox cannot have yet.
         case 98: return .network(up: below(2) == 0)
-        default: return below(2) == 0 ? .crash : .settle
+        default: return [.crash, .forget, .settle][below(3)]
         }
     }
 
@@ -263,6 +269,7 @@ public struct SequenceGenerator {
                 let up = below(2) == 0
                 return .network(up: up, silent: !up && below(3) == 0)
             case 3: return .crash
+            case 4: return .forget
             default: return .settle
             }
         }
