@@ -166,6 +166,11 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     /// something was renamed out of, or a rename over it (doc/SEMANTICS.md, "Offline"), and
     /// those may fail with ENETUNREACH; any other mkdir, rmdir or rename may not.
     private var renamedAwayFrom: Set<String> = []
+    /// Another client changed the tree, or the mount was killed, in this sequence: folders'
+    /// times may differ from local disk's from then on, by design (Dropbox keeps none, and
+    /// another client's change does not move them here; a kill loses those changed since
+    /// they were last kept: doc/SEMANTICS.md, timestamps), and are no longer compared.
+    private var folderTimesMayDiffer = false
 
     /// `testedRoot` and `localRoot` exist and are empty; `remoteRoot` is `testedRoot` as
     /// Dropbox names it.
@@ -270,6 +275,13 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         return (describe(t), describe(l))
     }
 
+    /// A stat's outcome as text; a folder's with the time set on it on purpose
+    /// (`Sys.Status.setTime`), while folder times are compared.
+    private func describeStat(_ outcome: Sys.Outcome<Sys.Status>) -> String {
+        guard !folderTimesMayDiffer, case .success(let status) = outcome, status.isDirectory else { return describe(outcome) }
+        return describe(outcome) + (status.setTime.map { ", mtime \($0.seconds).\($0.nanos)" } ?? ", mtime not set")
+    }
+
     private mutating func closeAll() {
         for descriptor in open {
             _ = tested.close(descriptor.tested)
@@ -359,7 +371,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             return compared({ tested.rmdir(t) }, { local.rmdir(l) })
         case .stat(let path):
             let (t, l) = paths(path)
-            return compared({ tested.stat(t) }, { local.stat(l) })
+            let (onTested, onLocal) = both({ tested.stat(t) }, { local.stat(l) })
+            guard let onLocal else { return ("out of reach: skipped", "out of reach: skipped") }
+            return (describeStat(onTested), describeStat(onLocal))
         case .touch(let path, let seconds, let nanos):
             let (t, l) = paths(path)
             let time = seconds.map { timespec(tv_sec: $0, tv_nsec: nanos) }
@@ -386,10 +400,13 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             if case .failure(let error) = onLocal, error.code == EOPNOTSUPP { return ("no user.* on local disk", "no user.* on local disk") }
             return (describe(onTested), describe(onLocal))
         case .remoteWrite(let path, let length, let fill):
+            folderTimesMayDiffer = true
             return try inReach { outageSeen ? ("skipped after an outage", "skipped after an outage") : try remoteWrite(path, length: length, fill: fill) }
         case .remoteDelete(let path):
+            folderTimesMayDiffer = true
             return try inReach { outageSeen ? ("skipped after an outage", "skipped after an outage") : try remoteDelete(path) }
         case .remoteRename(let from, let to):
+            folderTimesMayDiffer = true
             return try inReach { outageSeen ? ("skipped after an outage", "skipped after an outage") : try remoteRename(from, to) }
         case .settle:
             settle()
@@ -403,6 +420,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             return ("network \(up ? "up" : "down")", "network \(up ? "up" : "down")")
         case .crash:
             guard let crash else { return ("no crash here", "no crash here") }
+            folderTimesMayDiffer = true
             // What was written to a file still open may be lost: only closes are promised.
             let closed = open.map { (describe(tested.close($0.tested)), describe(local.close($0.local))) }
             open = []

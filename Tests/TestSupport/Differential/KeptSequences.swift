@@ -205,6 +205,24 @@ public enum KeptSequences {
             .crash,
             .rmdir(path: 1),
         ]),
+        // Found by hand (`cp -a` of a tree, then `drop_caches`): a folder's time set before
+        // its mkdir reached Dropbox was dropped when the kernel forgot the folder (no id to
+        // keep it by): the folder showed the mount's start. Forgotten again after a rename and
+        // after it reached Dropbox, it keeps that time.
+        ("a folder's time set before its mkdir was sent, through forgets and a rename", [
+            .network(up: false),
+            .mkdir(path: 3),  // d
+            .touch(path: 3, seconds: 946_700_000, nanos: 123),
+            .forget,
+            .stat(path: 3),
+            .rename(from: 3, to: 6),  // d → e
+            .forget,
+            .stat(path: 6),
+            .network(up: true),
+            .settle,
+            .forget,
+            .stat(path: 6),
+        ]),
         // Core seed 5860729189645261790: fstat of a descriptor open on a file whose mode was
         // set and whose name was then removed showed the default mode, not the one set.
         ("fstat of a file with a mode set, after its name was removed", [

@@ -218,7 +218,10 @@ public struct SequenceGenerator {
         case 25..<40: return .rmdir(path: path)
         case 40..<75: return .rename(from: path, to: below(Step.paths.count))
         case 75..<78: return .caseRename(path: path)
-        case 78..<84: return .list(path: below(Step.paths.count + 1) - 1)
+        case 78..<81: return .list(path: below(Step.paths.count + 1) - 1)
+        // A folder's time set, and compared: renames, removals and forgets must keep it.
+        case 81..<83: return .touch(path: path, seconds: 946_684_800 + below(1_000_000), nanos: below(1_000_000_000))
+        case 83: return .stat(path: path)
         case 84..<89: return .open(path: path, mode: Step.OpenMode.all[4])  // WRONLY|CREAT|TRUNC
         case 89..<94: return .close(slot: below(4))
         case 94..<96: return .unlink(path: path)
