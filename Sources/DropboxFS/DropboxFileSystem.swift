@@ -725,6 +725,14 @@ public final class DropboxFileSystem: Sendable {
         })
     }
 
+    /// Another client moved or removed a folder the kernel holds: its inode loses its path,
+    /// and a time changed here goes under the folder's id now, so that the folder shows it
+    /// where it went (forgotten later, the inode has no path to keep it by).
+    func folderLeftItsInode(_ inode: UInt64, id: String, path: String) {
+        guard !id.isEmpty, let time = changeTimes.folderModified(inode) else { return }
+        folderTimes.keep([(id, path, time)])
+    }
+
     /// A folder's modification time kept from an earlier mount or inode, if any.
     private func keptTime(ofFolder node: Node) -> timespec? {
         folderTimes.time(of: node) { path in (try? self.node(at: path, remember: false))??.id }

@@ -507,6 +507,22 @@ struct FileLifeTests {
         }
     }
 
+    /// A folder's time set here follows the folder when another client moves it while the
+    /// kernel holds it (by the folder's Dropbox id, as across a remount); the folder showed
+    /// the mount's start at its new name, and again after the kernel forgot it.
+    @Test func aFolderTimeFollowsAMoveByAnotherClient() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("cd \"$M\" && mkdir held && echo x > held/f && touch -d @1000000000.5 held").status == 0)
+            #expect(try await m.syncFolder("\"$M/held\"").status == 0)
+            #expect(try await m.sh("stat -c '%.9Y' \"$M/held\"").stdout == "1000000000.500000000\n")  // held by the kernel
+            _ = try await m.client.rpc(Routes.move, RelocationArgument(from: "/held", to: "/moved"))
+            try await eventually("the move seen") { FileManager.default.fileExists(atPath: m.mountpoint + "/moved") }
+            #expect(try await m.sh("stat -c '%.9Y' \"$M/moved\"").stdout == "1000000000.500000000\n", "at its new name")
+            #expect(try await m.sh("echo 2 > /proc/sys/vm/drop_caches && stat -c '%.9Y' \"$M/moved\"").stdout == "1000000000.500000000\n",
+                    "after the kernel forgot it")
+        }
+    }
+
     /// An access time set (`touch -a`, `utimensat`, `cp -p`) is the one `stat` shows, on files
     /// and folders, and it moves the status time; one never set is the modification time.
     @Test func accessTimesStayWhereTheUserSetThem() async throws {

@@ -237,6 +237,7 @@ public final class FuseMount: @unchecked Sendable {
             // for seconds when its inode was detached).
             if let shown = try? fs.node(at: change.pathLower, remember: false), shown.isFolder == (shownBefore?.isFolder ?? shown.isFolder) { continue }
             FuseLog.trace("detach \(inode) \(change.pathLower): \(Self.traced(change.old)) -> \(Self.traced(change.new))")
+            if wasFolder, let id = shownBefore?.id { fs.folderLeftItsInode(inode, id: id, path: change.pathLower) }
             // What the kernel holds below a removed folder (a file open in it) has no name
             // left either: fstat must say so now, not once its attributes time out.
             for below in fs.inodes.detach(change.pathLower, folder: wasFolder).below { plan.append(.inode(below, pages: false)) }
