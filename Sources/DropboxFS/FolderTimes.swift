@@ -81,9 +81,10 @@ final class FolderTimes: Sendable {
         return kept.withLock { $0.byID[id]?.time }
     }
 
-    /// Keeps these folders' times (those with an id: on Dropbox), in memory first (a lookup
-    /// answered while the store writes shows them), then in the store: a store that cannot (a
-    /// full disk) is logged, and the times are kept in memory alone, until the mount ends.
+    /// Keeps these folders' times, in memory first (a lookup answered while the store writes
+    /// shows them), then, for those with an id (on Dropbox), in the store: a store that cannot
+    /// (a full disk) is logged, and the times are kept in memory alone, until the mount ends.
+    /// One without an id waits by path (`Kept.waiting`).
     func keep(_ all: [(id: String, path: String, time: timespec)]) {
         let times = all.filter { !$0.id.isEmpty }
         let saving = kept.withLock { kept in
