@@ -544,7 +544,12 @@ struct RenameQueueTests {
             #expect(try await m.syncFolder("\"$M\"").status == 0)
             _ = try await m.client.rpc(Routes.createFolder, CreateFolderArgument(path: "/e"))
             try await eventually("the mount to hear of their folder") { try await m.sh("test -d \"$M/e\"").status == 0 }
-            // The rename waits for the listing of the folder it replaces (is it empty?).
+            // The rename waits for the listing of the folder it replaces (is it empty?), holding
+            // the kernel's lock on the top folder meanwhile: a lookup there of a name the kernel
+            // no longer caches (a `drop_caches` elsewhere in the run) waits for it. `z` is held
+            // open, so that looking for the marker needs no such lookup.
+            let holdingZ = try await offPool { try Sys.open(m.mountpoint + "/z", O_RDONLY | O_DIRECTORY).value("open z") }
+            defer { _ = Sys.close(holdingZ) }
             try await m.emulator.setFaults(["silent:routes=files/list_folder"])
             async let renamed = m.sh("mv -T \"$M/p/d\" \"$M/e\"")
             try await eventually("the rename to ask for the listing") {
