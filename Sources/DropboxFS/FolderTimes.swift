@@ -45,6 +45,13 @@ final class FolderTimes: Sendable {
             byID[id] = (time, path)
             idAt[path] = id
         }
+
+        /// `set`, for the store to learn with the next `keep` (a time taken under an id, or
+        /// seen at a new path).
+        mutating func setUnsaved(_ id: String, path: String, time: timespec) {
+            set(id, path: path, time: time)
+            pathsUnsaved.insert(id)
+        }
     }
 
     private let kept: Mutex<Kept>
@@ -65,13 +72,11 @@ final class FolderTimes: Sendable {
                 guard let found = kept.byID[folder.id] else {
                     // On Dropbox now: its waiting time goes under its id.
                     guard !kept.waiting.isEmpty, let time = kept.waiting.removeValue(forKey: folder.pathLower) else { return nil }
-                    kept.set(folder.id, path: folder.pathLower, time: time)
-                    kept.pathsUnsaved.insert(folder.id)
+                    kept.setUnsaved(folder.id, path: folder.pathLower, time: time)
                     return time
                 }
                 if found.path != folder.pathLower {  // moved
-                    kept.set(folder.id, path: folder.pathLower, time: found.time)
-                    kept.pathsUnsaved.insert(folder.id)
+                    kept.setUnsaved(folder.id, path: folder.pathLower, time: found.time)
                 }
                 return found.time
             }
@@ -138,8 +143,7 @@ final class FolderTimes: Sendable {
             let moving = kept.idAt.filter { path, _ in path == source || path.hasPrefix(source + "/") }
             for (path, id) in moving {
                 guard let time = kept.byID[id]?.time else { continue }
-                kept.set(id, path: target + path.dropFirst(source.count), time: time)
-                kept.pathsUnsaved.insert(id)
+                kept.setUnsaved(id, path: target + path.dropFirst(source.count), time: time)
             }
         }
     }
