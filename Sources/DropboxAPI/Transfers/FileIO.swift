@@ -50,7 +50,9 @@ public enum FileIO {
         while done < length {
             let want = Int(min(Int64(buffer.count), length - done))
             let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, want, off_t(offset + done)) }
-            guard n > 0 else { throw ClientError.local("read failed: \(String(cString: strerror(errno)))") }
+            if n < 0 && errno == EINTR { continue }
+            // Short: the file shrank since its length was taken (a truncate while it uploads).
+            guard n > 0 else { throw ClientError.local("read failed: \(n == 0 ? "the file is shorter" : String(cString: strerror(errno)))") }
             buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
             done += Int64(n)
         }
