@@ -72,6 +72,18 @@ struct DifferentialTests {
 
     @Test(.timeLimit(.minutes(40)))
     func randomSequencesMatchLocalDisk() async throws {
+        try await randomSequences(count: DifferentialScript.count(default: 160))
+    }
+
+    /// Sequences of the large-file mix (`SequenceGenerator.Mix.large`): streams of tens of
+    /// MiB through the kernel, uploads in sessions of their own (begun before the close for
+    /// a file written from empty), and renames, removals, kills and outages meeting them.
+    @Test(.timeLimit(.minutes(30)))
+    func largeFileSequencesMatchLocalDisk() async throws {
+        try await randomSequences(count: DifferentialScript.count(default: 12), mix: .large)
+    }
+
+    private func randomSequences(count: Int, mix: SequenceGenerator.Mix = .fromEnvironment) async throws {
         try await MountFixture.with(mount: false, feedPageSize: Self.feedPageSize) { m in
             try m.emulator.replaceFaults(Self.reachableFaults)
             try await Self.mount(m)
@@ -81,7 +93,7 @@ struct DifferentialTests {
             let counters = Mutex((runs: 0, operations: 0))
             // Recorded once more after the check, with the daemon's last lines.
             let firstDifference = FirstDifference()
-            await propertyCheck(count: DifferentialScript.count(default: 160), input: DifferentialScript.generator()) { sequence in
+            await propertyCheck(count: count, input: DifferentialScript.generator(mix: mix)) { sequence in
                 let run = counters.withLock { $0.runs += 1; $0.operations += sequence.operations.count; return $0.runs }
                 let outcome: Result<Void, any Error>
                 do {

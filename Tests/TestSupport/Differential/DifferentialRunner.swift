@@ -268,6 +268,23 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         return "copied: \(describe(copied)), closed: \(describe(calls.close(target)))"
     }
 
+    /// A `stream` step: its writes of 1 MiB one after the other on both sides, each compared;
+    /// the first that differs, or that the tested side could not make for want of Dropbox
+    /// (then neither side made it), ends it.
+    private func stream(_ d: (tested: Int32, local: Int32, path: Int), from offset: Int64, megabytes: Int, fill: UInt8) -> (String, String) {
+        let mib = 1 << 20
+        for index in 0..<megabytes {
+            let at = offset + Int64(index * mib)
+            let bytes = Self.bytes(mib, fill: fill &+ UInt8(truncatingIfNeeded: index), offset: at)
+            let (t, l) = both({ self.tested.pwrite(d.tested, bytes, at: at) }, { self.local.pwrite(d.local, bytes, at: at) })
+            guard let l else { return ("out of reach after \(index) MiB", "out of reach after \(index) MiB") }
+            let (onTested, onLocal) = (describe(t), describe(l))
+            if onTested != onLocal { return ("MiB \(index): \(onTested)", "MiB \(index): \(onLocal)") }
+            if case .failure = t { return ("MiB \(index): \(onTested)", "MiB \(index): \(onLocal)") }  // alike: EBADF, EFBIG
+        }
+        return ("wrote \(megabytes) MiB", "wrote \(megabytes) MiB")
+    }
+
     /// `both`, as the texts compared.
     private func compared<T>(_ tested: () -> Sys.Outcome<T>, _ local: () -> Sys.Outcome<T>) -> (String, String) {
         let (t, l) = both(tested, local)
@@ -323,6 +340,9 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             guard let d = descriptor(slot) else { return ("none open", "none open") }
             let bytes = Self.bytes(length, fill: fill, offset: offset)
             return compared({ tested.pwrite(d.tested, bytes, at: offset) }, { local.pwrite(d.local, bytes, at: offset) })
+        case .stream(let slot, let offset, let megabytes, let fill):
+            guard let d = descriptor(slot) else { return ("none open", "none open") }
+            return stream(d, from: offset, megabytes: megabytes, fill: fill)
         case .read(let slot, let offset, let length):
             guard let d = descriptor(slot) else { return ("none open", "none open") }
             return compared({ tested.pread(d.tested, count: length, at: offset) }, { local.pread(d.local, count: length, at: offset) })
@@ -658,8 +678,13 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     }
 
     /// Bytes a write puts: each tells its own offset, so a byte in the wrong place shows.
+    /// The pattern repeats every 256 bytes: built once, then copied (a stream's MiBs).
     public static func bytes(_ count: Int, fill: UInt8, offset: Int64) -> [UInt8] {
-        (0..<count).map { UInt8(truncatingIfNeeded: (Int64($0) + offset) &* 31 &+ Int64(fill)) }
+        let period = (0..<min(count, 256)).map { UInt8(truncatingIfNeeded: (Int64($0) + offset) &* 31 &+ Int64(fill)) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count)
+        while bytes.count < count { bytes.append(contentsOf: period.prefix(count - bytes.count)) }
+        return bytes
     }
 }
 

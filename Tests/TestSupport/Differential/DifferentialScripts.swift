@@ -32,13 +32,18 @@ public struct DifferentialScript: Sendable, CustomStringConvertible {
     /// `seedOffset` shifts the fixed seeds: sequences run at once draw from streams of their own.
     /// `firstSeed` starts the stream at that seed whatever the setting (to replay a round of
     /// the four-at-once suite, whose streams each printed their own).
-    public static func generator(seedOffset: UInt64 = 0, firstSeed: UInt64? = nil) -> Generator<DifferentialScript, AnySequence<DifferentialScript>> {
+    /// `mix`: what the sequences are made of (`DROPBOXFS_DIFF_MIX` by default). Large-file
+    /// sequences are shorter (20 to 45 steps, against 40 to 90): each stream writes tens of
+    /// MiB on both sides, and uploads them.
+    public static func generator(seedOffset: UInt64 = 0, firstSeed: UInt64? = nil,
+                                 mix: SequenceGenerator.Mix = .fromEnvironment) -> Generator<DifferentialScript, AnySequence<DifferentialScript>> {
         let seeds = Seeds(offset: seedOffset, first: firstSeed)
         return Generator(
             run: { rng in
                 let seed = seeds.take(&rng)
-                var random = SequenceGenerator(seed: seed)
-                return DifferentialScript(seed: seed, operations: Self.keptSteps(random.sequence(length: 40...90)))
+                var random = SequenceGenerator(seed: seed, mix: mix)
+                let steps = random.sequence(length: mix == .large ? 20...45 : 40...90)
+                return DifferentialScript(seed: seed, operations: Self.keptSteps(steps))
             },
             shrink: { script in
                 AnySequence(Shrink.shrinkArray(script.operations, shrinker: { _ in EmptyCollection<Step>() }, lowerBound: 1)

@@ -10,6 +10,11 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     case open(path: Int, mode: OpenMode)
     case close(slot: Int)
     case write(slot: Int, offset: Int64, length: Int, fill: UInt8)
+    /// `megabytes` MiB written from `offset` in writes of 1 MiB, as `cp` or `dd` writes a
+    /// large file (each MiB with a fill of its own, so a block out of place shows): past
+    /// `UploadSchedule.largeFile` a file goes up through a session of its own, and one written
+    /// from empty past a chunk starts that session before its close.
+    case stream(slot: Int, offset: Int64, megabytes: Int, fill: UInt8)
     case read(slot: Int, offset: Int64, length: Int)
     case ftruncate(slot: Int, size: Int64)
     /// fallocate(2) in one of the modes the kernel passes to a FUSE filesystem.
@@ -114,6 +119,8 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .open(let p, let mode): return "open(\(path(p)), \(mode))"
         case .close(let slot): return "close(#\(slot))"
         case .write(let slot, let offset, let length, let fill): return "pwrite(#\(slot), at: \(offset), \(length) bytes of \(fill))"
+        case .stream(let slot, let offset, let megabytes, let fill):
+            return "stream(#\(slot), at: \(offset), \(megabytes) MiB of \(fill)+)"
         case .read(let slot, let offset, let length): return "pread(#\(slot), at: \(offset), \(length))"
         case .ftruncate(let slot, let size): return "ftruncate(#\(slot), \(size))"
         case .fallocate(let slot, let mode, let offset, let length):
@@ -157,7 +164,7 @@ extension Step {
     /// from local state, offline too.
     public var mayNeedDropbox: Bool {
         switch self {
-        case .read, .write, .mapWrite, .ftruncate, .truncate, .fallocate, .close, .copy: return true
+        case .read, .write, .stream, .mapWrite, .ftruncate, .truncate, .fallocate, .close, .copy: return true
         default: return false
         }
     }
@@ -168,7 +175,23 @@ extension Step {
 public struct SequenceGenerator {
     private var state: UInt64
 
-    public init(seed: UInt64) { state = seed }
+    /// Which kind of sequences it makes (`Mix`).
+    public let mix: Mix
+
+    public init(seed: UInt64, mix: Mix = .fromEnvironment) {
+        state = seed
+        self.mix = mix
+    }
+
+    /// What sequences are made of: `default`, every kind of step; `tree`, mostly mkdir,
+    /// rmdir and rename (`DROPBOXFS_DIFF_MIX=tree`); `large`, files past the size that
+    /// uploads alone, in sessions of their own, written in streams of MiBs and changed while
+    /// they upload (`DROPBOXFS_DIFF_MIX=large`; the default mix never makes one: its files
+    /// stay under 9 MiB).
+    public enum Mix: String, Sendable {
+        case `default`, tree, large
+        public static let fromEnvironment = Mix(rawValue: ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_MIX"] ?? "") ?? .default
+    }
 
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
@@ -201,16 +224,18 @@ public struct SequenceGenerator {
         }
     }
 
-    /// `DROPBOXFS_DIFF_MIX=tree`: sequences of mostly mkdir, rmdir and rename (a few files,
-    /// listings, settles, outages and kills among them), for the order of namespace changes
-    /// on Dropbox, and what the queue keeps while it is out of reach; the
-    /// default mix has one such change in five steps.
-    static let treeMix = ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_MIX"] == "tree"
-
     public mutating func operation() -> Step {
-        Self.treeMix ? treeOperation() : anyOperation()
+        switch mix {
+        case .default: return anyOperation()
+        case .tree: return treeOperation()
+        case .large: return largeFileOperation()
+        }
     }
 
+    /// The tree mix: sequences of mostly mkdir, rmdir and rename (a few files, listings,
+    /// settles, outages and kills among them), for the order of namespace changes on Dropbox,
+    /// and what the queue keeps while it is out of reach; the default mix has one such change
+    /// in five steps.
     private mutating func treeOperation() -> Step {
         let path = below(Step.paths.count)
         switch below(100) {
@@ -274,6 +299,69 @@ public struct SequenceGenerator {
             case 3: return .crash
             case 4: return .forget
             default: return .settle
+            }
+        }
+    }
+
+    /// Offsets in large files: the start, both sides of the size past which a file uploads
+    /// alone (16 MiB), of the 32 MiB chunks its session takes, and of the 4 MiB blocks.
+    mutating func largeOffset() -> Int64 {
+        let mib: Int64 = 1 << 20
+        switch below(7) {
+        case 0: return 0
+        case 1: return Int64(below(20_000))
+        case 2: return 16 * mib + Int64(below(10_000)) - 5_000
+        case 3: return 32 * mib + Int64(below(10_000)) - 5_000
+        case 4: return 36 * mib - Int64(below(5_000))
+        case 5: return Int64(below(44)) * mib + Int64(below(5_000))
+        default: return offset()
+        }
+    }
+
+    /// The large-file mix (`Mix.large`): streams of 17 to 40 MiB (from the start, most of
+    /// them, as `cp` writes), writes, reads and truncations at large offsets, and around them
+    /// what meets an upload under way: renames, removals, copies, fsyncs, another client's
+    /// changes, outages, kills and forgets.
+    private mutating func largeFileOperation() -> Step {
+        // Mostly the top folder's files, opened mostly to create or write: a step on a
+        // descriptor does nothing while none is open.
+        func pick() -> Int { below(10) < 7 ? [0, 1, 2, 9][below(4)] : below(Step.paths.count) }
+        let path = pick(), slot = below(4)
+        let fill = UInt8(truncatingIfNeeded: next())
+        switch below(100) {
+        case 0..<16:
+            let writing = [3, 4, 5, 6, 10]  // RDWR|CREAT, WRONLY|CREAT|TRUNC, RDWR|CREAT|TRUNC, WRONLY|CREAT|APPEND, 0755
+            return .open(path: path, mode: Step.OpenMode.all[below(5) == 0 ? below(Step.OpenMode.all.count) : writing[below(writing.count)]])
+        case 16..<24: return .close(slot: slot)
+        case 24..<33:
+            return .stream(slot: slot, offset: below(3) == 0 ? largeOffset() : 0, megabytes: [17, 20, 34, 40][below(4)], fill: fill)
+        case 33..<41: return .write(slot: slot, offset: largeOffset(), length: length(), fill: fill)
+        case 41: return .mapWrite(slot: slot, offset: largeOffset(), length: length(), fill: fill, sync: below(2) == 0)
+        case 42..<50: return .read(slot: slot, offset: largeOffset(), length: length())
+        case 50..<55: return .ftruncate(slot: slot, size: below(3) == 0 ? Int64(below(10_000)) : largeOffset())
+        case 55..<57: return .truncate(path: path, size: below(2) == 0 ? Int64(below(10_000)) : largeOffset())
+        case 57..<60: return .fsync(slot: slot)
+        case 60: return .fdatasync(slot: slot)
+        case 61..<63: return .fstat(slot: slot)
+        case 63..<70: return .rename(from: path, to: pick())
+        case 70..<75: return .unlink(path: path)
+        case 75..<77: return .mkdir(path: path)
+        case 77: return .rmdir(path: path)
+        case 78..<80: return .stat(path: path)
+        case 80..<82: return .list(path: below(Step.paths.count + 1) - 1)
+        case 82: return .copy(from: path, to: pick())
+        case 83: return .chmod(path: path, mode: Step.chmodModes[below(Step.chmodModes.count)])
+        case 84..<86: return .remoteWrite(path: path, length: length(), fill: fill)
+        case 86: return .remoteDelete(path: path)
+        case 87: return .remoteRename(from: path, to: pick())
+        case 88..<92: return .settle
+        default:
+            switch below(7) {
+            case 0, 1, 2:
+                let up = below(2) == 0
+                return .network(up: up, silent: !up && below(3) == 0)
+            case 3, 4: return .crash
+            default: return .forget
             }
         }
     }
