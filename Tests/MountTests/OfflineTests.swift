@@ -494,6 +494,46 @@ struct OfflineTests {
     /// the moment `mount` returns: the new daemon wrote its report only after it said
     /// "ready", so for a moment `status` showed the killed daemon's report, online, and tests
     /// that waited for "online again" went on while the mount was still offline.
+    /// Out of reach, the uploader leaves the queue alone until Dropbox is back or someone
+    /// waits for an upload: every try fails at once, yet each pass looks at the whole queue
+    /// and each failure sets its own retry, so 30,000 files written in an outage kept a
+    /// fifth of a core busy while nothing happened. A file closed in an outage is not tried
+    /// (the status shows it queued, with no failure, two reports later: it was tried and
+    /// failed 0.4 s after its close before); an fsync of it tries it (and returns, its bytes
+    /// kept on the local disk); it reaches Dropbox once Dropbox is back.
+    @Test func aQueueIsLeftAloneInAnOutageUntilSomeoneWaitsOrDropboxIsBack() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("ls \"$M\"").status == 0)  // the root is known: a create needs no Dropbox
+            try await m.emulator.setReachable(false)
+            // Known to be out of reach (the change feed's call finds it): a first try is how an
+            // outage is found.
+            try await eventually("the outage seen", timeout: 120) { try m.statusReport()["offline_since"] != nil }
+            #expect(try await m.sh("echo queued > \"$M/queued.txt\"").status == 0)
+            let closed = Date()
+            func queued() throws -> [String: Any]? {
+                let uploads = try m.statusReport()["uploads"] as? [[String: Any]] ?? []
+                return uploads.first { ($0["path"] as? String)?.hasSuffix("/queued.txt") == true }
+            }
+            // Two reports written after the close (one every 2 s): well past the file's quiet
+            // moment (0.4 s), when a pass took it.
+            var reports = Set<String>()
+            try await eventually("two status reports after the close", timeout: 60) {
+                let folder = m.runtimeDirectory + "/dropboxfs"
+                for name in try FileManager.default.contentsOfDirectory(atPath: folder) where name.hasSuffix(".json") {
+                    let written = try FileManager.default.attributesOfItem(atPath: folder + "/" + name)[.modificationDate] as? Date
+                    if let written, written > closed.addingTimeInterval(2) { reports.insert("\(written.timeIntervalSince1970)") }
+                }
+                return reports.count >= 2
+            }
+            let waiting = try #require(try queued(), "not in the status")
+            #expect(waiting["failure"] == nil, "tried in the outage: \(waiting)")
+            #expect(try await m.sh("sync \"$M/queued.txt\"").status == 0)
+            try await eventually("the fsync's try in the status", timeout: 60) { try queued()?["failure"] != nil }
+            try await m.emulator.setReachable(true)
+            try await eventually("the file on Dropbox", timeout: 120) { (try? await m.remoteText("/queued.txt")) == "queued\n" }
+        }
+    }
+
     @Test func theStatusAfterMountIsTheNewDaemonsNotTheKilledOnes() async throws {
         try await MountFixture.with(seeds: []) { m in
             for _ in 0..<3 {

@@ -67,6 +67,8 @@ struct UploadSchedule {
     static let passCostFactor = 20
     static let passGapLimit: Duration = .milliseconds(250)
     static func gap(afterPassOf cost: Duration) -> Duration { min(passGapLimit, max(passInterval, cost * passCostFactor)) }
+    /// How often the uploader, idle while Dropbox is out of reach, looks whether it is back.
+    static let offlineLook: Duration = .seconds(1)
     /// Tries of a version an fsync waits for while they fail with errors that may pass
     /// (server errors, rate limits): 2 + 4 + 8 s of waits between them; then the fsync fails.
     static let passingFailuresWaitedOut = 4

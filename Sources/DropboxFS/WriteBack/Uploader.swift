@@ -52,6 +52,16 @@ public final class Uploader: Sendable {
             var gap = UploadSchedule.passInterval
             var urgentSeen = writeBack.urgentSignal.generation
             while !Task.isCancelled {
+                // Out of reach, every try fails at once (calls are refused), yet each pass looks
+                // at the whole queue, and each failure sets its own retry time, so a long queue
+                // was passed over again and again: 30,000 files written in an outage kept a
+                // fifth of a core busy while nothing happened. So no pass then, unless someone
+                // waits for uploads (an fsync, to hear they stay on the local disk) or the mount
+                // drains; the loop looks each second whether Dropbox is back.
+                if writeBack.isOffline(), !writeBack.isDraining, writeBack.urgentSignal.generation == urgentSeen {
+                    await writeBack.urgentSignal.wait(after: urgentSeen, timeout: UploadSchedule.offlineLook)
+                    continue
+                }
                 let sinceLastPass = ContinuousClock.now - lastPass
                 if sinceLastPass < gap { await writeBack.urgentSignal.wait(after: urgentSeen, timeout: gap - sinceLastPass) }
                 lastPass = .now

@@ -316,6 +316,9 @@ extension WriteBack {
         changed(urgent: true)
     }
 
+    /// The mount is draining its queue (unmount): every upload gets its last try now.
+    var isDraining: Bool { state.withLock { $0.draining } }
+
     /// True when every pending upload has failed again since the drain began.
     var allFailedSinceDrain: Bool {
         state.withLock { state in
