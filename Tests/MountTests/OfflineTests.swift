@@ -508,7 +508,7 @@ struct OfflineTests {
             // Known to be out of reach (the change feed's call finds it): a first try is how an
             // outage is found.
             try await eventually("the outage seen", timeout: 120) { try m.statusReport()["offline_since"] != nil }
-            #expect(try await m.sh("echo queued > \"$M/queued.txt\"").status == 0)
+            #expect(try await m.sh("echo queued > \"$M/queued.txt\" && echo later > \"$M/later.txt\"").status == 0)
             let closed = Date()
             func queued() throws -> [String: Any]? {
                 let uploads = try m.statusReport()["uploads"] as? [[String: Any]] ?? []
@@ -527,10 +527,16 @@ struct OfflineTests {
             }
             let waiting = try #require(try queued(), "not in the status")
             #expect(waiting["failure"] == nil, "tried in the outage: \(waiting)")
+            // Listed oldest first.
+            let listed = (try m.statusReport()["uploads"] as? [[String: Any]] ?? []).compactMap { $0["path"] as? String }
+            #expect(listed == ["/queued.txt", "/later.txt"], "\(listed)")
             #expect(try await m.sh("sync \"$M/queued.txt\"").status == 0)
             try await eventually("the fsync's try in the status", timeout: 60) { try queued()?["failure"] != nil }
             try await m.emulator.setReachable(true)
-            try await eventually("the file on Dropbox", timeout: 120) { (try? await m.remoteText("/queued.txt")) == "queued\n" }
+            try await eventually("the files on Dropbox", timeout: 120) {
+                let (first, second) = (try? await m.remoteText("/queued.txt"), try? await m.remoteText("/later.txt"))
+                return first == "queued\n" && second == "later\n"
+            }
         }
     }
 

@@ -896,7 +896,12 @@ public final class WriteBack: Sendable {
             let pending = state.versions.values.filter { $0.phase == .queued || $0.phase == .uploading }
             let bytes = pending.reduce(Int64(0)) { $0 + $1.file.size }
             let left = pending.reduce(Int64(0)) { $0 + max(0, $1.file.size - $1.sentBytes) }
-            let shown = pending.sorted { ($0.phase == .uploading ? 0 : 1, $0.id) < ($1.phase == .uploading ? 0 : 1, $1.id) }.prefix(limit)
+            // Uploading first, then oldest first: sorted as plain integers (the status is
+            // written every 2 s, and sorting 30,000 queued versions by a closure over their
+            // references took 4 % of a core in an outage, with nothing else to do).
+            let queuedBit: Int64 = 1 << 62
+            let order = pending.map { $0.id | ($0.phase == .uploading ? 0 : queuedBit) }.sorted()
+            let shown = order.prefix(limit).compactMap { state.versions[$0 & ~queuedBit] }
             return (pending.count, bytes, left, shown.map {
                 PendingUpload(path: $0.path, size: $0.file.size, sent: $0.sentBytes,
                               state: $0.phase == .uploading ? "uploading" : ($0.failureText == nil ? "queued" : "waiting to retry"),
