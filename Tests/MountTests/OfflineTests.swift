@@ -619,6 +619,60 @@ struct OfflineTests {
 
     /// A server that answers, but only 503, is out of reach too: after a run of them the
     /// mount stops waiting on retries.
+    /// An fsync waiting for a file whose early chunk is in flight as an outage begins
+    /// returns once that send fails, the file kept on the local disk: the uploader, idle in
+    /// an outage unless someone waits, must go on with what an fsync waits for for as long as
+    /// it waits. Idle but for the fsync's first wake (the file could not go then: its chunk
+    /// was in flight), it never tried the file, and the fsync hung until Dropbox was back
+    /// (found by the large-file differential: an msync).
+    @Test func anFsyncWaitingForAnEarlySendCaughtByAnOutageReturns() async throws {
+        try await MountFixture.with(seeds: [], mount: false) { m in
+            try await m.mount(options: ["timeout=2"])  // a silent request is given up after 2 + 2 s
+            #expect(try await m.sh("ls \"$M\"").status == 0)  // the root is known: a create needs no Dropbox
+            // The first chunk sent before the close (32 MiB) is taken and never answered.
+            try await m.emulator.setFaults(["silent:routes=files/upload_session/append_v2"])
+            // Written from empty, front to back: once past 32 MiB, the first chunk goes while
+            // the writer waits; then the rest, and the close.
+            let marker = m.root.appendingPathComponent("chunk-under-way").path
+            let writing = Task {
+                try await m.python("""
+                    import os, time
+                    with open(os.environ['M'] + '/big.bin', 'wb') as f:
+                        f.write(os.urandom(33 << 20))
+                        f.flush()
+                        open('\(marker)-33', 'w').close()
+                        while not os.path.exists('\(marker)'):
+                            time.sleep(0.02)
+                        f.write(os.urandom(7 << 20))
+                    """)
+            }
+            // Its session is started, then the chunk sent (and held), at the uploader's next
+            // pass: another file's close wakes it.
+            try await eventually("33 MiB written", timeout: 60) { FileManager.default.fileExists(atPath: marker + "-33") }
+            #expect(try await m.sh("echo nudge > \"$M/nudge.txt\"").status == 0)
+            try await eventually("the early chunk under way", timeout: 60) {
+                MountFixture.requests(try await m.emulator.routeStats(), ["files/upload_session/start"]) > 0
+            }
+            #expect(FileManager.default.createFile(atPath: marker, contents: nil))
+            let written = try await writing.value
+            #expect(written.status == 0, "\(written.stderr)")
+            // The fsync waits for the chunk; then the outage drops its connection.
+            let syncing = Task { try await m.sh("sync \"$M/big.bin\"", timeout: 120) }
+            try await eventually("the fsync under way", timeout: 60) { try await m.sh("pgrep -x sync").status == 0 }
+            try await m.emulator.setReachable(false)
+            let synced = try await syncing.value
+            #expect(synced.status == 0, "\(synced.stderr)")
+            #expect(try m.statusReport()["offline_since"] != nil)
+            try await m.emulator.setReachable(true)
+            try await m.emulator.setFaults([])
+            let expected = try await m.sh("sha256sum < \"$M/big.bin\"").stdout
+            try await eventually("the file on Dropbox", timeout: 120) {
+                (try? await m.client.metadataIfExists("/big.bin")?.fileMetadata?.size) == 40 << 20
+            }
+            #expect(try await m.sh("sha256sum < \"$M/big.bin\"").stdout == expected)
+        }
+    }
+
     @Test func aRunOfServerErrorsIsAnOutageAndTheQueueDrainsAfter() async throws {
         try await MountFixture.with(seeds: []) { m in
             try await m.uploadElsewhere("never read\n", to: "/storm/uncached.txt")

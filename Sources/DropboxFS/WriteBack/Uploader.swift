@@ -55,11 +55,15 @@ public final class Uploader: Sendable {
                 // Out of reach, every try fails at once (calls are refused), yet each pass looks
                 // at the whole queue, and each failure sets its own retry time, so a long queue
                 // was passed over again and again: 30,000 files written in an outage kept a
-                // fifth of a core busy while nothing happened. So no pass then, unless someone
-                // waits for uploads (an fsync, to hear they stay on the local disk) or the mount
-                // drains; the loop looks each second whether Dropbox is back.
-                if writeBack.isOffline(), !writeBack.isDraining, writeBack.urgentSignal.generation == urgentSeen {
-                    await writeBack.urgentSignal.wait(after: urgentSeen, timeout: UploadSchedule.offlineLook)
+                // fifth of a core busy while nothing happened. So no pass then while nobody
+                // waits for uploads; while an fsync waits (to hear its files stay on the local
+                // disk) or the mount drains, passes go on as usual, for as long as it waits
+                // (its files may go only after an early send or an older version's upload ends,
+                // or at their retry time). The loop looks each second whether Dropbox is back.
+                // (The generation is read first: an fsync's wake-up after it is not missed.)
+                let urgentNow = writeBack.urgentSignal.generation
+                if writeBack.isOffline(), !writeBack.someoneWaits {
+                    await writeBack.urgentSignal.wait(after: urgentNow, timeout: UploadSchedule.offlineLook)
                     continue
                 }
                 let sinceLastPass = ContinuousClock.now - lastPass

@@ -316,8 +316,8 @@ extension WriteBack {
         changed(urgent: true)
     }
 
-    /// The mount is draining its queue (unmount): every upload gets its last try now.
-    var isDraining: Bool { state.withLock { $0.draining } }
+    /// Someone waits for uploads now: an fsync, or the unmount's drain.
+    var someoneWaits: Bool { state.withLock { $0.syncsWaiting > 0 || $0.draining } }
 
     /// True when every pending upload has failed again since the drain began.
     var allFailedSinceDrain: Bool {

@@ -67,6 +67,8 @@ public final class WriteBack: Sendable {
         var lastDetached: (pathLower: String, version: LocalVersion)?
         /// Set while unmounting: no upload waits for its quiet moment.
         var draining = false
+        /// fsyncs waiting for uploads now (`uploadNow`).
+        var syncsWaiting = 0
         /// When the uploader looks at the queue next (set by its pass, `takeEligible`): now
         /// while it has jobs to start; nil when nothing queued waits for a time.
         var nextPass: ContinuousClock.Instant?
@@ -739,7 +741,11 @@ public final class WriteBack: Sendable {
     private func uploadNow(_ sealed: [LocalVersion]) async throws {
         FuseLog.trace("fsync: waits for \(sealed.count) file(s)")
         defer { FuseLog.trace("fsync: returns") }
-        state.withLock { _ in for version in sealed { version.urgent = true } }
+        state.withLock { state in
+            for version in sealed { version.urgent = true }
+            state.syncsWaiting += 1
+        }
+        defer { state.withLock { $0.syncsWaiting -= 1 } }
         changed(urgent: true)
         let flushing = Task {
             try await Task.sleep(for: Self.syncFlushDelay)
