@@ -223,6 +223,41 @@ struct WriteTests {
         }
     }
 
+    /// The first chunk of a file written front to back in aligned writes (as `cp` writes)
+    /// goes once the writer is past it, with nothing else happening: the uploader heard of
+    /// it only from a write ending exactly at the chunk's end, found no chunk ready then (the
+    /// last chunk goes with the close), and heard nothing more until the next chunk's end, so
+    /// a file of 33 to 64 MiB sent nothing before its close.
+    @Test func theFirstChunkGoesOnceTheWriterIsPastIt() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let fifo = m.root.appendingPathComponent("go").path
+            #expect(mkfifo(fifo, 0o600) == 0)
+            // 40 MiB in writes of 1 MiB, then the writer waits (file open) until told to go on.
+            let writer = """
+                import os
+                a = os.open(os.environ['M'] + '/forty.bin', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                for i in range(40):
+                    os.write(a, bytes([i]) * (1 << 20))
+                open('\(fifo)').read()
+                os.close(a)
+                """
+            let appended = { try await m.routeStats()["files/upload_session/append_v2"]?["bytes_in"] ?? 0 }
+            async let written = m.sh("python3 -c \"$(cat <<'PY'\n\(writer)\nPY\n)\" && sync \"$M/forty.bin\"", timeout: 300)
+            do {
+                try await eventually("the first chunk sent before close", timeout: 60) { try await appended() >= 32 << 20 }
+            } catch {
+                _ = try? await m.sh("echo > '\(fifo)'")
+                throw error
+            }
+            #expect(try await m.sh("echo > '\(fifo)'").status == 0)
+            let result = try await written
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(try await appended() == 40 << 20)  // the rest only, after close
+            let remote = try await m.client.metadataIfExists("/forty.bin")?.fileMetadata
+            #expect(remote?.size == 40 << 20)
+        }
+    }
+
     /// A large file written sequentially from empty sends its finished chunks while it is
     /// still open, and only the rest after close. Coming back into bytes already sent
     /// (a write, or a truncation) makes the upload at close start over, with the right bytes.
