@@ -217,13 +217,21 @@ final class MountFixture: @unchecked Sendable {
         try await ProcessRunner.run(Self.binary, ["status", mountpoint], environment: environment).stdout
     }
 
-    /// The daemon's status report (rewritten every 2 s), as JSON: the one mount of the test.
-    func statusReport() throws -> [String: Any] {
+    /// The file of the daemon's status report (rewritten every 2 s): the one mount of the test.
+    func statusFile() throws -> String {
         let folder = runtimeDirectory + "/dropboxfs"
-        guard let name = try FileManager.default.contentsOfDirectory(atPath: folder).first(where: { $0.hasSuffix(".json") }),
-              let data = FileManager.default.contents(atPath: folder + "/" + name),
-              let report = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+        guard let name = try FileManager.default.contentsOfDirectory(atPath: folder).first(where: { $0.hasSuffix(".json") }) else {
             throw MountFailure(message: "no status report in \(folder)")
+        }
+        return folder + "/" + name
+    }
+
+    /// The daemon's status report, as JSON.
+    func statusReport() throws -> [String: Any] {
+        let file = try statusFile()
+        guard let data = FileManager.default.contents(atPath: file),
+              let report = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw MountFailure(message: "no status report in \(file)")
         }
         return report
     }

@@ -518,11 +518,8 @@ struct OfflineTests {
             // moment (0.4 s), when a pass took it.
             var reports = Set<String>()
             try await eventually("two status reports after the close", timeout: 60) {
-                let folder = m.runtimeDirectory + "/dropboxfs"
-                for name in try FileManager.default.contentsOfDirectory(atPath: folder) where name.hasSuffix(".json") {
-                    let written = try FileManager.default.attributesOfItem(atPath: folder + "/" + name)[.modificationDate] as? Date
-                    if let written, written > closed.addingTimeInterval(2) { reports.insert("\(written.timeIntervalSince1970)") }
-                }
+                let written = try FileManager.default.attributesOfItem(atPath: try m.statusFile())[.modificationDate] as? Date
+                if let written, written > closed.addingTimeInterval(2) { reports.insert("\(written.timeIntervalSince1970)") }
                 return reports.count >= 2
             }
             let waiting = try #require(try queued(), "not in the status")

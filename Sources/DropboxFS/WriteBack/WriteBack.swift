@@ -436,9 +436,8 @@ public final class WriteBack: Sendable {
         guard count > 0 else { return }
         let chunk = UploadSchedule.chunkSize
         let (first, last) = (offset / chunk, (offset + Int64(count) - 1) / chunk)  // the chunks the write's bytes are in
-        if last > first || (offset % chunk == 0 && offset > 0) {
-            if version.file.offersEarlyChunks { changed() }
-        }
+        let passesAnEnd = last > first || (offset % chunk == 0 && offset > 0)
+        if passesAnEnd && version.file.offersEarlyChunks { changed() }
     }
 
     private func truncateLocked(_ version: LocalVersion, to size: Int64) throws {

@@ -279,8 +279,8 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             let (t, l) = both({ self.tested.pwrite(d.tested, bytes, at: at) }, { self.local.pwrite(d.local, bytes, at: at) })
             guard let l else { return ("out of reach after \(index) MiB", "out of reach after \(index) MiB") }
             let (onTested, onLocal) = (describe(t), describe(l))
-            if onTested != onLocal { return ("MiB \(index): \(onTested)", "MiB \(index): \(onLocal)") }
-            if case .failure = t { return ("MiB \(index): \(onTested)", "MiB \(index): \(onLocal)") }  // alike: EBADF, EFBIG
+            // A difference ends it, and so does a failure alike (EBADF, EFBIG).
+            guard onTested == onLocal, case .success = t else { return ("MiB \(index): \(onTested)", "MiB \(index): \(onLocal)") }
         }
         return ("wrote \(megabytes) MiB", "wrote \(megabytes) MiB")
     }

@@ -32,9 +32,7 @@ public struct DifferentialScript: Sendable, CustomStringConvertible {
     /// `seedOffset` shifts the fixed seeds: sequences run at once draw from streams of their own.
     /// `firstSeed` starts the stream at that seed whatever the setting (to replay a round of
     /// the four-at-once suite, whose streams each printed their own).
-    /// `mix`: what the sequences are made of (`DROPBOXFS_DIFF_MIX` by default). Large-file
-    /// sequences are shorter (20 to 45 steps, against 40 to 90): each stream writes tens of
-    /// MiB on both sides, and uploads them.
+    /// `mix`: what the sequences are made of (`DROPBOXFS_DIFF_MIX` by default), and how long.
     public static func generator(seedOffset: UInt64 = 0, firstSeed: UInt64? = nil,
                                  mix: SequenceGenerator.Mix = .fromEnvironment) -> Generator<DifferentialScript, AnySequence<DifferentialScript>> {
         let seeds = Seeds(offset: seedOffset, first: firstSeed)
@@ -42,8 +40,7 @@ public struct DifferentialScript: Sendable, CustomStringConvertible {
             run: { rng in
                 let seed = seeds.take(&rng)
                 var random = SequenceGenerator(seed: seed, mix: mix)
-                let steps = random.sequence(length: mix == .large ? 20...45 : 40...90)
-                return DifferentialScript(seed: seed, operations: Self.keptSteps(steps))
+                return DifferentialScript(seed: seed, operations: Self.keptSteps(random.sequence(length: mix.lengths)))
             },
             shrink: { script in
                 AnySequence(Shrink.shrinkArray(script.operations, shrinker: { _ in EmptyCollection<Step>() }, lowerBound: 1)

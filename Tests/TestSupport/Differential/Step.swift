@@ -191,6 +191,10 @@ public struct SequenceGenerator {
     public enum Mix: String, Sendable {
         case `default`, tree, large
         public static let fromEnvironment = Mix(rawValue: ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_MIX"] ?? "") ?? .default
+
+        /// Steps a sequence has: fewer in the large-file mix, whose streams write tens of MiB
+        /// on both sides, and upload them.
+        public var lengths: ClosedRange<Int> { self == .large ? 20...45 : 40...90 }
     }
 
     public mutating func next() -> UInt64 {
