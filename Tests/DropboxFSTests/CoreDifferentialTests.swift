@@ -35,6 +35,15 @@ struct CoreDifferentialTests {
         try await randomSequences(count: DifferentialScript.count(default: 40), mix: .large)
     }
 
+    /// Sequences of the many-files mix (`SequenceGenerator.Mix.many`): bursts of up to
+    /// thousands of small files (more than a batch commit takes, more than the staging pool
+    /// keeps) and `rm -r` of them, with their folders renamed and removed, outages and kills
+    /// while their uploads wait, which the mixes above never make (ten files at most).
+    @Test(.timeLimit(.minutes(30)))
+    func manyFileSequencesMatchLocalDisk() async throws {
+        try await randomSequences(count: DifferentialScript.count(default: 12), mix: .many)
+    }
+
     private func randomSequences(count: Int, feedPageSize: Int? = nil, mix: SequenceGenerator.Mix = .fromEnvironment) async throws {
         try await CoreFixture.with(feedPageSize: feedPageSize) { core in
             let counters = Mutex((runs: 0, operations: 0))

@@ -83,6 +83,14 @@ struct DifferentialTests {
         try await randomSequences(count: DifferentialScript.count(default: 12), mix: .large)
     }
 
+    /// Sequences of the many-files mix (`SequenceGenerator.Mix.many`): bursts of up to
+    /// thousands of small files through the kernel, `rm -r` of them, and renames, removals,
+    /// kills and outages while their uploads wait or run.
+    @Test(.timeLimit(.minutes(30)))
+    func manyFileSequencesMatchLocalDisk() async throws {
+        try await randomSequences(count: DifferentialScript.count(default: 4), mix: .many)
+    }
+
     private func randomSequences(count: Int, mix: SequenceGenerator.Mix = .fromEnvironment) async throws {
         try await MountFixture.with(mount: false, feedPageSize: Self.feedPageSize) { m in
             try m.emulator.replaceFaults(Self.reachableFaults)

@@ -285,6 +285,86 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         return ("wrote \(megabytes) MiB", "wrote \(megabytes) MiB")
     }
 
+    /// `mkdir -p` of a relative path below `root` on one side: each folder missing made
+    /// (only while `exists` finds the same folder on the other side, if given).
+    private func makeFolders(_ relative: String, in root: String, on side: some SystemCalls,
+                             while exists: ((String) -> Sys.Outcome<Sys.Status>)? = nil) -> String {
+        var path = root
+        for component in relative.split(separator: "/") {
+            path += "/" + component
+            if let exists, case .failure = exists(path) { break }
+            switch side.mkdir(path) {
+            case .success, .failure(Sys.Errno(code: EEXIST)): continue
+            case .failure(let error): return "mkdir \(component): \(error)"
+            }
+        }
+        return "folders there"
+    }
+
+    /// A `burst` step on one side: files `n0`, `n1`, ... made in `folder` one after the
+    /// other (created, written, closed), each with bytes of its own; the first failure ends it.
+    private func burst(in folder: String, count: Int, size: Int, fill: UInt8, on side: some SystemCalls) -> String {
+        for index in 0..<count {
+            let path = folder + "/n\(index)"
+            let fd: Int32
+            switch side.open(path, O_WRONLY | O_CREAT | O_TRUNC) {
+            case .success(let opened): fd = opened
+            case .failure(let error): return "file \(index): open: \(error)"
+            }
+            if size > 0 {
+                let bytes = Self.bytes(size, fill: fill &+ UInt8(truncatingIfNeeded: index), offset: Int64(index))
+                if case .failure(let error) = side.pwrite(fd, bytes, at: 0) {
+                    _ = side.close(fd)
+                    return "file \(index): write: \(error)"
+                }
+            }
+            if case .failure(let error) = side.close(fd) { return "file \(index): close: \(error)" }
+        }
+        return "made \(count) files"
+    }
+
+    /// `rm -r` on one side: files unlinked and folders removed, deepest first, in listing
+    /// order; the first failure ends it. Returns how many entries went, and the failure.
+    private func removeTree(_ path: String, on side: some SystemCalls) -> String {
+        var removed = 0
+        func remove(_ path: String) -> String? {
+            let status: Sys.Status
+            switch side.stat(path) {
+            case .success(let found): status = found
+            case .failure(let error): return "stat: \(error)"
+            }
+            if !status.isDirectory {
+                if case .failure(let error) = side.unlink(path) { return "unlink: \(error)" }
+                removed += 1
+                return nil
+            }
+            switch side.list(path) {
+            case .failure(let error): return "list: \(error)"
+            case .success(let names):
+                for name in names.sorted() {
+                    if let failure = remove(path + "/" + name) { return failure }
+                }
+            }
+            if case .failure(let error) = side.rmdir(path) { return "rmdir: \(error)" }
+            removed += 1
+            return nil
+        }
+        let failure = remove(path)
+        return "removed \(removed)" + (failure.map { ", then \($0)" } ?? "")
+    }
+
+    /// The local side of an `rm -r` the tested side could not finish for want of Dropbox:
+    /// what the tested side removed before it failed goes here too.
+    private func prune(_ local: String, like tested: String) {
+        guard case .success(let status) = self.local.stat(local) else { return }
+        guard case .success = self.tested.stat(tested) else {
+            if status.isDirectory { _ = removeTree(local, on: self.local) } else { _ = self.local.unlink(local) }
+            return
+        }
+        guard status.isDirectory else { return }
+        for name in (try? self.local.list(local).get()) ?? [] { prune(local + "/" + name, like: tested + "/" + name) }
+    }
+
     /// `both`, as the texts compared.
     private func compared<T>(_ tested: () -> Sys.Outcome<T>, _ local: () -> Sys.Outcome<T>) -> (String, String) {
         let (t, l) = both(tested, local)
@@ -343,6 +423,32 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         case .stream(let slot, let offset, let megabytes, let fill):
             guard let d = descriptor(slot) else { return ("none open", "none open") }
             return stream(d, from: offset, megabytes: megabytes, fill: fill)
+        case .burst(let path, let count, let size, let fill):
+            let (t, l) = paths(path)
+            // Its folders first, as `tar x` and `mkdir -p` make them: a mkdir at a name some
+            // rename took something away from may need Dropbox offline (as `.mkdir`).
+            stepMayNeedDropbox = renamedAwayFrom.contains { Step.paths[path] == $0 || Step.paths[path].hasPrefix($0 + "/") }
+            let madeTested = makeFolders(Step.paths[path], in: testedRoot, on: tested)
+            if outageSeen, stepMayNeedDropbox, madeTested.hasSuffix(Sys.Errno(code: ENETUNREACH).description) {
+                // The folders it made before it needed Dropbox are made here too; no file.
+                let (testedSide, testedRoot, localRoot) = (tested, testedRoot, localRoot)
+                _ = makeFolders(Step.paths[path], in: localRoot, on: local, while: { testedSide.stat(testedRoot + $0.dropFirst(localRoot.count)) })
+                return (madeTested, madeTested)
+            }
+            let madeLocal = makeFolders(Step.paths[path], in: localRoot, on: local)
+            return (madeTested + "; " + burst(in: t, count: count, size: size, fill: fill, on: tested),
+                    madeLocal + "; " + burst(in: l, count: count, size: size, fill: fill, on: local))
+        case .removeTree(let path):
+            let (t, l) = paths(path)
+            // Its folders' removals: as an rmdir's (below), offline after some renames.
+            stepMayNeedDropbox = renamedAwayFrom.contains { $0.hasPrefix(Step.paths[path] + "/") }
+            let onTested = removeTree(t, on: tested)
+            if outageSeen, stepMayNeedDropbox, onTested.hasSuffix(Sys.Errno(code: ENETUNREACH).description) {
+                // What it removed before it needed Dropbox stays removed; the rest stays.
+                prune(l, like: t)
+                return (onTested, onTested)
+            }
+            return (onTested, removeTree(l, on: local))
         case .read(let slot, let offset, let length):
             guard let d = descriptor(slot) else { return ("none open", "none open") }
             return compared({ tested.pread(d.tested, count: length, at: offset) }, { local.pread(d.local, count: length, at: offset) })

@@ -15,6 +15,14 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     /// `UploadSchedule.largeFile` a file goes up through a session of its own, and one written
     /// from empty past a chunk starts that session before its close.
     case stream(slot: Int, offset: Int64, megabytes: Int, fill: UInt8)
+    /// `count` new files in the folder at `path`, as `cp -r` or `tar x` makes them: each
+    /// created (O_WRONLY|O_CREAT|O_TRUNC), given `size` bytes (a fill of its own) and closed,
+    /// one after the other; the first failure ends it. Past 1,000 files the uploads take
+    /// more than one batch commit, past 4,096 more than the staging pool holds.
+    case burst(path: Int, count: Int, size: Int, fill: UInt8)
+    /// `rm -r` of the path: every file below it unlinked and every folder removed, deepest
+    /// first; the first failure ends it.
+    case removeTree(path: Int)
     case read(slot: Int, offset: Int64, length: Int)
     case ftruncate(slot: Int, size: Int64)
     /// fallocate(2) in one of the modes the kernel passes to a FUSE filesystem.
@@ -121,6 +129,8 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .write(let slot, let offset, let length, let fill): return "pwrite(#\(slot), at: \(offset), \(length) bytes of \(fill))"
         case .stream(let slot, let offset, let megabytes, let fill):
             return "stream(#\(slot), at: \(offset), \(megabytes) MiB of \(fill)+)"
+        case .burst(let p, let count, let size, let fill): return "burst(\(path(p)), \(count) files of \(size) bytes of \(fill)+)"
+        case .removeTree(let p): return "rm -r \(path(p))"
         case .read(let slot, let offset, let length): return "pread(#\(slot), at: \(offset), \(length))"
         case .ftruncate(let slot, let size): return "ftruncate(#\(slot), \(size))"
         case .fallocate(let slot, let mode, let offset, let length):
@@ -187,14 +197,16 @@ public struct SequenceGenerator {
     /// rmdir and rename (`DROPBOXFS_DIFF_MIX=tree`); `large`, files past the size that
     /// uploads alone, in sessions of their own, written in streams of MiBs and changed while
     /// they upload (`DROPBOXFS_DIFF_MIX=large`; the default mix never makes one: its files
-    /// stay under 9 MiB).
+    /// stay under 9 MiB); `many`, bursts of hundreds to thousands of small files in a folder
+    /// and `rm -r` of them, with renames, outages, kills and other clients' changes around
+    /// (`DROPBOXFS_DIFF_MIX=many`; the other mixes make at most ten files).
     public enum Mix: String, Sendable {
-        case `default`, tree, large
+        case `default`, tree, large, many
         public static let fromEnvironment = Mix(rawValue: ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_MIX"] ?? "") ?? .default
 
         /// Steps a sequence has: fewer in the large-file mix, whose streams write tens of MiB
         /// on both sides, and upload them.
-        public var lengths: ClosedRange<Int> { self == .large ? 20...45 : 40...90 }
+        public var lengths: ClosedRange<Int> { self == .large || self == .many ? 20...45 : 40...90 }
     }
 
     public mutating func next() -> UInt64 {
@@ -233,6 +245,7 @@ public struct SequenceGenerator {
         case .default: return anyOperation()
         case .tree: return treeOperation()
         case .large: return largeFileOperation()
+        case .many: return manyFilesOperation()
         }
     }
 
@@ -359,6 +372,48 @@ public struct SequenceGenerator {
         case 86: return .remoteDelete(path: path)
         case 87: return .remoteRename(from: path, to: pick())
         case 88..<92: return .settle
+        default:
+            switch below(7) {
+            case 0, 1, 2:
+                let up = below(2) == 0
+                return .network(up: up, silent: !up && below(3) == 0)
+            case 3, 4: return .crash
+            default: return .forget
+            }
+        }
+    }
+
+    /// The many-files mix (`Mix.many`): bursts of small files into the folders (a few past
+    /// the 1,000 files of a batch commit, one in fifty past the staging pool's 4,096), `rm -r`
+    /// of them, and what meets them while their uploads wait or run: renames and removals of
+    /// their folders, new files beside them, fsyncs, another client's changes, outages, kills
+    /// and forgets.
+    private mutating func manyFilesOperation() -> Step {
+        let folders = [3, 6, 7, 8]  // d, e, e/f, d/e
+        func folder() -> Int { below(5) == 0 ? below(Step.paths.count) : folders[below(folders.count)] }
+        let fill = UInt8(truncatingIfNeeded: next())
+        switch below(100) {
+        case 0..<14: return .mkdir(path: folder())
+        case 14..<30:
+            let counts = [1, 37, 300, 999, 1000, 1001, 1500]
+            let count = below(50) == 0 ? 4200 : counts[below(counts.count)]
+            let size = [0, 1 + below(200), 4096, 1 + below(20_000)][below(4)]
+            return .burst(path: folder(), count: count, size: size, fill: fill)
+        case 30..<38: return .removeTree(path: below(4) == 0 ? below(Step.paths.count) : folder())
+        case 38..<50: return .rename(from: below(Step.paths.count), to: below(Step.paths.count))
+        case 50..<53: return .caseRename(path: folder())
+        case 53..<56: return .rmdir(path: folder())
+        case 56..<62: return .open(path: below(Step.paths.count), mode: Step.OpenMode.all[below(Step.OpenMode.all.count)])
+        case 62..<66: return .write(slot: below(4), offset: offset(), length: length(), fill: fill)
+        case 66..<70: return .close(slot: below(4))
+        case 70..<73: return .unlink(path: below(Step.paths.count))
+        case 73..<77: return .list(path: below(Step.paths.count + 1) - 1)
+        case 77..<79: return .stat(path: folder())
+        case 79: return .chmod(path: folder(), mode: Step.chmodModes[below(Step.chmodModes.count)])
+        case 80..<82: return .remoteWrite(path: below(Step.paths.count), length: length(), fill: fill)
+        case 82..<84: return .remoteDelete(path: folder())
+        case 84..<86: return .remoteRename(from: folder(), to: below(Step.paths.count))
+        case 86..<91: return .settle
         default:
             switch below(7) {
             case 0, 1, 2:
