@@ -49,7 +49,8 @@ extension DropboxFileSystem {
     /// A file written here and not yet uploaded keeps it: the name shows that file.
     /// The removal and the arrival may come in different pages, either first (a page ending
     /// between them lost the mode: the concurrent differential suite, three entries a page).
-    /// Each page's arrivals are kept for the next one. A removal whose arrival has not come
+    /// Each page's arrivals are kept for the next one; a folder's arrival further back is
+    /// found in the store by its id. A removal whose arrival has not come
     /// takes the modes away at once, and gives them back where the entry arrives, in any page
     /// before the feed's end: while the removal waited with the modes left at the name, a
     /// file made here under that name between the pages lost its own (`open(e, O_CREAT|O_EXCL,
@@ -82,7 +83,10 @@ extension DropboxFileSystem {
             }
             for (change, old) in gone {
                 let movedAway = change.new == nil && !old.id.isEmpty
-                if movedAway, let arrived = arrivals[old.id] ?? previous.arrivals[old.id] {
+                // A folder's arrival may have come pages before its removal (its whole tree
+                // between them, when its new name sorts first): the store has it there.
+                if movedAway, let arrived = arrivals[old.id] ?? previous.arrivals[old.id]
+                    ?? (old.isFolder ? (try? store.folderPath(withID: old.id, otherThan: change.pathLower)) ?? nil : nil) {
                     work.moves.append((change.pathLower, arrived, old.isFolder))
                 } else {
                     work.removals.append((change.pathLower, old.isFolder, movedAway && !last ? old.id : nil))

@@ -359,6 +359,15 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
+    /// Where the store has the folder of this id other than at `path`: where another
+    /// client moved a folder whose removal at `path` the change feed brings now, its arrival
+    /// heard pages before (nil: not heard, or into a folder not listed here).
+    func folderPath(withID id: String, otherThan path: String) throws -> String? {
+        try lock.withLock {
+            try db.first("SELECT path_lower FROM nodes WHERE id = ? AND is_folder = 1 AND path_lower != ?", [.text(id), .text(path)]) { $0.text(0) }
+        }
+    }
+
     /// Whether `node` is another entry than `old` at the same path: another kind, or another
     /// id (an entry not yet given one, a folder made here, is the same).
     static func isAnotherEntry(_ node: Node, than old: Node) -> Bool {

@@ -196,6 +196,32 @@ struct ModeTests {
             #expect(shown == expected, "\(m.log)")
         }
     }
+    /// Another client's move of a folder whose tree spans pages of the change feed, to a name
+    /// that sorts first: the feed brings the folder's arrival, then everything below it,
+    /// then the removals at its old name, pages apart. The folder's mode and those below it go along. Before, only a
+    /// removal whose arrival came in the same page or the one before took the modes along:
+    /// the folder of a `tar x` moved by another client showed 755 instead of 700 at its new
+    /// name (the many-files differential, pages of 50).
+    @Test func anotherClientsMoveOfAFolderSpanningPagesCarriesTheModes() async throws {
+        try await MountFixture.with(feedPageSize: 3) { m in
+            let set = try await m.sh("""
+                cd "$M" && mkdir -p big/sub && for i in 1 2 3 4 5 6 7 8 9 10; do echo $i > big/f$i; done && \
+                echo deep > big/sub/deep && chmod 700 big && chmod 750 big/sub && chmod 600 big/sub/deep big/f9 && \
+                sync big/f* big/sub/deep big/sub big .
+                """)
+            #expect(set.status == 0, "\(set.stderr)")
+            _ = try await m.client.rpc(Routes.move, RelocationArgument(from: "/big", to: "/aside"))
+            let expected = "700 aside\n600 aside/f9\n750 aside/sub\n600 aside/sub/deep\n"
+            var shown = ""
+            try? await eventually("the moved folder with its modes", timeout: 120) {
+                let result = try await m.sh("cd \"$M\" && test ! -e big && stat -c '%a %n' aside aside/f9 aside/sub aside/sub/deep")
+                shown = result.stdout + result.stderr
+                return shown == expected
+            }
+            #expect(shown == expected, "\(m.log)")
+        }
+    }
+
     /// What a descriptor open on a file or folder shows after another client moved it:
     /// the mode and owner it had, as the same inode does on a local disk after a rename.
     /// Another client's move goes through the change feed as a removal and an arrival: the
