@@ -20,8 +20,8 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     /// one after the other; the first failure ends it. Past 1,000 files the uploads take
     /// more than one batch commit, past 4,096 more than the staging pool holds.
     case burst(path: Int, count: Int, size: Int, fill: UInt8)
-    /// `rm -r` of the path: every file below it unlinked and every folder removed, deepest
-    /// first; the first failure ends it.
+    /// `rm -r` of the path: every file below it unlinked and every folder removed after what
+    /// it holds, names in sorted order (the same on both sides); the first failure ends it.
     case removeTree(path: Int)
     case read(slot: Int, offset: Int64, length: Int)
     case ftruncate(slot: Int, size: Int64)
@@ -204,8 +204,8 @@ public struct SequenceGenerator {
         case `default`, tree, large, many
         public static let fromEnvironment = Mix(rawValue: ProcessInfo.processInfo.environment["DROPBOXFS_DIFF_MIX"] ?? "") ?? .default
 
-        /// Steps a sequence has: fewer in the large-file mix, whose streams write tens of MiB
-        /// on both sides, and upload them.
+        /// Steps a sequence has: fewer in the large-file and many-files mixes, whose steps
+        /// write tens of MiB or thousands of files on both sides, and upload them.
         public var lengths: ClosedRange<Int> { self == .large || self == .many ? 20...45 : 40...90 }
     }
 
