@@ -363,9 +363,11 @@ public final class MetadataStore: @unchecked Sendable {
     /// client moved a folder whose removal at `path` the change feed brings now, its arrival
     /// heard pages before (nil: not heard, or into a folder not listed here).
     func folderPath(withID id: String, otherThan path: String) throws -> String? {
-        try lock.withLock {
-            try db.first("SELECT path_lower FROM nodes WHERE id = ? AND is_folder = 1 AND path_lower != ?", [.text(id), .text(path)]) { $0.text(0) }
-        }
+        try lock.withLock { try folderPathLocked(withID: id, otherThan: path) }
+    }
+
+    private func folderPathLocked(withID id: String, otherThan path: String) throws -> String? {
+        try db.first("SELECT path_lower FROM nodes WHERE id = ? AND is_folder = 1 AND path_lower != ?", [.text(id), .text(path)]) { $0.text(0) }
     }
 
     /// Whether `node` is another entry than `old` at the same path: another kind, or another
@@ -380,8 +382,7 @@ public final class MetadataStore: @unchecked Sendable {
     private func landsMovedElsewhereLocked(_ folder: Node) throws -> Bool {
         guard !folder.id.isEmpty else { return false }
         if movedElsewhere.lands(folder.pathLower, id: folder.id) { return true }
-        let source = try db.first("SELECT path_lower FROM nodes WHERE id = ? AND is_folder = 1 AND path_lower != ?",
-                                  [.text(folder.id), .text(folder.pathLower)]) { $0.text(0) }
+        let source = try folderPathLocked(withID: folder.id, otherThan: folder.pathLower)
         let folders = try source.map { try listedFoldersLocked(atOrBelow: $0) } ?? movedElsewhere.removedFolders(id: folder.id)
         guard let folders, folders.contains(where: { $0.relative.isEmpty }) else { return false }
         FuseLog.trace("store: \(folder.pathLower) is a listed folder moved elsewhere, \(folders.count) listing(s) carried")

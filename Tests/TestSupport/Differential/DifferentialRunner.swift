@@ -365,6 +365,12 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         for name in (try? self.local.list(local).get()) ?? [] { prune(local + "/" + name, like: tested + "/" + name) }
     }
 
+    /// Whether a step of many calls on the tested side (`burst`, `removeTree`) ended with an
+    /// ENETUNREACH it may give (`both`'s rule): the local side then goes only as far.
+    private func endedForWantOfDropbox(_ outcome: String) -> Bool {
+        outageSeen && stepMayNeedDropbox && outcome.hasSuffix(Sys.Errno(code: ENETUNREACH).description)
+    }
+
     /// `both`, as the texts compared.
     private func compared<T>(_ tested: () -> Sys.Outcome<T>, _ local: () -> Sys.Outcome<T>) -> (String, String) {
         let (t, l) = both(tested, local)
@@ -429,7 +435,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             // rename took something away from may need Dropbox offline (as `.mkdir`).
             stepMayNeedDropbox = renamedAwayFrom.contains { Step.paths[path] == $0 || Step.paths[path].hasPrefix($0 + "/") }
             let madeTested = makeFolders(Step.paths[path], in: testedRoot, on: tested)
-            if outageSeen, stepMayNeedDropbox, madeTested.hasSuffix(Sys.Errno(code: ENETUNREACH).description) {
+            if endedForWantOfDropbox(madeTested) {
                 // The folders it made before it needed Dropbox are made here too; no file.
                 let (testedSide, testedRoot, localRoot) = (tested, testedRoot, localRoot)
                 _ = makeFolders(Step.paths[path], in: localRoot, on: local, while: { testedSide.stat(testedRoot + $0.dropFirst(localRoot.count)) })
@@ -443,7 +449,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
             // Its folders' removals: as an rmdir's (below), offline after some renames.
             stepMayNeedDropbox = renamedAwayFrom.contains { $0.hasPrefix(Step.paths[path] + "/") }
             let onTested = removeTree(t, on: tested)
-            if outageSeen, stepMayNeedDropbox, onTested.hasSuffix(Sys.Errno(code: ENETUNREACH).description) {
+            if endedForWantOfDropbox(onTested) {
                 // What it removed before it needed Dropbox stays removed; the rest stays.
                 prune(l, like: t)
                 return (onTested, onTested)
