@@ -50,10 +50,12 @@ extension DropboxFileSystem {
     /// The removal and the arrival may come in different pages, either first (a page ending
     /// between them lost the mode: the concurrent differential suite, three entries a page).
     /// Each page's arrivals are kept for the next one; a folder's arrival further back is
-    /// found in the store by its id. A file's is not (doc/SEMANTICS.md says so): the store
-    /// indexes folders' ids only, and an index of every id made the first listing of a folder
-    /// of 100,000 files 28 % slower and a first `find` over 100,000 entries 55 % (measured
-    /// 6 December, `Scripts/bench-large-tree --entries 100000`). A removal whose arrival has
+    /// found in the store by its id (a folder's move is one change whose entries, sorted by
+    /// path, may span many pages; its removal carries the modes below it). A file's is not:
+    /// moved alone, its two entries come together (the feed lists a change's entries
+    /// together); the store indexes folders' ids only, and an index of every id made the
+    /// first listing of a folder of 100,000 files 28 % slower and a first `find` over 100,000
+    /// entries 55 % (measured 6 December, `Scripts/bench-large-tree --entries 100000`). A removal whose arrival has
     /// not come takes the modes away at once, and gives them back where the entry arrives, in
     /// any page before the feed's end: while the removal waited with the modes left at the
     /// name, a file made here under that name between the pages lost its own

@@ -222,6 +222,29 @@ struct ModeTests {
         }
     }
 
+    /// Another client's move of a file made while the mount was away, heard in the next
+    /// mount's first catch-up among nine other changes (pages of 3): the mode kept in the
+    /// cache goes along to the new name. (The feed brings a change's entries together, sorted
+    /// by path, after those of the changes before it: the move's arrival and removal come in
+    /// one page or two in a row, however many files sort between the two names.)
+    @Test func anotherClientsMoveWhileTheMountWasAwayCarriesTheMode() async throws {
+        try await MountFixture.with(feedPageSize: 3) { m in
+            let set = try await m.sh("cd \"$M\" && echo kept > zz && chmod 600 zz && sync zz .")
+            #expect(set.status == 0, "\(set.stderr)")
+            try await m.unmount()
+            for i in 1...9 {
+                _ = try await m.client.upload(Routes.upload, UploadArgument(CommitInfo(path: "/m\(i)"), contentHash: nil), body: .bytes([65]))
+            }
+            _ = try await m.client.rpc(Routes.move, RelocationArgument(from: "/zz", to: "/aa"))
+            try await m.mount()
+            try await eventually("the move shown", timeout: 120) {
+                try await m.sh("cd \"$M\" && test ! -e zz && test -e aa && test -e m9").status == 0
+            }
+            let shown = try await m.sh("cd \"$M\" && stat -c '%a %n' aa")
+            #expect(shown.stdout == "600 aa\n", "\(m.log)")
+        }
+    }
+
     /// What a descriptor open on a file or folder shows after another client moved it:
     /// the mode and owner it had, as the same inode does on a local disk after a rename.
     /// Another client's move goes through the change feed as a removal and an arrival: the
