@@ -55,11 +55,11 @@ extension DropboxFileSystem {
     /// moved alone, its two entries come together (the feed lists a change's entries
     /// together); the store indexes folders' ids only, and an index of every id made the
     /// first listing of a folder of 100,000 files 28 % slower and a first `find` over 100,000
-    /// entries 55 % (measured 6 December, `Scripts/bench-large-tree --entries 100000`). A removal whose arrival has
-    /// not come takes the modes away at once, and gives them back where the entry arrives, in
-    /// any page before the feed's end: while the removal waited with the modes left at the
-    /// name, a file made here under that name between the pages lost its own
-    /// (`open(e, O_CREAT|O_EXCL, 0600)` showed 644: the same suite).
+    /// entries 55 % (measured 6 December, `Scripts/bench-large-tree --entries 100000`).
+    /// A removal whose arrival has not come takes the modes away at once, and gives them back
+    /// where the entry arrives, in any page before the feed's end: while the removal waited
+    /// with the modes left at the name, a file made here under that name between the pages
+    /// lost its own (`open(e, O_CREAT|O_EXCL, 0600)` showed 644: the same suite).
     func modesFollow(_ changes: [StoreChange], page: [Metadata], last: Bool) {
         let keeps = modes.keepsAny
         // A removal's `id`: the entry whose arrival may come in a later page (nil: none can).
