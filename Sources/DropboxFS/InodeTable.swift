@@ -155,24 +155,35 @@ public final class InodeTable: Sendable {
 
         /// FNV-1a, then a finalizer that spreads FNV's weak high bits.
         init(_ path: String) {
-            var hash = Self.fnvStart
-            for byte in path.utf8 { hash = Self.fnv(hash, byte) }
             self.path = path
-            self.hash = Self.finalized(hash)
+            self.hash = Self.finalized(Self.bytes(of: path) { $0.reduce(Self.fnvStart, Self.fnv) })
         }
 
         /// The hashes of the keys of `path` and of each folder above it but the root
         /// ("/a/b": "/a", "/a/b"), in one pass: FNV-1a reads a path's bytes in order, so
         /// each folder's hash is a step of the path's.
         static func forEachHashWithin(_ path: String, _ body: (UInt64) -> Void) {
-            var hash = fnvStart
-            var first = true
-            for byte in path.utf8 {
-                if byte == UInt8(ascii: "/") && !first { body(finalized(hash)) }
-                hash = fnv(hash, byte)
-                first = false
+            let hash = bytes(of: path) { bytes in
+                var hash = fnvStart
+                var first = true
+                for byte in bytes {
+                    if byte == UInt8(ascii: "/") && !first { body(finalized(hash)) }
+                    hash = fnv(hash, byte)
+                    first = false
+                }
+                return hash
             }
             body(finalized(hash))
+        }
+
+        /// `body` over the path's UTF-8 bytes, read from its storage: stepping through
+        /// `String.utf8` took twice as long (the hashing was 5.5 % of the daemon's time in a
+        /// `find` over a listed tree of 300,000 entries, 2.7 % this way), and a `find`
+        /// hashes every path it lists.
+        private static func bytes(of path: String, _ body: (UnsafeBufferPointer<UInt8>) -> UInt64) -> UInt64 {
+            if let hash = path.utf8.withContiguousStorageIfAvailable(body) { return hash }
+            var copy = path
+            return copy.withUTF8(body)
         }
 
         private static let fnvStart: UInt64 = 0xcbf2_9ce4_8422_2325

@@ -165,9 +165,13 @@ public struct SQLiteRow {
     public func bool(_ column: Int32) -> Bool { int(column) != 0 }
     public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
 
+    /// The column's text, its length asked of SQLite (which has it) rather than found by
+    /// scanning for the NUL: the scan was 2.5 % of the daemon's time in a `find` over a
+    /// listed tree (300,000 entries), which reads every child's name and path.
     public func text(_ column: Int32) -> String {
         guard let bytes = sqlite3_column_text(statement, column) else { return "" }
-        return String(cString: bytes)
+        let count = Int(sqlite3_column_bytes(statement, column))
+        return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
     }
 
     public func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
