@@ -328,10 +328,13 @@ public final class MetadataStore: @unchecked Sendable {
     /// A catch-up begun at `marker` has read the change feed to its end: the moves counted
     /// then are past, and the entries they took along that had been removed elsewhere before
     /// them go from where they were taken (`MovesAhead`), and the landings left until then
-    /// end (`landingsUntilFeedEnd`). Returns what went, for the kernel.
+    /// end (`landingsUntilFeedEnd`), and what was taken along for a move whose entry the
+    /// feed never brought at the target goes again (`dropUnconfirmedTakeAlongsLocked`).
+    /// Returns what went, for the kernel.
     public func feedPassed(_ marker: CatchUpMarker) throws -> [StoreChange] {
         try lock.withLock {
             movedElsewhere.forget()
+            let unconfirmed = try dropUnconfirmedTakeAlongsLocked()
             let ending = landingsUntilFeedEnd.filter { $0.number <= marker.landingsLeft }
             landingsUntilFeedEnd.removeAll { $0.number <= marker.landingsLeft }
             for (ticket, _) in ending { endLandingLocked(ticket) }
@@ -341,7 +344,7 @@ public final class MetadataStore: @unchecked Sendable {
             let left = after.passed(marker.movesAhead)
             guard !left.isEmpty else {
                 movesAhead = after
-                return []
+                return unconfirmed
             }
             forgetCachedLocked()
             let removed = try db.transaction {
@@ -355,8 +358,30 @@ public final class MetadataStore: @unchecked Sendable {
                 return removed
             }
             movesAhead = after
-            return removed
+            return unconfirmed + removed
         }
+    }
+
+    /// The feed, read to its end, brought a move's source removal (and what the store had
+    /// below went to the target, `takeAlongLocked`) but never the moved entry at the target:
+    /// the removal was not the move landing (another client moved the folder back after it
+    /// and on, or removed it), or the move was never made. Everything that happened before
+    /// the removal was read is in the feed by its end, so the target's entry would have come.
+    /// Kept, the stale folder stayed for good once the move was answered (two mounts moving
+    /// one folder by turns).
+    private func dropUnconfirmedTakeAlongsLocked() throws -> [StoreChange] {
+        var dropped: [StoreChange] = []
+        for (ticket, landing) in landings where landing.tookAlong && !landing.targetSeen {
+            landings[ticket]?.tookAlong = false
+            forgetCachedLocked()
+            try db.transaction {
+                guard let node = try db.first(Self.selectByPath, [.text(landing.target)], map: Self.node), node.id == landing.id else { return }
+                FuseLog.trace("store: what was taken along to \(landing.target) goes again (the feed never brought the move of \(landing.source) there)")
+                try removeSubtreeLocked(landing.target)
+                dropped.append(StoreChange(pathLower: landing.target, name: node.name, old: node, new: nil))
+            }
+        }
+        return dropped
     }
 
     /// Where the store has the folder of this id other than at `path`: where another
@@ -630,6 +655,9 @@ public final class MetadataStore: @unchecked Sendable {
     /// feed made it: the source stays until its removal, and nothing is taken along.
     private func landingTakingAlongLocked(_ old: Node) throws -> Int? {
         guard !old.id.isEmpty else { return nil }
+        // The feed brought the folder elsewhere already (another client moved it on after
+        // the move, and the source's removal is that later move's): Dropbox holds it there.
+        if old.isFolder, try folderPathLocked(withID: old.id, otherThan: old.pathLower) != nil { return nil }
         for (ticket, landing) in landings where landing.source == old.pathLower && landing.id == old.id {
             // Only where the store shows the target's folder whole (the feed's entries there
             // are kept then; under a folder not listed, they would be dropped).

@@ -85,8 +85,10 @@ struct OwnMoveInPagesTests {
     }
 
     /// The feed brought the source's removal while the move was under way, but the removal
-    /// was another client's (the move then fails: its source is gone): what the store took
-    /// along to the target goes again when the move ends, and nothing shows there.
+    /// was another client's (the move then fails: its source is gone), and the catch-up
+    /// stopped there (Dropbox out of reach): what the store took along to the target goes
+    /// again when the move ends, and nothing shows there. (A catch-up that reads the feed to
+    /// its end drops it then: `aMoveUndoneElsewhereBeforeTheFeedTellsItTakesNothingAlong`.)
     @Test func whatWasTakenAlongForAMoveNotMadeGoesAgain() async throws {
         try await Scratch.with { scratch in
             for name in Self.names { try await scratch.upload(name, to: "/big/\(name)") }
@@ -99,8 +101,10 @@ struct OwnMoveInPagesTests {
             let move = try #require(fs.moves.oldest)
             let landing = try fs.store.beginLanding(from: "/big", to: "/moved", id: try #require(try fs.store.node("/big")?.id))
             fs.moves.setInFlight([move.id: "/moved"])
+            let cursor = try await scratch.client.rpc(Routes.getLatestCursor, ListFolderArgument(path: "", recursive: true)).cursor
             _ = try await scratch.client.rpc(Routes.delete, DeleteArgument(path: "/big"))
-            try await fs.watcher.catchUp()
+            let page = try await scratch.client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
+            _ = try fs.store.apply(page.entries, fromChangeFeed: true)
             #expect(try fs.store.node("/moved/f00") != nil)  // taken along, as for the move
             fs.moves.setInFlight([:])
             fs.store.endLanding(landing)
@@ -111,6 +115,55 @@ struct OwnMoveInPagesTests {
             #expect(fs.moves.isEmpty)
             #expect(try await offPool { try kernel.list("/").value("ls") } == [])
             #expect(try await scratch.client.listAll("").isEmpty)
+        }
+    }
+
+    /// This mount's move of /n7 into /n0 is made, and before a catch-up reads it another
+    /// client moves the folder back and on to a third name (or back, and removes it): the
+    /// feed's one page has the target's removal, then the folder at the third name, then
+    /// the source's removal last (each path by its last change). The source's removal is
+    /// not the move landing: nothing is taken along to the target, which Dropbox no longer
+    /// holds. (Taken along, the answered move kept the stale folder there for good: two
+    /// mounts stressing one tree.)
+    @Test(arguments: ["moved on", "removed"])
+    func aMoveUndoneElsewhereBeforeTheFeedTellsItTakesNothingAlong(then: String) async throws {
+        try await Scratch.with { scratch in
+            for name in Self.names { try await scratch.upload(name, to: "/n7/\(name)") }
+            try await scratch.upload("kept", to: "/n0/kept")
+            let fs = try scratch.filesystem()
+            try await fs.watcher.catchUp()
+            let kernel = CoreKernel(fs: fs)
+            #expect(try await offPool { try kernel.list("/n7").value("ls") } == Self.names)
+            #expect(try await offPool { try kernel.list("/n0").value("ls") } == ["kept"])
+            let cursor = try await scratch.client.rpc(Routes.getLatestCursor, ListFolderArgument(path: "", recursive: true)).cursor
+            try fs.store.setValue("cursor", cursor)
+
+            let landing = try fs.store.beginLanding(from: "/n7", to: "/n0/n2", id: try #require(try fs.store.node("/n7")?.id))
+            let entry = try await scratch.client.rpc(Routes.move, RelocationArgument(from: "/n7", to: "/n0/n2")).metadata
+            _ = try await scratch.client.rpc(Routes.move, RelocationArgument(from: "/n0/n2", to: "/n7"))
+            if then == "moved on" {
+                _ = try await scratch.client.rpc(Routes.move, RelocationArgument(from: "/n7", to: "/n0/n3"))
+            } else {
+                _ = try await scratch.client.rpc(Routes.delete, DeleteArgument(path: "/n7"))
+            }
+            // The page alone first: a folder the feed brought elsewhere is not taken along.
+            let page = try await scratch.client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
+            _ = try fs.store.apply(page.entries, fromChangeFeed: true)
+            try fs.store.setValue("cursor", page.cursor)
+            #expect(try fs.store.node("/n0/n2") == nil || then == "removed")
+            try await fs.watcher.catchUp()
+            try fs.store.applyMove(from: "/n7", to: try #require(Node(entry)), landing: landing)
+            fs.store.endLanding(landing)
+
+            let held = try await scratch.client.listAll("/n0").map(\.name).sorted()
+            #expect(try fs.store.children("/n0").map(\.name).sorted() == held)
+            #expect(try fs.store.node("/n0/n2") == nil)
+            #expect(try fs.store.node("/n0/n2/f00") == nil)
+            #expect(try fs.store.node("/n7") == nil)
+            if then == "moved on" {
+                #expect(try fs.store.children("/n0/n3").map(\.name).sorted() == Self.names)
+            }
+            #expect(try await offPool { try kernel.list("/n0").value("ls") } == held)
         }
     }
 }
