@@ -334,7 +334,7 @@ public final class MetadataStore: @unchecked Sendable {
     public func feedPassed(_ marker: CatchUpMarker) throws -> [StoreChange] {
         try lock.withLock {
             movedElsewhere.forget()
-            let unconfirmed = try dropUnconfirmedTakeAlongsLocked()
+            let unconfirmed = dropUnconfirmedTakeAlongsLocked()
             let ending = landingsUntilFeedEnd.filter { $0.number <= marker.landingsLeft }
             landingsUntilFeedEnd.removeAll { $0.number <= marker.landingsLeft }
             for (ticket, _) in ending { endLandingLocked(ticket) }
@@ -369,19 +369,32 @@ public final class MetadataStore: @unchecked Sendable {
     /// the removal was read is in the feed by its end, so the target's entry would have come.
     /// Kept, the stale folder stayed for good once the move was answered (two mounts moving
     /// one folder by turns).
-    private func dropUnconfirmedTakeAlongsLocked() throws -> [StoreChange] {
+    private func dropUnconfirmedTakeAlongsLocked() -> [StoreChange] {
         var dropped: [StoreChange] = []
         for (ticket, landing) in landings where landing.tookAlong && !landing.targetSeen {
             landings[ticket]?.tookAlong = false
-            forgetCachedLocked()
-            try db.transaction {
-                guard let node = try db.first(Self.selectByPath, [.text(landing.target)], map: Self.node), node.id == landing.id else { return }
-                FuseLog.trace("store: what was taken along to \(landing.target) goes again (the feed never brought the move of \(landing.source) there)")
-                try removeSubtreeLocked(landing.target)
-                dropped.append(StoreChange(pathLower: landing.target, name: node.name, old: node, new: nil))
-            }
+            if let gone = dropTakenAlongLocked(landing, because: "the feed never brought the move of \(landing.source) there") { dropped.append(gone) }
         }
         return dropped
+    }
+
+    /// What was taken along to a landing's target goes again (if the store still holds the
+    /// moved entry there): the removal for the kernel, nil if nothing went.
+    private func dropTakenAlongLocked(_ landing: Landing, because reason: String) -> StoreChange? {
+        forgetCachedLocked()
+        do {
+            return try db.transaction {
+                guard let node = try db.first(Self.selectByPath, [.text(landing.target)], map: Self.node), node.id == landing.id else { return nil }
+                FuseLog.trace("store: what was taken along to \(landing.target) goes again (\(reason))")
+                try removeSubtreeLocked(landing.target)
+                return StoreChange(pathLower: landing.target, name: node.name, old: node, new: nil)
+            }
+        } catch {
+            // Kept: the next listing of the folder drops it (a write to the cache failed).
+            FuseLog.error("store: could not drop what was taken along to \(landing.target): \(error)")
+            try? unlistLocked(Node.parent(of: landing.target))
+            return nil
+        }
     }
 
     /// Where the store has the folder of this id other than at `path`: where another
@@ -632,18 +645,7 @@ public final class MetadataStore: @unchecked Sendable {
         guard let landing = landings.removeValue(forKey: ticket.number) else { return }
         uncountKeysLocked(of: landing)
         guard landing.tookAlong, !landing.answered, !landing.targetSeen else { return }
-        forgetCachedLocked()
-        do {
-            try db.transaction {
-                guard try db.first(Self.selectByPath, [.text(landing.target)], map: Self.node)?.id == landing.id else { return }
-                FuseLog.trace("store: what was taken along to \(landing.target) goes again (the move of \(landing.source) is not known made)")
-                try removeSubtreeLocked(landing.target)
-            }
-        } catch {
-            // Kept: the next listing of the folder drops it (a write to the cache failed).
-            FuseLog.error("store: could not drop what was taken along to \(landing.target): \(error)")
-            try? unlistLocked(Node.parent(of: landing.target))
-        }
+        _ = dropTakenAlongLocked(landing, because: "the move of \(landing.source) is not known made")
     }
 
     /// The move under way whose source the change feed removes now, if the store holds the
