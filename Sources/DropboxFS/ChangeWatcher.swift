@@ -28,6 +28,8 @@ public final class ChangeWatcher: Sendable {
     private let lastCatchUp = Mutex<Task<Void, Never>?>(nil)
     /// The mount's own changes: applied to the store like any other, never sent to the kernel.
     let own = OwnChanges()
+    /// The paths of own changes the feed told of since they were made (`catchUp(after:)`).
+    private let heardSince = PathsHeardSince()
 
     public init(client: DropboxClient, store: MetadataStore) {
         self.client = client
@@ -92,15 +94,20 @@ public final class ChangeWatcher: Sendable {
 
     /// Catches up after a change the mount made, so the store learns it in Dropbox's order.
     /// If that fails, the store takes `made` as it is (a later catch-up replays it in order):
-    /// the change happened, and the caller answers that it did. False when the catch-up
-    /// failed: what the call found already there, and did not return, is not in the store.
+    /// the change happened, and the caller answers that it did; but not at a path the feed
+    /// told of since the change was made (`PathsHeardSince`): the store has it as it is now.
+    /// False when the catch-up failed: what the call found already there, and did not
+    /// return, is not in the store.
     @discardableResult
     public func catchUp(after made: [Metadata]) async -> Bool {
+        let watch = heardSince.begin(made.compactMap(\.pathLower))
         do {
             try await catchUp()
+            _ = heardSince.end(watch)
             return true
         } catch {
-            _ = try? store.apply(made)
+            let heard = heardSince.end(watch)
+            _ = try? store.apply(made.filter { !heard.contains($0.pathLower ?? "") })
             return false
         }
     }
@@ -154,11 +161,13 @@ public final class ChangeWatcher: Sendable {
         let passing = store.catchUpMarker
         do {
             while true {
+                let requestedAt = ContinuousClock.now
                 let page = try await client.rpc(Routes.listFolderContinue, CursorArgument(cursor: cursor))
                 FuseLog.trace("change feed: \(page.entries.count) entries\(page.entries.prefix(64).map { " " + ($0.pathLower ?? "?") + (Node($0) == nil ? " deleted" : "") }.joined())")
                 let changes = try store.apply(page.entries, fromChangeFeed: true)
                 cursor = page.cursor
                 try store.setValue("cursor", cursor)
+                heardSince.heard(page.entries, requestedAt: requestedAt)
                 notify(changes, page: page.entries, last: !page.hasMore, everything: false)
                 if !page.hasMore {
                     let leftBehind = try store.feedPassed(passing)
