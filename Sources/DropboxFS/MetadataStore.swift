@@ -657,10 +657,10 @@ public final class MetadataStore: @unchecked Sendable {
     /// feed made it: the source stays until its removal, and nothing is taken along.
     private func landingTakingAlongLocked(_ old: Node) throws -> Int? {
         guard !old.id.isEmpty else { return nil }
-        // The feed brought the folder elsewhere already (another client moved it on after
-        // the move, and the source's removal is that later move's): Dropbox holds it there.
-        if old.isFolder, try folderPathLocked(withID: old.id, otherThan: old.pathLower) != nil { return nil }
         for (ticket, landing) in landings where landing.source == old.pathLower && landing.id == old.id {
+            // The feed brought the folder elsewhere already (another client moved it on after
+            // the move, and the source's removal is that later move's): Dropbox holds it there.
+            if old.isFolder, try folderPathLocked(withID: old.id, otherThan: old.pathLower) != nil { return nil }
             // Only where the store shows the target's folder whole (the feed's entries there
             // are kept then; under a folder not listed, they would be dropped).
             let parent = Node.parent(of: landing.target)
