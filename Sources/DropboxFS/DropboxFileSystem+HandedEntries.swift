@@ -25,8 +25,10 @@ extension DropboxFileSystem {
     /// with its number and type only). A plain readdir, which `find` asks for a million
     /// entries at a time, gets numbers alone (`handed` empty). Of a snapshot taken before
     /// names went, only entries the view still shows are handed (`ls` begun before an `rm`
-    /// made the removed file exist again for a second), each as it is now.
-    public func listedEntries(_ listed: ArraySlice<Node>, in folder: UInt64, plus: Bool, namesWent: Bool) -> (numbers: [UInt64], handed: [Node?]) {
+    /// made the removed file exist again for a second). Each is handed as it is now: the
+    /// kernel takes a readdirplus answer's attributes for the file's current ones, and a
+    /// file's size as the snapshot had it cut what was written since off for its readers.
+    public func listedEntries(_ listed: ArraySlice<Node>, in folder: UInt64, plus: Bool, since: SnapshotChanges) -> (numbers: [UInt64], handed: [Node?]) {
         pathChanges.withLock {
             // All or none moved: a snapshot is of one folder.
             let folderPath = inodes.path(of: folder)
@@ -37,22 +39,34 @@ extension DropboxFileSystem {
                 return (inodes.numbers(for: listed.lazy.map { ($0.pathLower, $0.isFolder) }, handed: false), listed.map { _ in nil })
             }
             guard let first = listed.first, Self.rebased(first, under: folderPath).pathLower != first.pathLower else {
-                return numberedLocked(listed, plus: plus, namesWent: namesWent)
+                return numberedLocked(listed, plus: plus, since: since)
             }
-            return numberedLocked(listed.map { Self.rebased($0, under: folderPath) }, plus: plus, namesWent: namesWent)
+            return numberedLocked(listed.map { Self.rebased($0, under: folderPath) }, plus: plus, since: since)
         }
     }
 
     /// `listedEntries` of nodes at their folder's path now, `pathChanges` held.
-    private func numberedLocked(_ nodes: some Collection<Node>, plus: Bool, namesWent: Bool) -> (numbers: [UInt64], handed: [Node?]) {
+    private func numberedLocked(_ nodes: some Collection<Node>, plus: Bool, since: SnapshotChanges) -> (numbers: [UInt64], handed: [Node?]) {
         let entry = { (node: Node) in (path: node.pathLower, isFolder: node.isFolder) }
         guard plus else { return (inodes.numbers(for: nodes.lazy.map(entry), handed: false), []) }
-        let now: [Node?] = namesWent ? nodes.map { shownNow($0) } : nodes.map { $0 }
+        let now: [Node?] = nodes.map { current($0, since: since) }
         var handed = inodes.numbers(for: now.compactMap { $0.map(entry) }, handed: true).makeIterator()
         let numbers = zip(nodes, now).map { node, current in
             current == nil ? inodes.numbers(for: [entry(node)], handed: false)[0] : handed.next()!
         }
         return (numbers, now)
+    }
+
+    /// A snapshot's entry as the view shows it now (nil: gone, or of the other kind). Looked
+    /// up again only if names went or the store was written since the snapshot (`ls -l` of
+    /// 10,000 files, each looked up, took a third longer). A file with a local version now
+    /// is that version, whose size each write moves without a mark. One the snapshot took
+    /// from a local version that is gone now went with a store write (its upload's), or
+    /// with its name.
+    private func current(_ listed: Node, since: SnapshotChanges) -> Node? {
+        if since.namesWent || since.storeWritten { return shownNow(listed) }
+        if let local = writeBack.overlay(listed.pathLower) { return local.isFolder == listed.isFolder ? local : nil }
+        return listed
     }
 
     /// The node under its folder's path now; as found when the folder has none (unknown,
@@ -64,4 +78,22 @@ extension DropboxFileSystem {
         moved.pathLower = folderPath + node.pathLower[slash...]
         return moved
     }
+}
+
+/// What may have changed since a folder's snapshot was taken, for the entries readdirplus
+/// hands from it (`DropboxFileSystem.listedEntries`).
+public struct SnapshotChanges: Sendable {
+    /// Names went (removed, renamed, replaced elsewhere): an entry may be gone.
+    public var namesWent: Bool
+    /// The store was written (`MetadataStore.writeCount`): an entry from Dropbox may have
+    /// other attributes now.
+    public var storeWritten: Bool
+
+    public init(namesWent: Bool, storeWritten: Bool) {
+        self.namesWent = namesWent
+        self.storeWritten = storeWritten
+    }
+
+    /// Nothing assumed: every entry looked up again.
+    public static let anything = SnapshotChanges(namesWent: true, storeWritten: true)
 }

@@ -125,6 +125,11 @@ public final class MetadataStore: @unchecked Sendable {
         }
     }
 
+    /// Rows written so far: the same at two moments, every node read between them is as the
+    /// store holds it still (`FuseMount`: a folder's snapshot hands its entries' attributes
+    /// as taken only while this has not moved).
+    public var writeCount: Int64 { lock.withLock { db.totalChanges } }
+
     /// Enough for `ls -l` of a folder of 10,000 (a node held here costs about 300 bytes:
     /// 200,000 held 60 MiB).
     static let nodesRemembered = 20_000

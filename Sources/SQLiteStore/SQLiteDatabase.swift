@@ -128,6 +128,10 @@ public final class SQLiteDatabase {
 
     public var changes: Int { Int(sqlite3_changes(handle)) }
 
+    /// Rows inserted, updated or deleted through this connection since it was opened: equal
+    /// at two moments, nothing was written between them.
+    public var totalChanges: Int64 { sqlite3_total_changes64(handle) }
+
     /// Steps SQLite's virtual machine has taken in every statement run so far: what a query
     /// read grows with it, so a test can check that a query reads only what it needs,
     /// however much the tables hold.

@@ -43,7 +43,7 @@ struct HandedEntryTests {
             _ = try await offPool { try kernel.mkdir("/a").value("mkdir a again") }
             let again = try await offPool { try kernel.open("/a/f", O_CREAT | O_WRONLY, 0o644).value("create another a/f") }
             _ = try await offPool { try kernel.close(again).value("close the other a/f") }
-            let entries = fs.listedEntries(snapshot[...], in: folder, plus: true, namesWent: true)
+            let entries = fs.listedEntries(snapshot[...], in: folder, plus: true, since: .anything)
             #expect(entries.numbers.count == 1 && entries.handed.count == 1)
             let (number, handed) = (try #require(entries.numbers.first), try #require(entries.handed.first))
             try expectHanded(fs, (number, try #require(handed)), as: fs.inodes.inode(for: "/b/f"), at: "/b/f")
@@ -65,15 +65,43 @@ struct HandedEntryTests {
             _ = try await offPool { try kernel.rmdir("/a").value("rmdir a") }
             _ = try await offPool { try kernel.mkdir("/a").value("mkdir a again") }
             _ = try await offPool { try kernel.mkdir("/a/sub").value("mkdir another a/sub") }
-            let entries = fs.listedEntries(snapshot[...], in: folder, plus: true, namesWent: false)
+            let entries = fs.listedEntries(snapshot[...], in: folder, plus: true, since: SnapshotChanges(namesWent: false, storeWritten: false))
             #expect(entries.numbers.count == 1 && entries.handed == [nil], "\(entries.handed)")
         }
     }
 
-    /// A folder `/a` made here and listed, its inode, and a kernel to rename it with.
-    private func withNewFolder(_ body: @escaping @Sendable (DropboxFileSystem, CoreKernel, UInt64) async throws -> Void) async throws {
+    /// readdirplus hands each entry as the view shows it now, not as the folder's snapshot
+    /// took it: a file written after the folder was opened is handed at its new size, both
+    /// while its local version shows (no mark moves as it is written) and once its upload is
+    /// in the store (whose write count moved). Handed at the snapshot's size, the kernel
+    /// took that for the file's: a reader of a file just written got none of its new bytes.
+    @Test func aListingReadAfterAFileWasWrittenHandsItsSizeNow() async throws {
+        try await withNewFolder(uploading: true) { fs, kernel, folder in
+            let fd = try await offPool { try kernel.open("/a/f", O_CREAT | O_WRONLY, 0o644).value("create a/f") }
+            _ = try await offPool { try kernel.pwrite(fd, Array("12345".utf8), at: 0).value("write a/f") }
+            _ = try await offPool { try kernel.fsync(fd).value("fsync a/f") }
+            let marked = fs.store.writeCount
+            let snapshot = try #require(try fs.openDirectoryWithoutWaiting(folder))
+            #expect(snapshot.map(\.size) == [5])
+            _ = try await offPool { try kernel.pwrite(fd, Array(" and more".utf8), at: 5).value("write a/f again") }
+            let written = SnapshotChanges(namesWent: false, storeWritten: fs.store.writeCount != marked)
+            #expect(fs.listedEntries(snapshot[...], in: folder, plus: true, since: written).handed.map { $0?.size } == [14])
+            _ = try await offPool { try kernel.fsync(fd).value("fsync a/f again") }
+            _ = try await offPool { try kernel.close(fd).value("close a/f") }
+            #expect(fs.writeBack.overlay("/a/f") == nil, "uploaded: the store shows the file")
+            let uploaded = SnapshotChanges(namesWent: false, storeWritten: fs.store.writeCount != marked)
+            #expect(uploaded.storeWritten)
+            #expect(fs.listedEntries(snapshot[...], in: folder, plus: true, since: uploaded).handed.map { $0?.size } == [14])
+        }
+    }
+
+    /// A folder `/a` made here and listed, its inode, and a kernel to rename it with; with the
+    /// uploader running when `uploading` (an fsync waits for it).
+    private func withNewFolder(uploading: Bool = false,
+                               _ body: @escaping @Sendable (DropboxFileSystem, CoreKernel, UInt64) async throws -> Void) async throws {
         try await Scratch.with { scratch in
             let fs = try scratch.filesystem()
+            if uploading { scratch.startUploader(fs) }
             try await fs.watcher.catchUp()
             let kernel = CoreKernel(fs: fs)
             _ = try await offPool { try kernel.mkdir("/a").value("mkdir a") }

@@ -330,8 +330,15 @@ struct OpenDirectory {
 }
 
 /// What had changed when a folder's snapshot was taken: the inode table's `namesGoneCount`,
-/// and when the folder's entries last changed here (`ChangeTimes.lastStatusChange`).
+/// when the folder's entries last changed here (`ChangeTimes.lastStatusChange`), and the
+/// store's `writeCount`.
 struct SnapshotMarks {
     let namesGone: UInt64
     let folderChanged: timespec?
+    let storeWrites: Int64
+
+    /// What changed between these marks and `now`'s.
+    func changes(until now: SnapshotMarks) -> SnapshotChanges {
+        SnapshotChanges(namesWent: namesGone != now.namesGone, storeWritten: storeWrites != now.storeWrites)
+    }
 }

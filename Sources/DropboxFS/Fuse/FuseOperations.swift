@@ -476,7 +476,7 @@ extension FuseMount {
     /// `seekdir` may ask for any offset: one past the end reads nothing.
     func readDirectory(_ request: Request, ino: UInt64, size asked: Int, offset askedOffset: Int, handle: UInt64, plus: Bool) {
         let offset = max(askedOffset, 0)
-        guard let (children, namesWent) = snapshot(handle, of: ino, fromStart: offset == 0) else { return request.fail(FSError.badHandle) }
+        guard let (children, since) = snapshot(handle, of: ino, fromStart: offset == 0) else { return request.fail(FSError.badHandle) }
         let size = plus ? min(asked, Self.plusBytes) : asked
         // The entries that fit ("." and ".." are positions 0 and 1), then their numbers
         // under one lock of the inode table.
@@ -491,7 +491,7 @@ extension FuseMount {
             fitting += 1
         }
         // readdirplus makes each entry it hands exist in the kernel (`listedEntries`).
-        let entries = fs.listedEntries(children[first ..< first + fitting], in: ino, plus: plus, namesWent: namesWent)
+        let entries = fs.listedEntries(children[first ..< first + fitting], in: ino, plus: plus, since: since)
         // As large as what fits needs, not as the kernel's buffer: zeroing `find`'s or `rm`'s
         // buffer for each answer was 2 % of an `rm -r`. Only what is filled is sent.
         let capacity = size - max(room, 0)
@@ -528,13 +528,13 @@ extension FuseMount {
         dropOldInodesIfOver()
     }
 
-    /// A handle's snapshot, and whether names went since it was taken. It is taken again (the
+    /// A handle's snapshot, and what changed since it was taken. It is taken again (the
     /// folder as it is now) when the handle is read from the start again (`rewinddir`: POSIX
     /// asks for the folder's current state; taken again only after names went, it never
     /// showed names added since), and at its first read if an entry was made, removed or
     /// renamed in the folder here since the open (unspecified by POSIX, but a disk shows it:
     /// `mkdirat` on a folder's descriptor, then `fdopendir` of it, found nothing it made).
-    private func snapshot(_ handle: UInt64, of folder: UInt64, fromStart: Bool) -> (nodes: [Node], namesWent: Bool)? {
+    private func snapshot(_ handle: UInt64, of folder: UInt64, fromStart: Bool) -> (nodes: [Node], since: SnapshotChanges)? {
         let now = snapshotMarks(of: folder)
         let (open, again) = directories.withLock { state -> (OpenDirectory?, Bool) in
             guard var open = state.open[handle] else { return (nil, false) }
@@ -546,9 +546,9 @@ extension FuseMount {
         guard let open else { return nil }
         if again, let fresh = fs.childrenNow(folder) {
             directories.withLock { $0.open[handle] = OpenDirectory(children: fresh, taken: now, read: true) }
-            return (fresh, false)
+            return (fresh, now.changes(until: now))
         }
-        return (open.children, open.taken.namesGone != now.namesGone)
+        return (open.children, open.taken.changes(until: now))
     }
 
     /// The number ".." lists in a folder: its parent's, as `stat ..` gives it (the kernel
@@ -561,7 +561,8 @@ extension FuseMount {
 
     /// What has changed so far, for a snapshot of `folder` taken now.
     func snapshotMarks(of folder: UInt64) -> SnapshotMarks {
-        SnapshotMarks(namesGone: fs.inodes.namesGoneCount, folderChanged: fs.changeTimes.lastStatusChange(of: folder))
+        SnapshotMarks(namesGone: fs.inodes.namesGoneCount, folderChanged: fs.changeTimes.lastStatusChange(of: folder),
+                      storeWrites: fs.store.writeCount)
     }
 
     /// Answers an opendir with a handle for the folder's snapshot.
