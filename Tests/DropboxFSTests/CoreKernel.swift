@@ -49,6 +49,7 @@ final class CoreKernel: SystemCalls, Sendable {
                                            writable: access != O_RDONLY, append: append))
             }
             if flags & O_CREAT != 0 && flags & O_EXCL != 0 { throw Sys.Errno(code: EEXIST) }
+            if flags & O_DIRECTORY != 0 && !node.isFolder { throw Sys.Errno(code: ENOTDIR) }
             if node.isFolder {
                 if writes { throw Sys.Errno(code: EISDIR) }
                 _ = try await self.fs.openDirectory(inode)
@@ -318,6 +319,23 @@ final class CoreKernel: SystemCalls, Sendable {
             if !node.isFolder { throw Sys.Errno(code: ENOTDIR) }
             let children = try await self.fs.openDirectory(inode)
             self.fs.releaseDirectory(inode)
+            return children.map(\.name).sorted()
+        }
+    }
+
+    /// A held folder read from its start: as it is now (the core keeps no snapshot for a
+    /// descriptor; a rewound handle lists the folder as it is). A folder removed since lists
+    /// nothing, as on a disk.
+    func list(descriptor fd: Int32) -> Sys.Outcome<[String]> {
+        withDescriptor(fd) { descriptor in
+            guard descriptor.handle == nil else { throw Sys.Errno(code: ENOTDIR) }
+            let children: [Node]
+            do {
+                children = try await self.fs.openDirectory(descriptor.inode)
+            } catch FSError.notFound where self.fs.inodes.isDetachedFolder(descriptor.inode) {
+                return []
+            }
+            self.fs.releaseDirectory(descriptor.inode)
             return children.map(\.name).sorted()
         }
     }

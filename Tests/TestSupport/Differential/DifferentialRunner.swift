@@ -25,6 +25,8 @@ public protocol SystemCalls {
     func rmdir(_ path: String) -> Sys.Outcome<Int32>
     func stat(_ path: String) -> Sys.Outcome<Sys.Status>
     func list(_ path: String) -> Sys.Outcome<[String]>
+    /// The names of the folder open as `fd`, read from its start; `fd` stays open.
+    func list(descriptor fd: Int32) -> Sys.Outcome<[String]>
     /// utimensat of a path: to `time`, or (nil) to now.
     func setTimes(_ path: String, _ time: timespec?) -> Sys.Outcome<Int32>
     func chmod(_ path: String, _ mode: mode_t) -> Sys.Outcome<Int32>
@@ -84,6 +86,14 @@ public struct Kernel: SystemCalls, Sendable {
     public func stat(_ path: String) -> Sys.Outcome<Sys.Status> { Sys.stat(path) }
     public func setTimes(_ path: String, _ time: timespec?) -> Sys.Outcome<Int32> { Sys.setTimes(path, time) }
     public func list(_ path: String) -> Sys.Outcome<[String]> { Sys.list(path) }
+    /// Read through a duplicate, rewound (they share the offset), as Python's
+    /// `os.listdir(fd)` reads.
+    public func list(descriptor fd: Int32) -> Sys.Outcome<[String]> {
+        let copy = dup(fd)
+        guard copy >= 0 else { return .failure(Sys.Errno(code: errno)) }
+        lseek(copy, 0, SEEK_SET)
+        return Sys.list(descriptor: copy)
+    }
     public func chmod(_ path: String, _ mode: mode_t) -> Sys.Outcome<Int32> { Sys.chmod(path, mode) }
     public func chown(_ path: String, _ owner: UInt32?, _ group: UInt32?) -> Sys.Outcome<Int32> { Sys.chown(path, owner, group) }
     public func setAttribute(_ path: String, _ name: String, _ value: [UInt8]?) -> Sys.Outcome<Int32> { Sys.setAttribute(path, name, value) }
@@ -398,6 +408,36 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         return (testedRoot + relative, localRoot + relative)
     }
 
+    /// open(2) on both sides; the descriptors are kept in a slot if both opened.
+    private mutating func openOnBoth(_ path: Int, _ flags: Int32, _ mode: mode_t) -> (String, String) {
+        let (t, l) = paths(path)
+        let (tested, local) = both({ self.tested.open(t, flags, mode) }, { self.local.open(l, flags, mode) })
+        guard let local else { return ("out of reach: skipped", "out of reach: skipped") }
+        if case .success(let tfd) = tested, case .success(let lfd) = local {
+            open.append((tfd, lfd, path))
+        } else {
+            if case .success(let fd) = tested { _ = self.tested.close(fd) }
+            if case .success(let fd) = local { _ = self.local.close(fd) }
+        }
+        return (describe(tested.map { _ in 0 }), describe(local.map { _ in 0 }))
+    }
+
+    /// A listing through a held descriptor (`Step.listOpen`), then the stat of each name both
+    /// sides listed, by path while the folder is where it was opened (local disk's word).
+    private func listedThrough(_ d: (tested: Int32, local: Int32, path: Int)) -> (String, String) {
+        let (onTested, onLocal) = (tested.list(descriptor: d.tested), local.list(descriptor: d.local))
+        guard case .success(let testedNames) = onTested, case .success(let localNames) = onLocal else {
+            return (describe(onTested.map { _ in 0 }), describe(onLocal.map { _ in 0 }))
+        }
+        let (t, l) = paths(d.path)
+        guard case .success(let held) = local.fstat(d.local), case .success(let there) = local.stat(l), held.inode == there.inode else {
+            return ("listed a folder moved since", "listed a folder moved since")
+        }
+        let both = Set(testedNames).intersection(localNames).sorted()
+        return (both.map { "\($0): \(describeStat(tested.stat(t + "/" + $0)))" }.joined(separator: "; "),
+                both.map { "\($0): \(describeStat(local.stat(l + "/" + $0)))" }.joined(separator: "; "))
+    }
+
     /// The descriptor pair a slot picks, if any is open.
     private func descriptor(_ slot: Int) -> (tested: Int32, local: Int32, path: Int)? {
         open.isEmpty ? nil : open[slot % open.count]
@@ -408,16 +448,12 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         stepMayNeedDropbox = operation.mayNeedDropbox
         switch operation {
         case .open(let path, let mode):
-            let (t, l) = paths(path)
-            let (tested, local) = both({ self.tested.open(t, mode.flags, mode.createMode) }, { self.local.open(l, mode.flags, mode.createMode) })
-            guard let local else { return ("out of reach: skipped", "out of reach: skipped") }
-            if case .success(let tfd) = tested, case .success(let lfd) = local {
-                open.append((tfd, lfd, path))
-            } else {
-                if case .success(let fd) = tested { _ = self.tested.close(fd) }
-                if case .success(let fd) = local { _ = self.local.close(fd) }
-            }
-            return (describe(tested.map { _ in 0 }), describe(local.map { _ in 0 }))
+            return openOnBoth(path, mode.flags, mode.createMode)
+        case .openFolder(let path):
+            return openOnBoth(path, O_RDONLY | O_DIRECTORY, 0)
+        case .listOpen(let slot):
+            guard let d = descriptor(slot) else { return ("none open", "none open") }
+            return listedThrough(d)
         case .close(let slot):
             guard let index = open.isEmpty ? nil : slot % open.count else { return ("none open", "none open") }
             let descriptor = open.remove(at: index)

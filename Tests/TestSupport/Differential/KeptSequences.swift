@@ -148,6 +148,34 @@ public enum KeptSequences {
             .write(slot: 3, offset: 4_190_950, length: 154_931, fill: 205),
             .read(slot: 2, offset: 4_196_389, length: 103),
         ]),
+        // Not found by the suite (a stress of processes writing and listing one folder): a
+        // folder opened, then a file in it written and truncated, then the folder read. The
+        // readdirplus answer gave the kernel each file's size as the folder's snapshot had
+        // it: stat and reads then saw the old size (an append after it wrote over lines).
+        ("a folder read after files in it were written since it was opened", [
+            .open(path: 0, mode: Step.OpenMode.all[3]),  // a, RDWR|CREAT
+            .write(slot: 0, offset: 0, length: 500, fill: 3),
+            .close(slot: 0),
+            .mkdir(path: 3),  // d
+            .open(path: 4, mode: Step.OpenMode.all[3]),  // d/a, RDWR|CREAT
+            .write(slot: 0, offset: 0, length: 7000, fill: 4),
+            .fsync(slot: 0),
+            .close(slot: 0),
+            .openFolder(path: -1),
+            .openFolder(path: 3),  // d
+            .open(path: 0, mode: Step.OpenMode.all[6]),  // a, WRONLY|CREAT|APPEND
+            .write(slot: 2, offset: 0, length: 900, fill: 5),
+            .close(slot: 2),
+            .truncate(path: 4, size: 100),  // d/a
+            .listOpen(slot: 0),
+            .listOpen(slot: 1),
+            .open(path: 0, mode: Step.OpenMode.all[6]),  // a again
+            .write(slot: 2, offset: 0, length: 10, fill: 6),
+            .close(slot: 2),
+            .stat(path: 0),
+            .open(path: 4, mode: Step.OpenMode.all[0]),  // d/a, RDONLY
+            .read(slot: 2, offset: 0, length: 8000),
+        ]),
         // Not found by the suite: another client's moves and deletes of files closed here.
         ("files moved and deleted elsewhere", [
             .open(path: 0, mode: Step.OpenMode.all[3]),  // a, RDWR|CREAT

@@ -45,6 +45,14 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     /// before 2001, which `stat` then compares: `Sys.Status.setTime`), or to now (nil).
     case touch(path: Int, seconds: Int?, nanos: Int)
     case list(path: Int)
+    /// open(O_RDONLY | O_DIRECTORY), held in a slot as `open`'s descriptors are: a listing
+    /// read through it later (`listOpen`) spans the steps between, as `ls` or `find` in
+    /// another process does.
+    case openFolder(path: Int)
+    /// The names of the folder a slot's descriptor holds, read from its start, then the stat
+    /// of each name both sides list (whether a name made or removed since the folder was
+    /// opened is listed POSIX leaves open): readdirplus hands the kernel attributes.
+    case listOpen(slot: Int)
     /// chmod: a mode kept here (Dropbox keeps none), which renames take along and stat shows.
     case chmod(path: Int, mode: mode_t)
     /// chown (`cp -a`, `rsync -a`, `tar xp` as root): an owner and a group kept here, as a
@@ -149,6 +157,8 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .stat(let p): return "stat(\(path(p)))"
         case .touch(let p, let seconds, let nanos): return "touch(\(path(p)), \(seconds.map { "\($0).\(nanos)" } ?? "now"))"
         case .list(let p): return "list(\(path(p)))"
+        case .openFolder(let p): return "opendir(\(path(p)))"
+        case .listOpen(let slot): return "readdir(#\(slot)), then stat each name"
         case .chmod(let p, let mode): return "chmod(\(path(p)), \(String(mode, radix: 8)))"
         case .chown(let p, let owner, let group): return "chown(\(path(p)), \(owner.map(String.init) ?? "-1"), \(group.map(String.init) ?? "-1"))"
         case .copy(let from, let to): return "cp(\(path(from)), \(path(to)))"
@@ -260,7 +270,8 @@ public struct SequenceGenerator {
         case 25..<40: return .rmdir(path: path)
         case 40..<75: return .rename(from: path, to: below(Step.paths.count))
         case 75..<78: return .caseRename(path: path)
-        case 78..<81: return .list(path: below(Step.paths.count + 1) - 1)
+        case 78..<80: return .list(path: below(Step.paths.count + 1) - 1)
+        case 80: return below(2) == 0 ? .openFolder(path: below(Step.paths.count + 1) - 1) : .listOpen(slot: below(4))
         // A folder's time set, and compared: renames, removals and forgets must keep it.
         case 81..<83: return .touch(path: path, seconds: 946_684_800 + below(1_000_000), nanos: below(1_000_000_000))
         case 83: return .stat(path: path)
@@ -304,7 +315,8 @@ public struct SequenceGenerator {
             guard below(2) == 0 else { return .setAttribute(path: path, name: below(2), value: below(3) == 0 ? nil : fill) }
             return .chmod(path: path, mode: Step.chmodModes[below(Step.chmodModes.count)])
         case 89: return .chown(path: path, owner: Step.chownIDs[below(Step.chownIDs.count)], group: Step.chownIDs[below(Step.chownIDs.count)])
-        case 90..<93: return .list(path: below(Step.paths.count + 1) - 1)  // -1: the sequence's root
+        case 90..<92: return .list(path: below(Step.paths.count + 1) - 1)  // -1: the sequence's root
+        case 92: return below(2) == 0 ? .openFolder(path: below(Step.paths.count + 1) - 1) : .listOpen(slot: slot)
         case 93..<95: return .remoteWrite(path: path, length: length(), fill: fill)
         case 95: return .remoteDelete(path: path)
         case 96: return .remoteRename(from: path, to: below(Step.paths.count))
@@ -407,7 +419,9 @@ public struct SequenceGenerator {
         case 62..<66: return .write(slot: below(4), offset: offset(), length: length(), fill: fill)
         case 66..<70: return .close(slot: below(4))
         case 70..<73: return .unlink(path: below(Step.paths.count))
-        case 73..<77: return .list(path: below(Step.paths.count + 1) - 1)
+        case 73..<75: return .list(path: below(Step.paths.count + 1) - 1)
+        case 75: return .openFolder(path: below(5) == 0 ? below(Step.paths.count + 1) - 1 : folder())
+        case 76: return .listOpen(slot: below(4))
         case 77..<79: return .stat(path: folder())
         case 79: return .chmod(path: folder(), mode: Step.chmodModes[below(Step.chmodModes.count)])
         case 80..<82: return .remoteWrite(path: below(Step.paths.count), length: length(), fill: fill)
