@@ -408,6 +408,33 @@ struct TreeOperationTests {
         }
     }
 
+    /// The same with the change another client's: once the mount shows the file's new size,
+    /// a listing through a handle opened before must not give the kernel the old one back.
+    @Test func aFolderOpenedBeforeAnotherClientChangedAFileListsTheFileAsItIsNow() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/s\" && printf 12345 > \"$M/s/f\" && sync \"$M/s/f\"").status == 0)
+            // The handle is opened, then the script waits (bounded) for the test's go-ahead: a
+            // file outside the mount.
+            let opened = m.root.appendingPathComponent("opened").path, go = m.root.appendingPathComponent("go").path
+            async let listed = m.python("""
+                import os, time
+                fd = os.open(os.environ['M'] + '/s', os.O_RDONLY | os.O_DIRECTORY)
+                open('\(opened)', 'w').close()
+                for _ in range(6000):
+                    if os.path.exists('\(go)'): break
+                    time.sleep(0.01)
+                os.listdir(fd)
+                print(os.stat(os.environ['M'] + '/s/f').st_size, len(open(os.environ['M'] + '/s/f', 'rb').read()))
+                """)
+            try await eventually("the folder to be open") { FileManager.default.fileExists(atPath: opened) }
+            try await m.uploadElsewhere("twenty bytes of text", to: "/s/f")
+            try await eventually("the mount to show the new size") { try await m.sh("stat -c %s \"$M/s/f\"").stdout == "20\n" }
+            FileManager.default.createFile(atPath: go, contents: nil)
+            let result = try await listed
+            #expect(result.status == 0 && result.stdout == "20 20\n", "\(result.stdout)\(result.stderr)")
+        }
+    }
+
     /// A folder's ".." entry carries its parent's inode number, as `stat ..` gives it (and
     /// as a disk lists it): it carried the folder's own. The mount's root lists itself there,
     /// as a disk's root does. (Read raw: `ls -ai` stats the dot entries instead.)

@@ -546,7 +546,8 @@ extension FuseMount {
         guard let open else { return nil }
         if again, let fresh = fs.childrenNow(folder) {
             directories.withLock { $0.open[handle] = OpenDirectory(children: fresh, taken: now, read: true) }
-            return (fresh, now.changes(until: now))
+            // What changed while it was taken may be in it or not.
+            return (fresh, now.changes(until: snapshotMarks(of: folder)))
         }
         return (open.children, open.taken.changes(until: now))
     }
