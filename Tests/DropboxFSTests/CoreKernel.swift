@@ -317,10 +317,15 @@ final class CoreKernel: SystemCalls, Sendable {
         outcome {
             let (inode, node) = try await self.resolve(path)
             if !node.isFolder { throw Sys.Errno(code: ENOTDIR) }
-            let children = try await self.fs.openDirectory(inode)
-            self.fs.releaseDirectory(inode)
-            return children.map(\.name).sorted()
+            return try await self.names(in: inode)
         }
+    }
+
+    /// A folder's entry names, sorted, as an opendir and readdirs until the end give them.
+    private func names(in folder: UInt64) async throws -> [String] {
+        let children = try await fs.openDirectory(folder)
+        fs.releaseDirectory(folder)
+        return children.map(\.name).sorted()
     }
 
     /// A held folder read from its start: as it is now (the core keeps no snapshot for a
@@ -329,14 +334,11 @@ final class CoreKernel: SystemCalls, Sendable {
     func list(descriptor fd: Int32) -> Sys.Outcome<[String]> {
         withDescriptor(fd) { descriptor in
             guard descriptor.handle == nil else { throw Sys.Errno(code: ENOTDIR) }
-            let children: [Node]
             do {
-                children = try await self.fs.openDirectory(descriptor.inode)
+                return try await self.names(in: descriptor.inode)
             } catch FSError.notFound where self.fs.inodes.isDetachedFolder(descriptor.inode) {
                 return []
             }
-            self.fs.releaseDirectory(descriptor.inode)
-            return children.map(\.name).sorted()
         }
     }
 

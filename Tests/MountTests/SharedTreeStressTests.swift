@@ -20,13 +20,7 @@ struct SharedTreeStressTests {
                 #expect(try await m.syncFolder("\"$M/shared-\(seed)\"").status == 0)
             }
             let fresh = try await m.mountAnother("fresh")
-            for seed in seeds {
-                let shown = try await m.python(Self.snapshot(of: m.mountpoint + "/shared-\(seed)"))
-                let heldOnDropbox = try await m.python(Self.snapshot(of: fresh + "/shared-\(seed)"))
-                #expect(shown.status == 0 && heldOnDropbox.status == 0, "\(shown.stderr)\(heldOnDropbox.stderr)")
-                print("seed \(seed): \(shown.stdout.split(separator: "\n").count) entries")
-                #expect(shown.stdout == heldOnDropbox.stdout, "seed \(seed): the mount shows\n\(shown.stdout)\nDropbox holds\n\(heldOnDropbox.stdout)")
-            }
+            for seed in seeds { try await Self.expectShownAsOnDropbox(m, fresh: fresh, folder: "shared-\(seed)", seed: seed) }
         }
     }
 
@@ -46,12 +40,7 @@ struct SharedTreeStressTests {
                 #expect(try await m.syncFolder("\"$M/models-\(seed)\"").status == 0)
             }
             let fresh = try await m.mountAnother("fresh")
-            for seed in seeds {
-                let shown = try await m.python(Self.snapshot(of: m.mountpoint + "/models-\(seed)"))
-                let heldOnDropbox = try await m.python(Self.snapshot(of: fresh + "/models-\(seed)"))
-                #expect(shown.status == 0 && heldOnDropbox.status == 0, "\(shown.stderr)\(heldOnDropbox.stderr)")
-                #expect(shown.stdout == heldOnDropbox.stdout, "seed \(seed): the mount shows\n\(shown.stdout)\nDropbox holds\n\(heldOnDropbox.stdout)")
-            }
+            for seed in seeds { try await Self.expectShownAsOnDropbox(m, fresh: fresh, folder: "models-\(seed)", seed: seed) }
         }
     }
 
@@ -73,11 +62,7 @@ struct SharedTreeStressTests {
                 try await m.mount()
                 #expect(try await m.syncFolder("\"$M/killed-\(seed)\"").status == 0)
                 let fresh = try await m.mountAnother("fresh-\(seed)")
-                let shown = try await m.python(Self.snapshot(of: m.mountpoint + "/killed-\(seed)"))
-                let heldOnDropbox = try await m.python(Self.snapshot(of: fresh + "/killed-\(seed)"))
-                #expect(shown.status == 0 && heldOnDropbox.status == 0, "\(shown.stderr)\(heldOnDropbox.stderr)")
-                print("seed \(seed): \(shown.stdout.split(separator: "\n").count) entries")
-                #expect(shown.stdout == heldOnDropbox.stdout, "seed \(seed): the mount shows\n\(shown.stdout)\nDropbox holds\n\(heldOnDropbox.stdout)")
+                try await Self.expectShownAsOnDropbox(m, fresh: fresh, folder: "killed-\(seed)", seed: seed)
             }
         }
     }
@@ -190,6 +175,16 @@ struct SharedTreeStressTests {
     }
 
     static let script = MountFixture.libraryScript("shared_tree_calls.py")
+
+    /// `folder` (below the mountpoint) as the mount shows it and as a mount with a fresh
+    /// cache (`fresh`: what Dropbox holds) shows it: the same names, kinds and bytes.
+    static func expectShownAsOnDropbox(_ m: MountFixture, fresh: String, folder: String, seed: Int) async throws {
+        let shown = try await m.python(snapshot(of: m.mountpoint + "/" + folder))
+        let heldOnDropbox = try await m.python(snapshot(of: fresh + "/" + folder))
+        #expect(shown.status == 0 && heldOnDropbox.status == 0, "\(shown.stderr)\(heldOnDropbox.stderr)")
+        print("seed \(seed): \(shown.stdout.split(separator: "\n").count) entries")
+        #expect(shown.stdout == heldOnDropbox.stdout, "seed \(seed): the mount shows\n\(shown.stdout)\nDropbox holds\n\(heldOnDropbox.stdout)")
+    }
 
     /// A Python script printing a tree: folders, and files with the MD5 of their bytes, sorted.
     static func snapshot(of folder: String) -> String {
