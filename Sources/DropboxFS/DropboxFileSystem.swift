@@ -484,16 +484,27 @@ public final class DropboxFileSystem: Sendable {
         return ((try? node(at: path, remember: false)) ?? nil) != nil
     }
 
+    /// The attributes shown for `inode`, found as `node`. What is kept by path (mode, owner,
+    /// a folder's time) is looked up at the path the inode has now, under `pathChanges`,
+    /// which every rename made here holds while it moves those and the inodes: `node`'s path
+    /// was found before, and a rename of its folder since (by another process: a listing
+    /// running while a folder was renamed away and back) had the file show the default mode,
+    /// which the kernel then kept: `chmod 600` undone for whoever looked next.
     public func attributes(_ inode: UInt64, _ node: Node) -> stat {
         var attributes = stat()
         attributes.st_ino = UInt(inode)
         // No write bits where nothing can be changed: the history views, a team space's top.
         let readOnly = (history.inUse && HistoryPath.isInView(node.pathLower)) || (options.protectedTop && node.pathLower.isEmpty)
-        let attached = inodes.path(of: inode) != nil
-        // Asked only of an inode with a mode of its own (its name went): whether its path
-        // shows an entry still. One whose name another client removed keeps its path in the
-        // inode table until the kernel is told (`FuseMount`), or for good in the core alone.
-        let shown = modes.shown(of: node.pathLower, inode: inode, attached: self.showsEntry(inode), isFolder: node.isFolder)
+        let (attached, shown, folderTime) = pathChanges.withLock {
+            let path = inodes.path(of: inode)
+            var now = node
+            if let path { now.pathLower = path }
+            // Asked only of an inode with a mode of its own (its name went): whether its path
+            // shows an entry still. One whose name another client removed keeps its path in the
+            // inode table until the kernel is told (`FuseMount`), or for good in the core alone.
+            let shown = modes.shown(of: now.pathLower, inode: inode, attached: self.showsEntry(inode), isFolder: node.isFolder)
+            return (path != nil, shown, node.isFolder ? keptTime(ofFolder: now) : nil)
+        }
         attributes.st_uid = shown.uid
         attributes.st_gid = shown.gid
         let permissions = shown.mode & (readOnly ? ~0o222 : ~0)
@@ -510,7 +521,7 @@ public final class DropboxFileSystem: Sendable {
             attributes.st_blocks = Int((node.size + 511) / 512)
         }
         attributes.st_blksize = Int(Reader.blockSize)
-        attributes.st_mtim = node.isFolder ? keptTime(ofFolder: node) ?? timespec(tv_sec: mountedAt, tv_nsec: 0)
+        attributes.st_mtim = node.isFolder ? folderTime ?? timespec(tv_sec: mountedAt, tv_nsec: 0)
             : timespec(tv_sec: Int(node.modified), tv_nsec: Int(node.modifiedNanos))
         attributes.st_ctim = attributes.st_mtim
         attributes.st_atim = attributes.st_mtim
@@ -793,7 +804,7 @@ public final class DropboxFileSystem: Sendable {
         guard name.hasPrefix(UserAttributes.prefix) else { throw FSError.noAttribute }
         let node = try node(inode)
         guard name.hasPrefix(Self.ownPrefix) else {
-            guard let value = modes.userAttributes(of: node.pathLower, inode: inode, attached: showsEntry(inode))[name] else { throw FSError.noAttribute }
+            guard let value = userAttributes(inode, node)[name] else { throw FSError.noAttribute }
             return value
         }
         guard let value = attributeValue(name, of: node, answered: answered(node)) else { throw FSError.noAttribute }
@@ -805,8 +816,14 @@ public final class DropboxFileSystem: Sendable {
     /// attributes (`rsync -X`, `cp -a`, `tar --xattrs`), and a second `rsync -aX` into the
     /// mount exited 23, refused the removal of the `user.dropbox.id` its source lacked.
     public func extendedAttributeNames(_ inode: UInt64) throws -> [String] {
-        let node = try node(inode)
-        return modes.userAttributes(of: node.pathLower, inode: inode, attached: showsEntry(inode)).keys.sorted()
+        userAttributes(inode, try node(inode)).keys.sorted()
+    }
+
+    /// The `user.*` attributes kept for `inode`, at the path it has now (as `attributes`).
+    private func userAttributes(_ inode: UInt64, _ node: Node) -> [String: [UInt8]] {
+        pathChanges.withLock {
+            modes.userAttributes(of: inodes.path(of: inode) ?? node.pathLower, inode: inode, attached: showsEntry(inode))
+        }
     }
 
     /// What Dropbox answered for a file written here once it has it, before its version is

@@ -224,6 +224,7 @@ final class FileModes: @unchecked Sendable {
             if attributes.gid == owner.gid { attributes.gid = nil }
             let kept = attributes == defaults(isFolder: isFolder) ? nil : attributes
             guard modes[pathLower] != kept else { return }
+            FuseLog.trace("modes: \(pathLower) \(kept.map { String($0.mode, radix: 8) } ?? "default")\(untilSealed ? " until sealed" : "")")
             if unsaved.index(forKey: pathLower) == nil {  // else it stays in memory until its seal
                 if untilSealed { unsaved[pathLower] = .some(modes[pathLower]) } else { try write([(pathLower, kept)]) }
             }
@@ -334,6 +335,7 @@ final class FileModes: @unchecked Sendable {
 
     /// Drops `removing`, then keeps `setting`, in the store and in memory. Call with `lock` held.
     private func applyLocked(removing: [String], setting: [(path: String, kept: KeptAttributes)]) {
+        FuseLog.trace("modes: removing \(removing), setting \(setting.map { "\($0.path) \(String($0.kept.mode, radix: 8))" })")
         do {
             try store.replaceKept(removing: removing, setting: setting)
         } catch {

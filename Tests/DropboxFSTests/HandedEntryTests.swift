@@ -95,6 +95,30 @@ struct HandedEntryTests {
         }
     }
 
+    /// The attributes of an entry handed are worked out after the entry: a rename of its
+    /// folder may come between (another process renamed the folder away, while a listing
+    /// and a lookup ran). The mode kept for the file (chmod 600) is the one shown, at the
+    /// folder's new path and back at the old one. Looked up at the path the entry was found
+    /// at, the mode was the default, 644, and the kernel kept that: a stress of processes
+    /// renaming their folders while others list the tree saw its chmods undone.
+    @Test func aFileListedOrLookedUpInAFolderRenamedMeanwhileShowsItsMode() async throws {
+        try await withNewFolder { fs, kernel, folder in
+            let fd = try await offPool { try kernel.open("/a/f", O_CREAT | O_WRONLY, 0o644).value("create a/f") }
+            _ = try await offPool { try kernel.close(fd).value("close a/f") }
+            _ = try await offPool { try kernel.chmod("/a/f", 0o600).value("chmod a/f") }
+            let snapshot = try #require(try fs.openDirectoryWithoutWaiting(folder))
+            let listed = fs.listedEntries(snapshot[...], in: folder, plus: true, since: .anything)
+            let (number, handed) = (try #require(listed.numbers.first), try #require(listed.handed.first ?? nil))
+            let found = try #require(try fs.cachedLookup(parent: folder, name: "f"))
+            _ = try await offPool { try kernel.rename("/a", "/b").value("rename a to b") }
+            #expect(fs.attributes(number, handed).st_mode & 0o777 == 0o600, "listed, then the folder renamed")
+            #expect(fs.attributes(found.0, found.1).st_mode & 0o777 == 0o600, "looked up, then the folder renamed")
+            let again = try #require(try fs.cachedLookup(parent: folder, name: "f"))
+            _ = try await offPool { try kernel.rename("/b", "/a").value("rename b back to a") }
+            #expect(fs.attributes(again.0, again.1).st_mode & 0o777 == 0o600, "looked up, then the folder renamed back")
+        }
+    }
+
     /// A folder `/a` made here and listed, its inode, and a kernel to rename it with; with the
     /// uploader running when `uploading` (an fsync waits for it).
     private func withNewFolder(uploading: Bool = false,
