@@ -13,7 +13,9 @@ import Synchronization
 /// every file): a daemon killed loses the times changed since the folder was last forgotten
 /// or the last mount ended, and the folder shows an older one (or the mount's start).
 /// A folder not on Dropbox yet (no id: its mkdir queued) when its time is to be kept keeps it
-/// by path, in memory, until it is made there (`made`): then by its id, as any other.
+/// by path, in memory, until it is made there (`made`): then by its id, as any other. A mount
+/// that ends with such folders still queued (offline, `unmount --no-wait`) keeps their times
+/// in the store by path (`waitingKey`), and the next mount takes them back into memory.
 ///
 /// A listing's nodes carry no id (`Node.attributesOnly`: the store's index has none, and
 /// reading it was a third of a `find` over a million entries), so each kept time also has the
@@ -60,9 +62,23 @@ final class FolderTimes: Sendable {
     init(store: MetadataStore) throws {
         self.store = store
         var loaded = Kept()
-        for (id, path, time) in try store.folderTimes() { loaded.set(id, path: path, time: time) }
+        var waiting: [String] = []
+        for (id, path, time) in try store.folderTimes() {
+            if id.hasPrefix(Self.waitingKey) {
+                loaded.waiting[path] = time
+                waiting.append(id)
+            } else {
+                loaded.set(id, path: path, time: time)
+            }
+        }
         kept = Mutex(loaded)
+        // In memory again: kept by path in the store only while no mount runs, so that none
+        // is left there for a folder made, removed or renamed meanwhile.
+        try store.forgetFolderTimes(waiting)
     }
+
+    /// The store's key of a time waiting for its folder's mkdir (`keepWaiting`), before the path.
+    static let waitingKey = "waiting:"
 
     /// The time kept for a folder, if any. `withID` finds the id of a node that has none (a
     /// listing's), asked only where a kept folder was last seen.
@@ -120,10 +136,20 @@ final class FolderTimes: Sendable {
     }
 
     /// The mount ends, its new folders sent: the waiting times of those on Dropbox now go
-    /// under their ids, into the store.
+    /// under their ids, into the store; those of folders still queued (offline, `unmount
+    /// --no-wait`) by path, for the next mount to take back (lost before: the folder showed
+    /// the mount's start once made).
     func keepWaiting(withID: (String) -> String?) {
         let waiting = kept.withLock { $0.takeWaiting(atOrUnder: "") }
-        keep(waiting.map { (id: withID($0.path) ?? "", path: $0.path, time: $0.time) })
+        let found = waiting.map { (id: withID($0.path) ?? "", path: $0.path, time: $0.time) }
+        keep(found.filter { !$0.id.isEmpty })
+        let queued = found.filter(\.id.isEmpty).map { (id: Self.waitingKey + $0.path, path: $0.path, time: $0.time) }
+        guard !queued.isEmpty else { return }
+        do {
+            try store.keepFolderTimes(queued)
+        } catch {
+            FuseLog.error("times of \(queued.count) folder(s) not made yet not kept: \(error)")
+        }
     }
 
     /// A folder removed here: a waiting time at or below it is no folder's any more (another

@@ -89,8 +89,9 @@ public final class MetadataStore: @unchecked Sendable {
             CREATE TABLE IF NOT EXISTS modes (path_lower TEXT PRIMARY KEY, mode INTEGER NOT NULL, uid INTEGER, gid INTEGER,
                                               xattrs BLOB) WITHOUT ROWID;
             -- Folders' modification times kept here (`FolderTimes`), by Dropbox folder id, which
-            -- follows the folder wherever it is moved, with the path it was last seen at. This
-            -- machine's too.
+            -- follows the folder wherever it is moved, with the path it was last seen at (or by
+            -- "waiting:" and the path, between mounts, for a folder whose mkdir is still queued).
+            -- This machine's too.
             CREATE TABLE IF NOT EXISTS folder_times (id TEXT PRIMARY KEY, path_lower TEXT NOT NULL, sec INTEGER NOT NULL,
                                                      nsec INTEGER NOT NULL) WITHOUT ROWID;
             """)
@@ -895,6 +896,16 @@ public final class MetadataStore: @unchecked Sendable {
                 times.append((row.text(0), row.text(1), timespec(tv_sec: Int(row.int(2)), tv_nsec: Int(row.int(3)))))
             }
             return times
+        }
+    }
+
+    /// Drops the folder times kept under these keys.
+    func forgetFolderTimes(_ ids: [String]) throws {
+        guard !ids.isEmpty else { return }
+        try lock.withLock {
+            try db.transaction {
+                for id in ids { try db.run("DELETE FROM folder_times WHERE id = ?", [.text(id)]) }
+            }
         }
     }
 
