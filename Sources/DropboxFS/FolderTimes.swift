@@ -14,8 +14,9 @@ import Synchronization
 /// or the last mount ended, and the folder shows an older one (or the mount's start).
 /// A folder not on Dropbox yet (no id: its mkdir queued) when its time is to be kept keeps it
 /// by path, in memory, until it is made there (`made`): then by its id, as any other. A mount
-/// that ends with such folders still queued (offline, `unmount --no-wait`) keeps their times
-/// in the store by path (`waitingKey`), and the next mount takes them back into memory.
+/// that ends with such folders still queued (offline) keeps their times in the store by path
+/// (`waitingKey`), and the next mount takes them back into memory. (`unmount --no-wait` ends
+/// the daemon at once: it keeps none of the times held in memory.)
 ///
 /// A listing's nodes carry no id (`Node.attributesOnly`: the store's index has none, and
 /// reading it was a third of a `find` over a million entries), so each kept time also has the
@@ -136,9 +137,8 @@ final class FolderTimes: Sendable {
     }
 
     /// The mount ends, its new folders sent: the waiting times of those on Dropbox now go
-    /// under their ids, into the store; those of folders still queued (offline, `unmount
-    /// --no-wait`) by path, for the next mount to take back (lost before: the folder showed
-    /// the mount's start once made).
+    /// under their ids, into the store; those of folders still queued (offline) by path, for
+    /// the next mount to take back (lost before: the folder showed the mount's start once made).
     func keepWaiting(withID: (String) -> String?) {
         let waiting = kept.withLock { $0.takeWaiting(atOrUnder: "") }
         let found = waiting.map { (id: withID($0.path) ?? "", path: $0.path, time: $0.time) }
