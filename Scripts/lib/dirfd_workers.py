@@ -16,7 +16,7 @@ never stop touching the file's path), and with server errors injected (500 at 6 
 one fsync in ten failed with EIO (each of the many rename rounds it sent was a chance).
 With the default pause, and without faults, it passes.
 """
-import errno, os, random, stat, sys, time
+import errno, json, os, random, stat, sys, time
 
 root, seed, workers, ops = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 PAUSE = float(os.environ.get("PAUSE", "0.01"))
@@ -35,7 +35,7 @@ def worker(k):
     while True:
         try:
             fd = os.open(where(k), os.O_RDONLY | os.O_DIRECTORY); break
-        except (FileNotFoundError, TypeError):
+        except (FileNotFoundError, TypeError):  # moved between the look and the open (None: mid-move)
             pass
     model = {}  # name -> [bytes, mode]
     bad, done = [], []
@@ -139,11 +139,9 @@ def main():
         if pid == 0:
             os.close(r)
             bad, model = worker(k)
-            import json
             os.write(w, json.dumps({"bad": bad, "model": {n: [v[0].hex(), v[1]] for n, v in model.items()}}).encode())
             os._exit(0)
         os.close(w); kids.append((pid, r))
-    import json
     results = []
     for pid, r in kids:
         out = b""
