@@ -10,11 +10,9 @@ and then; meanwhile a mover renames the worker folders between parents (a/, b/, 
 pausing PAUSE seconds (default 0.01) after each rename, and a lister walks the tree. At the
 end each folder, found by path, must hold what its model says. Exit status 1 on any fault.
 
-Not run by the tests: it reproduces an open liveness problem (ninety-third session's note).
-With PAUSE=0 every fsync waited as long as the mover went on (the renames it waits for
-never stop touching the file's path), and with server errors injected (500 at 6 %) about
-one fsync in ten failed with EIO (each of the many rename rounds it sent was a chance).
-With the default pause, and without faults, it passes.
+Run by the tests with PAUSE=0 (RaceTests). With PAUSE=0 every fsync once waited as long as
+the mover went on: it waited for every rename above its file, those made after it began too
+(fixed in the ninety-fourth session; `FsyncBesideRenamesTests`).
 """
 import errno, json, os, random, stat, sys, time
 

@@ -269,4 +269,17 @@ struct RaceTests {
             #expect(try await m.client.listAll("/moving/a", recursive: false).count >= made, "Dropbox's /moving/a lacks entries")
         }
     }
+
+    /// Workers that reach their folders only through descriptors (openat, renameat, fsync,
+    /// listing by descriptor) while a mover renames those folders between parents with no
+    /// pause (Scripts/lib/dirfd_workers.py): each folder holds what its worker's model says.
+    /// Before the fix, an fsync waited for every rename above its file, those made after it
+    /// began too, and the workers' first fsync never returned while the mover went on.
+    @Test func workersThroughFolderDescriptorsFsyncWhileTheirFoldersMoveWithoutPause() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let run = try await m.sh("PAUSE=0 python3 '\(MountFixture.libraryScript("dirfd_workers.py"))' \"$M\" 1 3 150",
+                                     timeout: 300)
+            #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        }
+    }
 }

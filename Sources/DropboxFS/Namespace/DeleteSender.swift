@@ -38,10 +38,11 @@ final class DeleteSender: Sendable {
         await rounds.run(pending, quiet: Self.quiet, what: "deletes", reachability: calls.client.reachability) { try await self.sendRound() }
     }
 
-    /// Sends the deletes at, above or below `paths` (and every other pending one with them)
-    /// before something else reaches Dropbox there.
+    /// Sends the deletes at, above or below `paths` pending when this began (and every
+    /// other pending one with them) before something else reaches Dropbox there.
     func send(touching paths: [String]) async throws {
-        while pending.touches(paths) { try await sendAll() }
+        let newest = pending.order.newest
+        while pending.touches(paths, upTo: newest) { try await sendAll() }
     }
 
     /// One round after those already running.

@@ -35,11 +35,6 @@ final class FolderSender: Sendable {
         }
     }
 
-    /// Makes the pending folders at, above or below `paths` (and every other with them).
-    func send(touching paths: [String]) async throws {
-        while pending.touches(paths) { try await sendAll() }
-    }
-
     /// One round after those already running.
     func sendAll() async throws { try await rounds.sendAll { try await self.sendRound() } }
 

@@ -42,10 +42,14 @@ final class MoveSender: Sendable {
     /// How long renames wait for the next one before they go.
     static let quiet: Duration = .milliseconds(100)
 
-    /// Sends renames until cancelled; failures wait and try again (they stay queued).
+    /// Sends renames until cancelled; failures wait and try again (they stay queued). Each
+    /// round sends the oldest few, and the next follows at once while any is pending: one
+    /// who waits for a rename (`sendOldest`) has its round between two of these. A single
+    /// round sending until none was pending went on as long as another process kept
+    /// renaming, and an fsync's round waited behind it all that time.
     func run() async {
-        await rounds.run(pending, quiet: Self.quiet, what: "renames", reachability: calls.client.reachability) {
-            while !self.pending.isEmpty { try await self.sendNext() }
+        await rounds.run(pending, quiet: Self.quiet, what: "renames", reachability: calls.client.reachability, drains: true) {
+            try await self.sendNext()
         }
     }
 

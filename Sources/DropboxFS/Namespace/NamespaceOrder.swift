@@ -23,6 +23,10 @@ final class NamespaceOrder: Sendable {
     /// A new change's number.
     func take() -> Int64 { last.wrappingAdd(1, ordering: .relaxed).newValue }
 
+    /// The number of the newest change made so far: one who waits for the changes made
+    /// before it began waits for those numbered up to this, not for those made meanwhile.
+    var newest: Int64 { last.load(ordering: .relaxed) }
+
     /// The oldest pending rename's number (`Int64.max` when none): changes numbered after it wait.
     var barrier: Int64 { firstMove.load(ordering: .acquiring) }
 

@@ -14,21 +14,32 @@ final class NamespaceSender: Sendable {
         self.moves = moves
     }
 
-    /// Sends every pending change at, above or below `paths`, and whatever is older than
-    /// those: new folders and removals that may go now first (they are older than every
-    /// rename), then the oldest rename, until none touches `paths`.
+    /// Sends every change at, above or below `paths` that was pending when this began, and
+    /// whatever is older than those: new folders and removals that may go now first (they
+    /// are older than every rename), then the oldest rename, until none touches `paths`.
+    /// Changes made meanwhile are not waited for: an fsync that waited for every rename
+    /// above its file, also those made after it began, went on as long as another process
+    /// renamed the folder back and forth.
     ///
     /// Someone waits for this (a mkdir at a name a new folder was renamed away from, an
     /// fsync): a round that met a call whose outcome is unknown (its answer lost on a dying
     /// connection, or a server error: 5xx, which the client does not try again on a call
     /// that is not idempotent, a rename or a new folder) is sent again a few times, as the
     /// background rounds do; the next round finds what the failed one did. One dropped
-    /// answer of a `move_batch_v2` failed such a mkdir with EIO, and so did one 500.
+    /// answer of a `move_batch_v2` failed such a mkdir with EIO, and so did one 500. The
+    /// tries are counted from the last round that went through: a wait behind many rounds
+    /// fails only on one round that keeps failing, not on a few failures spread among them.
     func send(touching paths: [String]) async throws {
+        let newest = moves.pending.order.newest
         var failed = 0
-        while true {
+        while let next = Self.next(touching: paths, upTo: newest, folders: folders.pending, deletes: deletes.pending, moves: moves.pending) {
             do {
-                return try await sendOnce(touching: paths)
+                switch next {
+                case .newFolders: try await folders.sendAll()
+                case .removals: try await deletes.sendAll()
+                case .oldestRename: try await moves.sendOldest()
+                }
+                failed = 0
             } catch where Self.outcomeWasUnknown(error) && failed + 1 < Self.attempts {
                 failed += 1
                 try await Task.sleep(for: QueuedRounds.retry.wait(attempt: failed - 1))
@@ -36,7 +47,8 @@ final class NamespaceSender: Sendable {
         }
     }
 
-    /// Tries of `send(touching:)` when outcomes are unknown: 15 s of waits at most between them.
+    /// Tries of a round of `send(touching:)` when outcomes are unknown: 15 s of waits at most
+    /// between them.
     static let attempts = 6
 
     /// A call that may have been carried out, and whose round can be sent again to find
@@ -44,16 +56,6 @@ final class NamespaceSender: Sendable {
     private static func outcomeWasUnknown(_ error: any Error) -> Bool {
         guard ErrnoMapping.fsError(error) != .networkUnreachable, let call = error as? any OutcomeUnknownError else { return false }
         return call.answerLost || call.outcomeUnknown
-    }
-
-    private func sendOnce(touching paths: [String]) async throws {
-        while let next = Self.next(touching: paths, folders: folders.pending, deletes: deletes.pending, moves: moves.pending) {
-            switch next {
-            case .newFolders: try await folders.sendAll()
-            case .removals: try await deletes.sendAll()
-            case .oldestRename: try await moves.sendOldest()
-            }
-        }
     }
 
     /// What `send(touching:)` sends next.
@@ -67,10 +69,14 @@ final class NamespaceSender: Sendable {
     /// Asked "waits behind a rename?" instead, with the barrier read a second time, a rename
     /// finishing between the two reads made neither true: an fsync of a folder returned with
     /// a removal below it unsent (four-at-once differential, tree mix).
-    static func next(touching paths: [String], folders: PendingFolders, deletes: PendingDeletes, moves: PendingMoves) -> NextRound? {
-        if folders.touches(paths) { return .newFolders }
-        if deletes.touches(paths) { return .removals }
-        if moves.touches(paths) || folders.touchesAny(paths) || deletes.touchesAny(paths) { return .oldestRename }
+    /// Only changes numbered `upTo` or before count.
+    static func next(touching paths: [String], upTo newest: Int64 = .max,
+                     folders: PendingFolders, deletes: PendingDeletes, moves: PendingMoves) -> NextRound? {
+        if folders.touches(paths, upTo: newest) { return .newFolders }
+        if deletes.touches(paths, upTo: newest) { return .removals }
+        if moves.touches(paths, upTo: newest) || folders.touchesAny(paths, upTo: newest) || deletes.touchesAny(paths, upTo: newest) {
+            return .oldestRename
+        }
         return nil
     }
 

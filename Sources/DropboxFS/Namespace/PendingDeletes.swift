@@ -183,20 +183,23 @@ public final class PendingDeletes: RoundQueue {
         try add(Node(pathLower: pathLower, name: name, isFolder: false), ifContent: hashes)
     }
 
-    /// Whether a delete that may be sent now (older than every pending rename) is pending at,
-    /// above or below any of `paths`.
-    func touches(_ paths: [String]) -> Bool {
-        let barrier = order.barrier
+    /// Whether a delete that may be sent now (older than every pending rename), and numbered
+    /// `upTo` or before, is pending at, above or below any of `paths`.
+    func touches(_ paths: [String], upTo newest: Int64 = .max) -> Bool {
+        let below = min(order.barrier, newest == .max ? .max : newest + 1)
         return state.withLock { state in
-            if barrier == .max { return Node.anyTouches(paths, pending: state.byPath) }
-            return Node.anyTouches(paths, pending: state.byPath.filter { $0.value.contains { $0.id < barrier } })
+            if below == .max { return Node.anyTouches(paths, pending: state.byPath) }
+            return Node.anyTouches(paths, pending: state.byPath.filter { $0.value.contains { $0.id < below } })
         }
     }
 
-    /// Whether any delete is pending at, above or below any of `paths`, also one that waits
-    /// behind a rename.
-    func touchesAny(_ paths: [String]) -> Bool {
-        state.withLock { Node.anyTouches(paths, pending: $0.byPath) }
+    /// Whether any delete numbered `upTo` or before is pending at, above or below any of
+    /// `paths`, also one that waits behind a rename.
+    func touchesAny(_ paths: [String], upTo newest: Int64 = .max) -> Bool {
+        state.withLock { state in
+            if newest == .max { return Node.anyTouches(paths, pending: state.byPath) }
+            return Node.anyTouches(paths, pending: state.byPath.filter { $0.value.contains { $0.id <= newest } })
+        }
     }
 
     /// Every pending delete that may be sent now (older than every pending rename), oldest first.

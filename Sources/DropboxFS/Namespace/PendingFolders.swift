@@ -202,20 +202,23 @@ public final class PendingFolders: RoundQueue {
     /// What `takeBack` did.
     enum TakeBack { case taken, beingSent, renamesUnderWay }
 
-    /// Whether a new folder that may be sent now (older than every pending rename) is pending
-    /// at, above or below any of `paths`.
-    func touches(_ paths: [String]) -> Bool {
-        let barrier = order.barrier
+    /// Whether a new folder that may be sent now (older than every pending rename), and
+    /// numbered `upTo` or before, is pending at, above or below any of `paths`.
+    func touches(_ paths: [String], upTo newest: Int64 = .max) -> Bool {
+        let below = min(order.barrier, newest == .max ? .max : newest + 1)
         return state.withLock { state in
-            if barrier == .max { return Node.anyTouches(paths, pending: state.byPath) }
-            return Node.anyTouches(paths, pending: state.byPath.filter { $0.value.id < barrier })
+            if below == .max { return Node.anyTouches(paths, pending: state.byPath) }
+            return Node.anyTouches(paths, pending: state.byPath.filter { $0.value.id < below })
         }
     }
 
-    /// Whether any new folder is pending at, above or below any of `paths`, also one that
-    /// waits behind a rename.
-    func touchesAny(_ paths: [String]) -> Bool {
-        state.withLock { Node.anyTouches(paths, pending: $0.byPath) }
+    /// Whether any new folder numbered `upTo` or before is pending at, above or below any of
+    /// `paths`, also one that waits behind a rename.
+    func touchesAny(_ paths: [String], upTo newest: Int64 = .max) -> Bool {
+        state.withLock { state in
+            if newest == .max { return Node.anyTouches(paths, pending: state.byPath) }
+            return Node.anyTouches(paths, pending: state.byPath.filter { $0.value.id <= newest })
+        }
     }
 
     /// Whether a round is sending the new folder at this path.

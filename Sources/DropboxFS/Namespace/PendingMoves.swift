@@ -234,18 +234,26 @@ public final class PendingMoves: RoundQueue {
         }
     }
 
-    /// Whether a pending rename's source or destination lies at, above or below any of `paths`.
-    func touches(_ paths: [String]) -> Bool {
+    /// Whether a pending rename's source or destination lies at, above or below any of
+    /// `paths`; with `upTo`, only one numbered then or before.
+    func touches(_ paths: [String], upTo newest: Int64 = .max) -> Bool {
         state.withLock { state in
-            if paths.contains(where: state.ends.touches) { return true }
-            if state.settling.isEmpty { return false }
-            var ends: [String: Bool] = [:]
-            for move in state.settling {
-                ends[move.fromLower] = true
-                ends[move.toLower] = true
+            if paths.contains(where: state.ends.touches) {
+                // Oldest first: those numbered up to `newest` lead.
+                if newest == .max || Self.anyEnd(of: state.moves.prefix { $0.id <= newest }, touches: paths) { return true }
             }
-            return Node.anyTouches(paths, pending: ends)
+            return Self.anyEnd(of: state.settling.filter { $0.id <= newest }, touches: paths)
         }
+    }
+
+    private static func anyEnd(of moves: some Collection<QueuedMove>, touches paths: [String]) -> Bool {
+        if moves.isEmpty { return false }
+        var ends: [String: Bool] = [:]
+        for move in moves {
+            ends[move.fromLower] = true
+            ends[move.toLower] = true
+        }
+        return Node.anyTouches(paths, pending: ends)
     }
 
     /// The oldest rename is done on Dropbox (or refused for good): `apply` brings the store

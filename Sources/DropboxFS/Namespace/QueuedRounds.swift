@@ -31,29 +31,38 @@ final class QueuedRounds: Sendable {
     /// Sends rounds until cancelled; a failed round waits and is tried again (its changes
     /// stay queued). `what` names the changes in the log. While Dropbox is out of reach
     /// (`reachability`), no round starts: the return signals the queue (`sendQueuedNow`).
-    func run(_ queue: some RoundQueue, quiet: Duration, what: String, reachability: Reachability,
+    /// `drains`: a round sends part of what is pending (renames: the oldest few), and the
+    /// next starts at once after one that went through, quiet or not, while any is pending.
+    func run(_ queue: some RoundQueue, quiet: Duration, what: String, reachability: Reachability, drains: Bool = false,
              round: @escaping @Sendable () async throws -> Void) async {
         var failures = 0
+        var draining = false
         while !Task.isCancelled {
             let seen = queue.signal.generation
             let count = queue.count
-            if count == 0 { await queue.signal.wait(after: seen); continue }
+            if count == 0 {
+                draining = false  // the next change waits for quiet again
+                await queue.signal.wait(after: seen)
+                continue
+            }
             // A round tried in an outage fails at once, but holds its changes while it runs,
             // and every change queued wakes this loop: an `rm -r` of new folders offline had
             // each rmdir's take-back wake a round, and the next rmdir, finding its folder held
             // by that round, had to send it first and failed with ENETUNREACH.
             if reachability.offlineSince != nil { await queue.signal.wait(after: seen); continue }
             let waited = ContinuousClock.now - queue.lastAdded
-            if waited < quiet && count < Self.burst {
+            if !draining && waited < quiet && count < Self.burst {
                 await queue.signal.wait(after: seen, timeout: quiet - waited)
                 continue
             }
             do {
                 try await sendAll(round)
                 failures = 0
+                draining = drains
             } catch {
                 if Task.isCancelled { return }
                 failures += 1
+                draining = false
                 // Out of reach, the reachability log says it once, not every round.
                 if ErrnoMapping.fsError(error) != .networkUnreachable {
                     FuseLog.error("\(what) not sent to Dropbox yet (\(error)); they stay queued and are tried again")
