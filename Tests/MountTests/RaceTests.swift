@@ -274,7 +274,8 @@ struct RaceTests {
     /// listing by descriptor) while a mover renames those folders between parents with no
     /// pause (Scripts/lib/dirfd_workers.py): each folder holds what its worker's model says.
     /// Before the fix, an fsync waited for every rename above its file, those made after it
-    /// began too, and the workers' first fsync never returned while the mover went on.
+    /// began too, and the workers' fsyncs did not return while the mover went on (the run
+    /// was killed by its 300 s guard).
     @Test func workersThroughFolderDescriptorsFsyncWhileTheirFoldersMoveWithoutPause() async throws {
         try await MountFixture.with(seeds: []) { m in
             let run = try await m.sh("PAUSE=0 python3 '\(MountFixture.libraryScript("dirfd_workers.py"))' \"$M\" 1 3 150",

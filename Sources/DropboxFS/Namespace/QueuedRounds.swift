@@ -12,8 +12,9 @@ protocol RoundQueue: Sendable {
 
 /// Sends a queue's changes to Dropbox in rounds, one at a time and in order: in the
 /// background once changes stop coming for `quiet` (or `QueuedRounds.burst` are pending),
-/// and at once when something waits for them (`sendAll`: an unmount, an fsync of a folder). A round takes everything pending when it
-/// starts, so changes queued together cost a request or a few, not one each.
+/// and at once when something waits for them (`sendAll`: an unmount, an fsync of a folder).
+/// A round takes everything pending when it starts (renames: the oldest few, see `drains`),
+/// so changes queued together cost a request or a few, not one each.
 ///
 /// `round` sends what is pending; it throws if some of it must be tried again.
 final class QueuedRounds: Sendable {
