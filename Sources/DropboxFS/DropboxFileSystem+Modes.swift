@@ -12,7 +12,12 @@ extension DropboxFileSystem {
         guard modes.keepsSetIDBits else { return false }  // asked at every write by a user other than root
         let node = try node(inode)
         if node.isFolder { return false }
-        let shown = modes.shown(of: node.pathLower, inode: inode, attached: showsEntry(inode), isFolder: false)
+        // At the path the inode has now, under `pathChanges`, as `attributes` reads it: a rename
+        // of a folder above since `node` was read moves the modes, and the old path's would be
+        // the default's (no set-ID bit to clear).
+        let shown = pathChanges.withLock {
+            modes.shown(of: inodes.path(of: inode) ?? node.pathLower, inode: inode, attached: showsEntry(inode), isFolder: false)
+        }
         let mode = shown.mode
         var cleared = mode & ~UInt32(S_ISUID)
         if mode & UInt32(S_ISGID) != 0 && (mode & UInt32(S_IXGRP) != 0 || !callerInGroup(shown.gid)) { cleared &= ~UInt32(S_ISGID) }
