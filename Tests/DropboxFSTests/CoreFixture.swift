@@ -45,6 +45,8 @@ final class CoreFixture: Sendable {
         do {
             let core = try CoreFixture(root: root, emulator: emulator)
             try core.fs.writeBack.recover()
+            // As the mount's listener does, less the kernel's part.
+            core.fs.watcher.setListener { [fs = core.fs] changes, everything in fs.settleInodes(afterForeign: changes, everything: everything) }
             try await core.fs.watcher.catchUp()
             let watching = Task { await core.fs.watcher.run() }
             let uploading = Task { await core.fs.uploader.run() }

@@ -165,21 +165,13 @@ public final class FuseMount: @unchecked Sendable {
     // MARK: Invalidation (from the invalidation queue only)
 
     /// Queues invalidations for changes made elsewhere (the change watcher leaves out the
-    /// mount's own). What to tell the kernel is decided now, in the watcher's order (a path
-    /// deleted or replaced by another kind of entry gives up its inode here, so open
-    /// descriptors keep the old file and a new entry there gets a new inode); the kernel is
-    /// told later, from the notifier's queue. The session is valid while `notifying` holds:
-    /// teardown clears it, then waits for the queue, and only then frees the session.
+    /// mount's own): the core decides now, in the watcher's order, what they do to its inodes
+    /// and what the kernel must forget (`inodesAfterForeignChanges`); the kernel is told later,
+    /// from the notifier's queue. The session is valid while `notifying` holds: teardown
+    /// clears it, then waits for the queue, and only then frees the session.
     public func invalidate(_ changes: [StoreChange], everything: Bool) {
-        guard let session = lock.withLock({ self.session }).map(SessionPointer.init) else { return }
-        // A folder's snapshot may list what another client removed, or replaced by the other kind.
-        if everything || changes.contains(where: \.tookNameAwayOrChangedKind) { fs.inodes.nameWent() }
-        // Planned under `pathChanges`, which renames hold while they move names and inodes:
-        // a rename between the changes' view paths and the inode table's look would leave
-        // the inode it moved out of the plan.
-        let plan = everything ? [Invalidation.inode(InodeTable.root, pages: true)]
-            : fs.pathChanges.withLock { planInvalidations(fs.viewChanges(changes)) }
-        guard !plan.isEmpty else { return }
+        let plan = fs.inodesAfterForeignChanges(changes, everything: everything)
+        guard !plan.isEmpty, let session = lock.withLock({ self.session }).map(SessionPointer.init) else { return }
         invalidations.async { [self] in
             guard notifying.load(ordering: .sequentiallyConsistent) else { return }
             for invalidation in plan { deliver(invalidation, to: session.raw) }
@@ -215,59 +207,6 @@ public final class FuseMount: @unchecked Sendable {
             // Entries handed out after the last look, whose own check found this running.
             dropOldInodesIfOver()
         }
-    }
-
-    private func planInvalidations(_ changes: [StoreChange]) -> [Invalidation] {
-        var plan: [Invalidation] = []
-        for change in changes {
-            plan += entryInvalidations(change)
-            guard let inode = fs.inodes.existing(change.pathLower) else { continue }
-            let keepPages = pagesStay(inode, change)
-            if !keepPages { fs.pages.forget(inode) }
-            plan.append(.inode(inode, pages: !keepPages))
-            // A folder made here and not yet sent, which another client has just made too,
-            // was shown already: the same folder to the user (a `tar x` creating files in it
-            // got ENOENT when its inode was detached).
-            let shownBefore = change.old ?? fs.folders.node(change.pathLower)
-            let wasFolder = shownBefore?.isFolder ?? false
-            if let new = change.new, new.isFolder == wasFolder, shownBefore != nil { continue }
-            // The view may show the same entry still, whatever the store learnt: a local
-            // version, a folder made here, or where a rename Dropbox refused left things (a
-            // file made offline at a name whose queued renames were then refused went ENOENT
-            // for seconds when its inode was detached).
-            if let shown = try? fs.node(at: change.pathLower, remember: false), shown.isFolder == (shownBefore?.isFolder ?? shown.isFolder) { continue }
-            FuseLog.trace("detach \(inode) \(change.pathLower): \(Self.traced(change.old)) -> \(Self.traced(change.new))")
-            if wasFolder, let id = shownBefore?.id { fs.folderLeftItsInode(inode, id: id, path: change.pathLower) }
-            // What the kernel holds below a removed folder (a file open in it) has no name
-            // left either: fstat must say so now, not once its attributes time out.
-            for below in fs.inodes.detach(change.pathLower, folder: wasFolder).below { plan.append(.inode(below, pages: false)) }
-        }
-        return plan
-    }
-
-    private static func traced(_ node: Node?) -> String {
-        guard let node else { return "none" }
-        return node.isFolder ? "folder" : "file \(node.rev ?? "?")"
-    }
-
-    /// Pages stay when the content did not change, or when they hold the new content already
-    /// (a file this mount wrote and uploaded): attributes only.
-    private func pagesStay(_ inode: UInt64, _ change: StoreChange) -> Bool {
-        guard let hash = change.new?.contentHash else { return false }
-        if let old = change.old?.contentHash, old == hash { return true }
-        return fs.pages.holds(inode, contentHash: hash)
-    }
-
-    /// The names a change adds, removes or renames in its folder. (A separate function: the
-    /// Swift 6.3 optimizer crashed compiling this inside `planInvalidations`.)
-    private func entryInvalidations(_ change: StoreChange) -> [Invalidation] {
-        guard !change.pathLower.isEmpty, let parent = fs.inodes.existing(Node.parent(of: change.pathLower)) else { return [] }
-        let oldName = change.old?.name, newName = change.new?.name
-        guard oldName == nil || newName == nil || oldName != newName else { return [] }
-        var names: [String] = []
-        if let oldName { names.append(oldName) }
-        if let newName, newName != oldName { names.append(newName) }
-        return names.map { .entry(parent: parent, name: $0) }
     }
 
     private func send(_ invalidation: Invalidation, to session: OpaquePointer) {
