@@ -170,6 +170,7 @@ public final class DropboxFileSystem: Sendable {
     public func openDirectory(_ inode: UInt64) async throws -> [Node] {
         let folder = try node(inode)
         guard folder.isFolder else { throw FSError.notDirectory }
+        if listsNothing(inode, folder) { return [] }
         if history.inUse, HistoryPath.isInView(folder.pathLower) {
             let children = try await historyChildren(folder.pathLower).map(\.attributesOnly)
             keepOpen(inode, folder)
@@ -200,12 +201,22 @@ public final class DropboxFileSystem: Sendable {
     public func openDirectoryWithoutWaiting(_ inode: UInt64) throws -> [Node]? {
         let folder = try node(inode)
         guard folder.isFolder else { throw FSError.notDirectory }
+        if listsNothing(inode, folder) { return [] }
         guard let children = try listedChildren(folder) else { return nil }
         keepOpen(inode, folder)
         return children
     }
 
     /// An open folder's node stays known until its last handle is closed.
+    /// A folder removed while a handle held it open (its node is that handle's, kept for it):
+    /// opened again, it lists nothing, as on a disk. It was listed at its old path, which
+    /// Dropbox no longer has: ENOENT. Counted open all the same, for its release.
+    private func listsNothing(_ inode: UInt64, _ folder: Node) -> Bool {
+        guard inodes.isDetachedFolder(inode) else { return false }
+        keepOpen(inode, folder)
+        return true
+    }
+
     private func keepOpen(_ inode: UInt64, _ folder: Node) {
         openFolders.withLock { $0[inode] = (folder, ($0[inode]?.count ?? 0) + 1) }
     }
@@ -224,6 +235,8 @@ public final class DropboxFileSystem: Sendable {
     /// (`rewinddir`); nil when that needs Dropbox: the handle's snapshot stays.
     public func childrenNow(_ inode: UInt64) -> [Node]? {
         guard let folder = try? node(inode), folder.isFolder else { return nil }
+        // Removed since (its node is the open handle's): nothing, as on a disk, not the snapshot.
+        if inodes.isDetachedFolder(inode) { return [] }
         return (try? listedChildren(folder)) ?? nil
     }
 

@@ -373,6 +373,9 @@ public final class InodeTable: Sendable {
         guard let ino = state.removePath(key) else { return (nil, detachedBelow) }
         FuseLog.trace("detached \(ino) \(pathLower) and \(below.count) below")
         state.setEntryPath(ino, Self.detachedPath)
+        // A folder numbered without its kind (by a readdir, or by the core without a kernel)
+        // is one all the same: removed, it lists nothing (`isDetachedFolder`).
+        if folder, state.byInode[ino]?.isFolder == nil { state.byInode[ino]!.isFolder = true }
         return (ino, detachedBelow)
     }
 

@@ -624,6 +624,33 @@ struct FileLifeTests {
         }
     }
 
+    /// A folder held open (opendir) and removed by another client lists nothing, as on a
+    /// disk: opened again through the descriptor (`openat(fd, ".")`, which answered ENOENT: the
+    /// held handle's node sent the mount to Dropbox for a listing of a folder gone), and the
+    /// held descriptor read again from its start (`rewinddir`, which listed its old names).
+    @Test func aFolderHeldOpenAndRemovedElsewhereListsNothing() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("mkdir \"$M/held\" && echo x > \"$M/held/f\" && sync \"$M/held\"").status == 0)
+            let folder = m.mountpoint + "/held"
+            let held = try await offPool { try Sys.open(folder, O_RDONLY | O_DIRECTORY).value("opendir") }
+            defer { _ = Sys.close(held) }
+            // Read once, so that reading from the start again is a rewind.
+            let before = try await offPool { Sys.list(descriptor: dup(held)) }
+            #expect(before == .success(["f"]))
+            _ = try await m.client.rpc(Routes.delete, DeleteArgument(path: "/held"))
+            try await eventually("the delete to show") { try await offPool { Sys.stat(folder) } == .failure(Sys.Errno(code: ENOENT)) }
+            let (again, rewound) = try await offPool { () -> (Sys.Outcome<[String]>, Sys.Outcome<[String]>) in
+                let opened = openat(held, ".", O_RDONLY | O_DIRECTORY)
+                let again = opened >= 0 ? Sys.list(descriptor: opened) : .failure(Sys.Errno(code: errno))
+                let copy = dup(held)
+                lseek(copy, 0, SEEK_SET)
+                return (again, Sys.list(descriptor: copy))
+            }
+            #expect(again == .success([]), "opened again")
+            #expect(rewound == .success([]), "read again from the start")
+        }
+    }
+
     @Test func namesUpTo255BytesWorkAndLongerOnesAreTooLong() async throws {
         try await MountFixture.with { m in
             let long = m.mountpoint + "/" + String(repeating: "a", count: 256)

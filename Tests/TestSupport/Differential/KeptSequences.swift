@@ -338,5 +338,15 @@ public enum KeptSequences {
             .rmdir(path: 7),  // e/f
             .rmdir(path: 6),  // e
         ]),
+        // Core, the many-files mix, seed 7804464779240120298: a folder held open and deleted by
+        // another client, listed through its descriptor: ENOENT, where a disk lists nothing.
+        // Only the mount's kernel notices detached the inode of a folder removed elsewhere;
+        // the core, without them, still took the inode for its old path.
+        ("a listing through an open folder deleted elsewhere", [
+            .burst(path: 7, count: 3, size: 189, fill: 172),  // e/f
+            .open(path: 7, mode: Step.OpenMode.all[0]),  // e/f, RDONLY
+            .remoteDelete(path: 7),
+            .listOpen(slot: 0),
+        ]),
     ]
 }
