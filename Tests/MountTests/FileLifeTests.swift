@@ -627,12 +627,14 @@ struct FileLifeTests {
     /// A folder held open (opendir) and removed by another client lists nothing, as on a
     /// disk: opened again through the descriptor (`openat(fd, ".")`, which answered ENOENT: the
     /// held handle's node sent the mount to Dropbox for a listing of a folder gone), and the
-    /// held descriptor read again from its start (`rewinddir`, which listed its old names).
+    /// held descriptor read again from its start (`rewinddir`, which listed its old names), and
+    /// one opened before the removal and read for the first time after it (which listed them too).
     @Test func aFolderHeldOpenAndRemovedElsewhereListsNothing() async throws {
         try await MountFixture.with(seeds: []) { m in
             #expect(try await m.sh("mkdir \"$M/held\" && echo x > \"$M/held/f\" && sync \"$M/held\"").status == 0)
             let folder = m.mountpoint + "/held"
             let held = try await offPool { try Sys.open(folder, O_RDONLY | O_DIRECTORY).value("opendir") }
+            let unread = try await offPool { try Sys.open(folder, O_RDONLY | O_DIRECTORY).value("opendir") }
             defer { _ = Sys.close(held) }
             // Read once, so that reading from the start again is a rewind.
             let before = try await offPool { Sys.list(descriptor: dup(held)) }
@@ -648,6 +650,7 @@ struct FileLifeTests {
             }
             #expect(again == .success([]), "opened again")
             #expect(rewound == .success([]), "read again from the start")
+            #expect(try await offPool { Sys.list(descriptor: unread) } == .success([]), "read for the first time")
         }
     }
 

@@ -533,12 +533,14 @@ extension FuseMount {
     /// asks for the folder's current state; taken again only after names went, it never
     /// showed names added since), and at its first read if an entry was made, removed or
     /// renamed in the folder here since the open (unspecified by POSIX, but a disk shows it:
-    /// `mkdirat` on a folder's descriptor, then `fdopendir` of it, found nothing it made).
+    /// `mkdirat` on a folder's descriptor, then `fdopendir` of it, found nothing it made), or
+    /// if the folder was removed since (a disk's lists nothing then).
     private func snapshot(_ handle: UInt64, of folder: UInt64, fromStart: Bool) -> (nodes: [Node], since: SnapshotChanges)? {
         let now = snapshotMarks(of: folder)
+        let removed = fromStart && fs.inodes.isDetachedFolder(folder)
         let (open, again) = directories.withLock { state -> (OpenDirectory?, Bool) in
             guard var open = state.open[handle] else { return (nil, false) }
-            let again = fromStart && (open.read || !ChangeTimes.same(open.taken.folderChanged, now.folderChanged))
+            let again = fromStart && (open.read || removed || !ChangeTimes.same(open.taken.folderChanged, now.folderChanged))
             open.read = true
             state.open[handle] = open
             return (open, again)
