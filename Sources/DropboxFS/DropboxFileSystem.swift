@@ -207,7 +207,6 @@ public final class DropboxFileSystem: Sendable {
         return children
     }
 
-    /// An open folder's node stays known until its last handle is closed.
     /// A folder removed while a handle held it open (its node is that handle's, kept for it):
     /// opened again, it lists nothing, as on a disk. It was listed at its old path, which
     /// Dropbox no longer has: ENOENT. Counted open all the same, for its release.
@@ -217,6 +216,7 @@ public final class DropboxFileSystem: Sendable {
         return true
     }
 
+    /// An open folder's node stays known until its last handle is closed.
     private func keepOpen(_ inode: UInt64, _ folder: Node) {
         openFolders.withLock { $0[inode] = (folder, ($0[inode]?.count ?? 0) + 1) }
     }
