@@ -635,7 +635,7 @@ struct FileLifeTests {
             let folder = m.mountpoint + "/held"
             let held = try await offPool { try Sys.open(folder, O_RDONLY | O_DIRECTORY).value("opendir") }
             let unread = try await offPool { try Sys.open(folder, O_RDONLY | O_DIRECTORY).value("opendir") }
-            defer { _ = Sys.close(held) }
+            defer { _ = Sys.close(held); _ = Sys.close(unread) }
             // Read once, so that reading from the start again is a rewind.
             let before = try await offPool { Sys.list(descriptor: dup(held)) }
             #expect(before == .success(["f"]))
@@ -650,7 +650,7 @@ struct FileLifeTests {
             }
             #expect(again == .success([]), "opened again")
             #expect(rewound == .success([]), "read again from the start")
-            #expect(try await offPool { Sys.list(descriptor: unread) } == .success([]), "read for the first time")
+            #expect(try await offPool { Sys.list(descriptor: dup(unread)) } == .success([]), "read for the first time")
         }
     }
 
