@@ -168,9 +168,9 @@ public final class DropboxFileSystem: Sendable {
 
     /// opendir: the folder's children; its node stays known while it is open.
     public func openDirectory(_ inode: UInt64) async throws -> [Node] {
+        if listsNothing(inode) { return [] }
         let folder = try node(inode)
         guard folder.isFolder else { throw FSError.notDirectory }
-        if listsNothing(inode, folder) { return [] }
         if history.inUse, HistoryPath.isInView(folder.pathLower) {
             let children = try await historyChildren(folder.pathLower).map(\.attributesOnly)
             keepOpen(inode, folder)
@@ -199,20 +199,21 @@ public final class DropboxFileSystem: Sendable {
     /// listed from Dropbox first). Answered on the FUSE thread: `find` opens every folder,
     /// and the hop to a task and back was a tenth of a walk over a listed tree.
     public func openDirectoryWithoutWaiting(_ inode: UInt64) throws -> [Node]? {
+        if listsNothing(inode) { return [] }
         let folder = try node(inode)
         guard folder.isFolder else { throw FSError.notDirectory }
-        if listsNothing(inode, folder) { return [] }
         guard let children = try listedChildren(folder) else { return nil }
         keepOpen(inode, folder)
         return children
     }
 
-    /// A folder removed while a handle held it open (its node is that handle's, kept for it):
-    /// opened again, it lists nothing, as on a disk. It was listed at its old path, which
-    /// Dropbox no longer has: ENOENT. Counted open all the same, for its release.
-    private func listsNothing(_ inode: UInt64, _ folder: Node) -> Bool {
+    /// A folder removed while the kernel holds it (a working directory, a descriptor open on
+    /// it) lists nothing when opened, as on a disk: it has no path to list (with a handle
+    /// open, `node` gives that handle's node, whose old path Dropbox no longer has: ENOENT).
+    /// Counted open with that node, if a handle keeps one, for its release.
+    private func listsNothing(_ inode: UInt64) -> Bool {
         guard inodes.isDetachedFolder(inode) else { return false }
-        keepOpen(inode, folder)
+        if let held = openNode(inode) { keepOpen(inode, held) }
         return true
     }
 
@@ -234,9 +235,9 @@ public final class DropboxFileSystem: Sendable {
     /// What an open folder lists now, for its handle read again from the start
     /// (`rewinddir`); nil when that needs Dropbox: the handle's snapshot stays.
     public func childrenNow(_ inode: UInt64) -> [Node]? {
-        guard let folder = try? node(inode), folder.isFolder else { return nil }
-        // Removed since (its node is the open handle's): nothing, as on a disk, not the snapshot.
+        // Removed since (`listsNothing`): nothing, as on a disk, not the snapshot.
         if inodes.isDetachedFolder(inode) { return [] }
+        guard let folder = try? node(inode), folder.isFolder else { return nil }
         return (try? listedChildren(folder)) ?? nil
     }
 

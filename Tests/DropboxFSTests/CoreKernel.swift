@@ -334,11 +334,7 @@ final class CoreKernel: SystemCalls, Sendable {
     func list(descriptor fd: Int32) -> Sys.Outcome<[String]> {
         withDescriptor(fd) { descriptor in
             guard descriptor.handle == nil else { throw Sys.Errno(code: ENOTDIR) }
-            do {
-                return try await self.names(in: descriptor.inode)
-            } catch FSError.notFound where self.fs.inodes.isDetachedFolder(descriptor.inode) {
-                return []
-            }
+            return try await self.names(in: descriptor.inode)
         }
     }
 

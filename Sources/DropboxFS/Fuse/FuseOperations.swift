@@ -88,8 +88,6 @@ enum FuseOperations {
                 if let children = try mount.fs.openDirectoryWithoutWaiting(UInt64(ino)) {
                     return mount.answerOpenDirectory(request, info, children, taken: marks)
                 }
-            } catch FSError.notFound where mount.fs.inodes.isDetachedFolder(UInt64(ino)) {
-                return mount.answerOpenDirectory(request, info, [], taken: marks)  // lists nothing, as on a disk
             } catch {
                 return request.fail(error)
             }
