@@ -55,6 +55,9 @@ final class LocalVersion: @unchecked Sendable {
     /// The Dropbox id of the file it came from (for `user.dropbox.id`), if any.
     var baseID: String
     var phase: Phase = .editing
+    /// Sealed and not yet on Dropbox (queued or uploading): it has a record in the upload
+    /// queue, and counts as pending.
+    var isInQueue: Bool { phase == .queued || phase == .uploading }
     /// Writable handles open on it.
     var writers = 0
     /// When it was sealed or last touched: uploads wait a moment for a following rename or

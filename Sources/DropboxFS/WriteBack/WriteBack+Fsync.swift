@@ -25,7 +25,7 @@ extension WriteBack {
         // done, without them (CI, OfflineTests). Still out of reach, the close said it already.
         for version in state.withLock({ Self.closedUnsealedLocked($0, under: pathLower) }) { try? await seal(version) }
         let sealed = state.withLock { state in
-            state.current.values.filter { ($0.phase == .queued || $0.phase == .uploading) && $0.isAt(orUnder: pathLower) }
+            state.current.values.filter { $0.isInQueue && $0.isAt(orUnder: pathLower) }
         }
         try await uploadNow(sealed)
     }
@@ -62,8 +62,9 @@ extension WriteBack {
     /// throws the failure that keeps it from going; one that may pass (a server error, a
     /// rate limit) is waited out for a few tries (`UploadSchedule.passingFailuresWaitedOut`:
     /// a route that keeps failing while others work must not hold the fsync for ever).
-    /// Returns the version instead while
-    /// Dropbox is out of reach: it is to be kept on the local disk.
+    /// Returns the version instead while Dropbox is out of reach: it is to be kept on the
+    /// local disk.
+    ///
     /// It waits for the version to be finished, after the store's catch-up, not only for
     /// Dropbox's answer to its commit (`LocalVersion.answered`): returning at the answer
     /// saves that catch-up (about 20 ms after a commit of 1,000 files), which

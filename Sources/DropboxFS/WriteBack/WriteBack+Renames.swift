@@ -118,7 +118,7 @@ extension WriteBack {
             let versions = Self.versionsLocked(state, at: pathLower).filter { !$0.detached }
             for version in versions { version.mayHaveCommitted(hashes) }
             // Kept across a kill too.
-            try? queue.save(versions.filter { $0.phase == .queued || $0.phase == .uploading }.map(\.record))
+            try? queue.save(versions.filter { $0.isInQueue }.map(\.record))
         }
     }
 
@@ -134,7 +134,7 @@ extension WriteBack {
         // Only sealed versions are in the queue. A queue that cannot be written (a full cache
         // disk) must not keep the file: its row, left behind, is dropped at the next mount
         // when the staging file is found gone (`unqueueLocked`); the space is needed now.
-        unqueueLocked(doomed.filter { $0.phase == .queued || $0.phase == .uploading })
+        unqueueLocked(doomed.filter { $0.isInQueue })
         for version in doomed + openFiles.servingVersions.filter({ $0.pathLower == pathLower }) {
             if version.phase == .uploading { version.abandonSending?() }
             version.detached = true

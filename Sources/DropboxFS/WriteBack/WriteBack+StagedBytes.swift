@@ -18,7 +18,7 @@ extension WriteBack {
     }
 
     func recordStagedLocked(_ version: LocalVersion, _ bytes: DropboxClient.StagedBytes) {
-        guard version.phase == .queued || version.phase == .uploading, !version.detached, bytes.size == version.file.size else { return }
+        guard version.isInQueue, !version.detached, bytes.size == version.file.size else { return }
         version.stagedBytes = bytes
     }
 

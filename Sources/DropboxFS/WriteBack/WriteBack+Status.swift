@@ -14,7 +14,7 @@ extension WriteBack {
 
     /// Uploads queued or under way.
     public var pendingCount: Int {
-        state.withLock { state in state.versions.values.count { $0.phase == .queued || $0.phase == .uploading } }
+        state.withLock { state in state.versions.values.count { $0.isInQueue } }
     }
 
     /// How many uploads are pending and their bytes, with the first `limit` of them listed
@@ -22,7 +22,7 @@ extension WriteBack {
     /// listing 5,000 queued files each time cost 3 % of the daemon's CPU in a burst of creates.
     public func pendingSummary(listing limit: Int) -> (count: Int, bytes: Int64, left: Int64, listed: [PendingUpload]) {
         state.withLock { state in
-            let pending = state.versions.values.filter { $0.phase == .queued || $0.phase == .uploading }
+            let pending = state.versions.values.filter { $0.isInQueue }
             let bytes = pending.reduce(Int64(0)) { $0 + $1.file.size }
             let left = pending.reduce(Int64(0)) { $0 + max(0, $1.file.size - $1.sentBytes) }
             // Uploading first, then oldest first: sorted as plain integers (the status is

@@ -141,7 +141,7 @@ extension WriteBack {
     }
 
     private func saveIfSealedLocked(_ version: LocalVersion) {
-        if version.phase == .queued || version.phase == .uploading { try? queue.save(version.record) }
+        if version.isInQueue { try? queue.save(version.record) }
     }
 
     func recordProgress(_ version: LocalVersion, _ sent: Int64) {
@@ -322,7 +322,7 @@ extension WriteBack {
     /// True when every pending upload has failed again since the drain began.
     var allFailedSinceDrain: Bool {
         state.withLock { state in
-            let pending = state.versions.values.filter { $0.phase == .queued || $0.phase == .uploading }
+            let pending = state.versions.values.filter { $0.isInQueue }
             return !pending.isEmpty && pending.allSatisfy { $0.phase == .queued && $0.attempts > (state.drainStartedAttempts[$0.id] ?? 0) }
         }
     }
