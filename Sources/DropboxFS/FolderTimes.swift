@@ -15,8 +15,8 @@ import Synchronization
 /// A folder not on Dropbox yet (no id: its mkdir queued) when its time is to be kept keeps it
 /// by path, in memory, until it is made there (`made`): then by its id, as any other. A mount
 /// that ends with such folders still queued (offline) keeps their times in the store by path
-/// (`waitingKey`), and the next mount takes them back into memory. (`unmount --no-wait` ends
-/// the daemon at once: it keeps none of the times held in memory.)
+/// (`waitingKey`), and the next mount takes them back into memory. `unmount --no-wait` and
+/// SIGTERM keep them too (`MountDaemon.stopOnSignals`).
 ///
 /// A listing's nodes carry no id (`Node.attributesOnly`: the store's index has none, and
 /// reading it was a third of a `find` over a million entries), so each kept time also has the

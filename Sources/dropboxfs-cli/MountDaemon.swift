@@ -42,7 +42,7 @@ struct MountDaemon {
         }
         if !daemon, let note = prepared.offlineAtStart { FuseLog.write("dropboxfs: \(note)\n") }
         let stopNow = StopFlag()
-        let signals = Self.stopOnSignals(prepared.mount, stopNow)
+        let signals = Self.stopOnSignals(prepared.mount, stopNow) { prepared.fs.keepFolderTimes() }
         defer { signals.forEach { $0.cancel() } }
         let watching = Task { await prepared.watcher.run() }
         let uploading = Task { await prepared.fs.uploader.run() }
@@ -78,14 +78,20 @@ struct MountDaemon {
 
     /// SIGTERM, SIGINT and SIGHUP unmount and end the process cleanly (libfuse's own handlers
     /// only wake the loop's thread, and ours runs elsewhere), leaving queued uploads for the
-    /// next mount; a second signal during the final uploads ends them too.
-    static func stopOnSignals(_ mount: FuseMount, _ stopNow: StopFlag) -> [any DispatchSourceSignal] {
+    /// next mount. A signal during the final uploads (`unmount --no-wait` unmounts first, then
+    /// signals) ends them: the queue is durable, and what `keep` keeps (the folders' times,
+    /// held in memory) is kept first; a second signal ends the process at once.
+    static func stopOnSignals(_ mount: FuseMount, _ stopNow: StopFlag, keep: @escaping @Sendable () -> Void) -> [any DispatchSourceSignal] {
         [SIGTERM, SIGINT, SIGHUP].map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
-                if stopNow.isSet || !mount.isServing { exit(0) }  // queue is durable
+                if stopNow.isSet { exit(0) }
                 stopNow.set()
+                guard mount.isServing else {
+                    keep()
+                    exit(0)
+                }
                 mount.stop()
             }
             source.resume()

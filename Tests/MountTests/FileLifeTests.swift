@@ -544,6 +544,40 @@ struct FileLifeTests {
         }
     }
 
+    /// `unmount --no-wait` (the daemon, unmounted, hears SIGTERM while it sends what is left)
+    /// and a SIGTERM to a daemon still serving end the process without the final uploads, but
+    /// keep the folders' times as a waiting unmount does. `--no-wait` lost them: the signal
+    /// came after the unmount, and a daemon no longer serving exited at once, before keeping
+    /// them; the folders showed the time they were made.
+    @Test func folderTimesOutliveUnmountNoWaitAndSigterm() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let expected = "1100000000.500000000\n1000000000.250000000\n"
+            // A file whose upload keeps failing holds the daemon in its final uploads.
+            try await m.emulator.setFaults(["503:p=1,routes=files/upload+files/upload_session/start+files/upload_session/finish+files/upload_session/finish_batch_v2"])
+            let set = try await m.sh("""
+                cd "$M" && mkdir -p tree/inner && sync tree && touch -d @1000000000.25 tree/inner && touch -d @1100000000.5 tree \
+                && echo held > held.txt && stat -c '%.9Y' tree tree/inner
+                """)
+            #expect(set.stdout == expected, "\(set.stderr)")
+            let daemons = m.daemonPIDs()
+            let unmounted = try await ProcessRunner.run(MountFixture.binary, ["unmount", "--no-wait", m.mountpoint], environment: m.environment)
+            #expect(unmounted.status == 0, "\(unmounted.stderr)")
+            try await eventually("the daemon to exit") { daemons.allSatisfy { kill($0, 0) != 0 } }
+            try await m.emulator.setFaults([])
+            try await m.mount()
+            #expect(try await m.sh("stat -c '%.9Y' \"$M/tree\" \"$M/tree/inner\"").stdout == expected, "after unmount --no-wait")
+            #expect(try await m.syncFolder("\"$M\"").status == 0)
+            #expect(try await m.remoteText("/held.txt") == "held\n", "the queue waited for this mount")
+
+            #expect(try await m.sh("touch -d @1200000000.75 \"$M/tree\" && stat -c '%.9Y' \"$M/tree\"").stdout == "1200000000.750000000\n")
+            for pid in m.daemonPIDs() { kill(pid, SIGTERM) }
+            try await eventually("the mount to go away") { !m.isMounted }
+            try await eventually("the daemon to exit") { m.daemonPIDs().isEmpty }
+            try await m.mount()
+            #expect(try await m.sh("stat -c '%.9Y' \"$M/tree\"").stdout == "1200000000.750000000\n", "after SIGTERM")
+        }
+    }
+
     /// A folder's time set here follows the folder when another client moves it while the
     /// kernel holds it (by the folder's Dropbox id, as across a remount); the folder showed
     /// the mount's start at its new name, and again after the kernel forgot it.
