@@ -179,9 +179,9 @@ struct MountDaemon {
             guard let size = ByteSize.parse($0) else { throw ClientError.local("--cache-size \($0): not a size") }
             return size
         } ?? options.cacheSize ?? 10 << 30
-        let store = try await Self.openStore(cacheRoot)
-        let cache = try BlockCache(directory: URL(fileURLWithPath: cacheRoot), limit: limit)
-        let queue = try UploadQueue(path: cacheRoot + "/uploads.sqlite")
+        let store = try await CacheStoreFile.opening(.metadata, in: cacheRoot) { try await Self.openStore(cacheRoot) }
+        let cache = try await CacheStoreFile.opening(.blocks, in: cacheRoot) { try BlockCache(directory: URL(fileURLWithPath: cacheRoot), limit: limit) }
+        let queue = try await CacheStoreFile.opening(.uploads, in: cacheRoot) { try UploadQueue(path: cacheRoot + "/" + CacheStoreFile.uploads.file) }
         let fs = try DropboxFileSystem(client: client, store: store, cache: cache, queue: queue, stagingDirectory: cacheRoot + "/staging",
                                        options: fsOptions)
         if offline != nil, try store.value("cursor") == nil {
@@ -212,7 +212,7 @@ struct MountDaemon {
         var tries = 0
         while true {
             do {
-                return try MetadataStore(path: cacheRoot + "/metadata.sqlite")
+                return try MetadataStore(path: cacheRoot + "/" + CacheStoreFile.metadata.file)
             } catch let failure as SQLiteDatabase.Failure where failure.code == 5 {  // SQLITE_BUSY: held by its owner
                 tries += 1
                 guard tries < 100, CacheOwner.freeIfZombie(cacheRoot: cacheRoot) else {

@@ -356,6 +356,40 @@ struct RobustnessTests {
         }
     }
 
+    /// A cache store damaged between two mounts (a disk error; a file overwritten) is refused
+    /// in one line that names the file, says what it held and what to do, and leaves it as it
+    /// is; put back, the mount serves again. The mount said only "SQLite error 26: file is not
+    /// a database", naming no file.
+    @Test func aDamagedCacheStoreIsNamedAndLeftAsItIs() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            #expect(try await m.sh("echo kept > \"$M/kept.txt\"").status == 0)
+            try await m.unmount()
+            let account = try FileManager.default.contentsOfDirectory(atPath: m.cacheDirectory).filter { $0.hasPrefix("dbid") }
+            #expect(account.count == 1, "\(account)")
+            let cache = m.cacheDirectory + "/" + (account.first ?? "")
+            for (store, says) in [("metadata.sqlite", "kept only on this machine"), ("blocks.sqlite", "copies of what Dropbox holds"),
+                                  ("uploads.sqlite", "not yet on Dropbox")] {
+                let path = cache + "/" + store
+                #expect(try await m.sh("""
+                    cd '\(cache)' && mv \(store) \(store).good && (mv \(store)-wal \(store)-wal.good 2>/dev/null || true) \
+                    && head -c 8192 /dev/urandom > \(store) && cp \(store) \(store).damaged
+                    """).status == 0)
+                let refused = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint, "--cache-dir", m.cacheDirectory],
+                                                          environment: m.environment)
+                #expect(refused.status == 1, "\(store): \(refused.stdout)")
+                #expect(refused.stderrLines.count == 1, "\(store): \(refused.stderr)")
+                #expect(refused.stderr.contains(path + " is damaged") && refused.stderr.contains(says), "\(store): \(refused.stderr)")
+                #expect(!m.isMounted)
+                #expect(try await m.sh("cmp '\(path)' '\(path).damaged'").status == 0, "\(store) left as it was")
+                #expect(try await m.sh("""
+                    cd '\(cache)' && rm \(store) \(store).damaged && mv \(store).good \(store) && (mv \(store)-wal.good \(store)-wal 2>/dev/null || true)
+                    """).status == 0)
+            }
+            try await m.mount()
+            #expect(try await m.sh("cat \"$M/kept.txt\"").stdout == "kept\n")
+        }
+    }
+
     /// A machine with many mounts (containers, snaps, systemd's own): the kernel's table of
     /// them is longer than a page, and the newest mounts come last. `unmount` said "not a
     /// dropboxfs mount" and `status` did not list the mount: the table was read with Foundation,
