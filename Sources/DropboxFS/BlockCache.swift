@@ -37,12 +37,15 @@ public final class BlockCache: @unchecked Sendable {
     /// Contents this mount's uploads are handing over to the cache.
     let arrivals = BlockArrivals()
 
+    /// The index's file in the cache directory (the mount names it when it is damaged).
+    public static let storeFile = "blocks.sqlite"
+
     public init(directory: URL, limit: Int64) throws {
         self.directory = directory
         blocksPath = directory.appendingPathComponent("blocks").path
         self.limit = limit
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("blocks"), withIntermediateDirectories: true)
-        db = try SQLiteDatabase(path: directory.appendingPathComponent("blocks.sqlite").path, exclusive: true)
+        db = try SQLiteDatabase(path: directory.appendingPathComponent(Self.storeFile).path, exclusive: true)
         try db.execute("""
             CREATE TABLE IF NOT EXISTS blocks (key TEXT PRIMARY KEY, size INTEGER NOT NULL, last_used INTEGER NOT NULL, data BLOB) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS blocks_lru ON blocks(last_used);

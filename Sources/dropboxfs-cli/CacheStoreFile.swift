@@ -1,4 +1,5 @@
 import DropboxAPI
+import DropboxFS
 import SQLiteStore
 
 /// The cache's three SQLite stores, and what a user loses if a damaged one is set aside: said
@@ -12,7 +13,7 @@ enum CacheStoreFile {
     var file: String {
         switch self {
         case .metadata: "metadata.sqlite"
-        case .blocks: "blocks.sqlite"
+        case .blocks: BlockCache.storeFile
         case .uploads: "uploads.sqlite"
         }
     }
