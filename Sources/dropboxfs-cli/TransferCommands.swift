@@ -21,16 +21,18 @@ struct ListCommand: AsyncParsableCommand {
         try await reportingErrors("ls \(path)") {
             let client = try connection.client()
             let root = remotePath(path)
-            let entries: [Metadata]
+            var entries: [Metadata]
             do {
                 entries = try await client.listAll(root, recursive: recursive)
+                // A recursive listing names the folder itself too: not one of its entries.
+                entries.removeAll { $0.pathLower == CaseFolding.fold(root) }
             } catch let error as CallError<PathLookupError> {
                 // `ls FILE` shows the file, as ls does.
                 guard case .route(.path(.notFolder), _, _, _) = error,
                       case .file(let file) = try await client.rpc(Routes.getMetadata, GetMetadataArgument(path: root)) else { throw error }
                 entries = [.file(file)]
             }
-            for entry in entries.sorted(by: { ($0.pathLower ?? "") < ($1.pathLower ?? "") }) where entry.pathLower != CaseFolding.fold(root) {
+            for entry in entries.sorted(by: { ($0.pathLower ?? "") < ($1.pathLower ?? "") }) {
                 let shown = recursive ? (entry.pathDisplay ?? entry.name) : entry.name
                 guard long else { print(shown); continue }
                 switch entry {

@@ -112,6 +112,25 @@ struct CLITests {
             #expect(FileManager.default.fileExists(atPath: config + "/copy/empty"))
         }
     }
+
+    /// `ls FILE` shows the file, as ls does, in both formats; it printed nothing and said
+    /// nothing was wrong (the folder's own entry, left out of a listing, was the file itself).
+    @Test func lsOfAFileShowsTheFile() async throws {
+        try await withCLIEmulator { url, config in
+            let env = ["DROPBOXFS_ACCESS_TOKEN": "cli-token", "DROPBOXFS_API_URL": url]
+            try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+            try Data("hello\n".utf8).write(to: URL(fileURLWithPath: config + "/Notes.txt"))
+            #expect(try await CLI.run(["put", config + "/Notes.txt", "/d/Notes.txt"], environment: env).status == 0)
+            let short = try await CLI.run(["ls", "/d/notes.txt"], environment: env)
+            #expect(short.status == 0 && short.stdout == "Notes.txt\n", "\(short.stdout)\(short.stderr)")
+            let long = try await CLI.run(["ls", "-l", "/d/Notes.txt"], environment: env)
+            #expect(long.status == 0 && long.stdout.hasPrefix("           6  ") && long.stdout.hasSuffix("  Notes.txt\n"), "\(long.stdout)\(long.stderr)")
+            let recursive = try await CLI.run(["ls", "-R", "/d/Notes.txt"], environment: env)
+            #expect(recursive.stdout == "/d/Notes.txt\n", "\(recursive.stdout)\(recursive.stderr)")
+            let folder = try await CLI.run(["ls", "-R", "/d"], environment: env)
+            #expect(folder.stdout == "/d/Notes.txt\n", "\(folder.stdout)\(folder.stderr)")
+        }
+    }
 }
 
 /// Starts an emulator (token `cli-token`) and a scratch config directory for one test. With
