@@ -113,6 +113,22 @@ struct CLITests {
         }
     }
 
+    /// A file of a tree refused in the commit batch is named with Dropbox's error, as other
+    /// failures are ("path/conflict/file_ancestor/..."), not with the Swift value's dump
+    /// ("path(DropboxAPI.WriteError.conflict(…))").
+    @Test func aTreeFileRefusedInTheBatchIsNamedWithDropboxsError() async throws {
+        try await withCLIEmulator { url, config in
+            let env = ["DROPBOXFS_ACCESS_TOKEN": "cli-token", "DROPBOXFS_API_URL": url]
+            try FileManager.default.createDirectory(atPath: config + "/tree", withIntermediateDirectories: true)
+            try Data("b\n".utf8).write(to: URL(fileURLWithPath: config + "/tree/b.txt"))
+            try Data("a\n".utf8).write(to: URL(fileURLWithPath: config + "/a.txt"))
+            #expect(try await CLI.run(["put", config + "/a.txt", "/a"], environment: env).status == 0)
+            let put = try await CLI.run(["put", config + "/tree", "/a"], environment: env)
+            #expect(put.status == 1)
+            #expect(put.stderr.contains("dropboxfs: /a/b.txt: path/conflict/file_ancestor/...\n") && !put.stderr.contains("DropboxAPI."), "\(put.stderr)")
+        }
+    }
+
     /// `ls FILE` shows the file, as ls does, in both formats; it printed nothing and said
     /// nothing was wrong (the folder's own entry, left out of a listing, was the file itself).
     @Test func lsOfAFileShowsTheFile() async throws {

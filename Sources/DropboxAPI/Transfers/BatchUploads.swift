@@ -124,10 +124,10 @@ extension DropboxClient {
                 if let file = try await committedFile(at: items[item.index].commit.path, hash: item.bytes.hash) {
                     results[item.index] = .success(file)
                 } else {
-                    results[item.index] = .failure(CallError.route(failure, summary: "lookup_failed/not_found", userMessage: nil, requestID: nil))
+                    results[item.index] = .failure(CallError.route(failure, summary: failure.summary, userMessage: nil, requestID: nil))
                 }
             case .failure(let failure):
-                results[item.index] = .failure(CallError.route(failure, summary: "\(failure)", userMessage: nil, requestID: nil))
+                results[item.index] = .failure(CallError.route(failure, summary: failure.summary, userMessage: nil, requestID: nil))
             }
         }
     }
