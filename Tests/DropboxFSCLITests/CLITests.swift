@@ -129,6 +129,26 @@ struct CLITests {
         }
     }
 
+    /// `get` of a folder where a local file is in the way (at the destination, or at one of
+    /// the folder's subfolders) says so in one line; it printed Foundation's NSError dump.
+    @Test func getOfAFolderOntoALocalFileSaysWhatIsInTheWay() async throws {
+        try await withCLIEmulator { url, config in
+            let env = ["DROPBOXFS_ACCESS_TOKEN": "cli-token", "DROPBOXFS_API_URL": url]
+            try FileManager.default.createDirectory(atPath: config + "/tree/sub", withIntermediateDirectories: true)
+            try Data("b\n".utf8).write(to: URL(fileURLWithPath: config + "/tree/sub/b.txt"))
+            #expect(try await CLI.run(["put", config + "/tree", "/tree"], environment: env).status == 0)
+            try Data("mine\n".utf8).write(to: URL(fileURLWithPath: config + "/file"))
+            let onto = try await CLI.run(["get", "/tree", config + "/file"], environment: env)
+            #expect(onto.status == 1 && onto.stderr == "dropboxfs: get /tree: cannot create folder \(config)/file: File exists\n", "\(onto.stderr)")
+            try FileManager.default.createDirectory(atPath: config + "/copy/tree", withIntermediateDirectories: true)
+            try Data("mine\n".utf8).write(to: URL(fileURLWithPath: config + "/copy/tree/sub"))
+            let below = try await CLI.run(["get", "/tree", config + "/copy"], environment: env)
+            #expect(below.status == 1 && below.stderr == "dropboxfs: get /tree: cannot create folder \(config)/copy/tree/sub: File exists\n", "\(below.stderr)")
+            #expect(FileManager.default.contents(atPath: config + "/file") == Data("mine\n".utf8))
+            #expect(FileManager.default.contents(atPath: config + "/copy/tree/sub") == Data("mine\n".utf8))
+        }
+    }
+
     /// `ls FILE` shows the file, as ls does, in both formats; it printed nothing and said
     /// nothing was wrong (the folder's own entry, left out of a listing, was the file itself).
     @Test func lsOfAFileShowsTheFile() async throws {

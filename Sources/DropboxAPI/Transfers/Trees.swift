@@ -68,12 +68,12 @@ extension DropboxClient {
         // case a parent differently in different children's paths, so folders are created
         // from their own entries and files placed by their lower-case parent.
         var folders: [String: String] = [prefix: localDirectory]
-        try FileManager.default.createDirectory(atPath: localDirectory, withIntermediateDirectories: true)
+        try makeLocalFolder(localDirectory)
         for case .folder(let folder) in entries.sorted(by: { ($0.pathLower ?? "") < ($1.pathLower ?? "") }) {
             guard let lower = folder.pathLower, lower != prefix else { continue }
             let parent = folders[String(lower[..<lower.lastIndex(of: "/")!])] ?? localDirectory
             let path = (parent as NSString).appendingPathComponent(folder.name)
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            try makeLocalFolder(path)
             folders[lower] = path
         }
         let files = entries.compactMap(\.fileMetadata)
@@ -106,6 +106,20 @@ extension DropboxClient {
         }
         return report
     }
+}
+
+/// Creates a local folder and those above it (mkdir -p); a failure, such as a file in the
+/// way, is told in the system's words (Foundation's createDirectory gave its own sentence).
+private func makeLocalFolder(_ path: String) throws {
+    var isFolder: ObjCBool = false
+    if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue { return }
+    let parent = (path as NSString).deletingLastPathComponent
+    if !parent.isEmpty, parent != path { try makeLocalFolder(parent) }
+    guard mkdir(path, 0o777) != 0 else { return }
+    let code = errno
+    // Made meanwhile (by a parallel transfer, say): there, as wanted.
+    if code == EEXIST, FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue { return }
+    throw ClientError.local("cannot create folder \(path): \(String(cString: strerror(code)))")
 }
 
 /// A running byte count shared by parallel transfers.
