@@ -1,6 +1,9 @@
 #define _GNU_SOURCE
 #include "cfuse.h"
 #include <unistd.h>
+#include <string.h>
+#include <stdio.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <malloc.h>
 
@@ -9,6 +12,29 @@ struct fuse_session *cfuse_session_new(int argc, char **argv, const struct fuse_
     struct fuse_session *session = fuse_session_new(&args, ops, sizeof(*ops), userdata);
     fuse_opt_free_args(&args);
     return session;
+}
+
+// Where libfuse's log goes while cfuse_check_options runs (at start-up, one thread).
+static char *captured_log;
+static size_t captured_size;
+
+static void capture_log(enum fuse_log_level level, const char *format, va_list arguments) {
+    (void)level;
+    size_t used = strlen(captured_log);
+    if (used + 1 < captured_size) vsnprintf(captured_log + used, captured_size - used, format, arguments);
+}
+
+int cfuse_check_options(int argc, char **argv, char *message, size_t size) {
+    static const struct fuse_lowlevel_ops none;
+    message[0] = 0;
+    captured_log = message;
+    captured_size = size;
+    fuse_set_log_func(capture_log);
+    struct fuse_session *session = cfuse_session_new(argc, argv, &none, NULL);
+    fuse_set_log_func(NULL);  // libfuse's own: stderr
+    if (session == NULL) return -1;
+    fuse_session_destroy(session);
+    return 0;
 }
 
 // The 3.12 loop, named directly. With FUSE_USE_VERSION below 312 the header maps

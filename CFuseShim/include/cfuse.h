@@ -13,6 +13,11 @@
 /// fuse_session_new over an argv (copied by libfuse): FUSE_ARGS_INIT is a macro.
 struct fuse_session *cfuse_session_new(int argc, char **argv, const struct fuse_lowlevel_ops *ops, void *userdata);
 
+/// Whether libfuse takes these options (argv as for cfuse_session_new), checked by making a
+/// session and dropping it, nothing mounted: 0 if it does; -1 with what libfuse said (it
+/// names the option it does not know) in `message`, instead of on stderr.
+int cfuse_check_options(int argc, char **argv, char *message, size_t size);
+
 /// Runs the multithreaded loop until unmount or a signal: fuse_session_loop_mt is a macro
 /// that picks a versioned symbol.
 int cfuse_session_loop(struct fuse_session *session, unsigned max_threads);

@@ -99,6 +99,21 @@ struct MountDaemon {
         }
     }
 
+    /// The mountpoint is a directory, not mounted already; one a dead daemon left mounted is
+    /// unmounted (recovered).
+    static func checkMountpoint(_ mountpoint: String) throws {
+        if MountTable.isMounted(mountpoint, type: "fuse.dropboxfs") {
+            // A connection its dead daemon left open would keep the `stat` below waiting.
+            OrphanedConnection.abortIfDaemonGone(mountpoint)
+            var info = stat()
+            guard stat(mountpoint, &info) != 0, errno == ENOTCONN else { throw ClientError.local("already mounted") }
+            try Unmounter.unmount(mountpoint)  // left by a process that died: recover
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: mountpoint, isDirectory: &isDirectory) else { throw ClientError.local("no such directory") }
+        guard isDirectory.boolValue else { throw ClientError.local("not a directory") }
+    }
+
     struct Prepared: Sendable {
         let client: DropboxClient
         let account: KnownAccounts.Known
@@ -133,6 +148,10 @@ struct MountDaemon {
 
     private func prepare(_ mountpoint: String) async throws -> Prepared {
         let options = try MountOptions(command.options)
+        // What is wrong here is said before Dropbox is tried (out of reach, it would be all
+        // that was said).
+        try FuseMount.checkOptions(options.fuse)
+        try Self.checkMountpoint(mountpoint)
         let accountName = command.accountArgument ?? options.account
         var retry = RetryPolicy()
         if let seconds = options.requestTimeout { retry.stallTimeout = seconds }
@@ -156,17 +175,6 @@ struct MountDaemon {
             account = remembered
             offline = "Dropbox is out of reach (\(error)): serving the cached view; changes wait in the queue until it is back"
         }
-
-        var isDirectory: ObjCBool = false
-        if MountTable.isMounted(mountpoint, type: "fuse.dropboxfs") {
-            // A connection its dead daemon left open would keep the `stat` below waiting.
-            OrphanedConnection.abortIfDaemonGone(mountpoint)
-            var info = stat()
-            guard stat(mountpoint, &info) != 0, errno == ENOTCONN else { throw ClientError.local("already mounted") }
-            try Unmounter.unmount(mountpoint)  // left by a process that died: recover
-        }
-        guard FileManager.default.fileExists(atPath: mountpoint, isDirectory: &isDirectory) else { throw ClientError.local("no such directory") }
-        guard isDirectory.boolValue else { throw ClientError.local("not a directory") }
 
         // Which namespace the mount shows: every request carries it, and each has its own cache.
         let root = try MountRoot.resolve(options.root, info: account.rootInfo)

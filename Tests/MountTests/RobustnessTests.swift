@@ -339,6 +339,29 @@ struct RobustnessTests {
         }
     }
 
+    /// What is wrong on this machine (the mountpoint, an option FUSE does not know) is said in
+    /// one line before Dropbox is tried: with Dropbox out of reach, "out of reach" was all a
+    /// mount on a missing directory said; an unknown option read `io("cannot create the FUSE
+    /// session …")` after libfuse's own line.
+    @Test func mountSaysWhatIsWrongHereBeforeTryingDropbox() async throws {
+        try await MountFixture.with(mount: false) { m in
+            var dead = m.environment
+            dead["DROPBOXFS_API_URL"] = "http://127.0.0.1:9"
+            let missing = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint + "/nope", "--cache-dir", m.cacheDirectory], environment: dead)
+            #expect(missing.status == 1 && missing.stderrLines.count == 1 && missing.stderr.contains("no such directory"), "\(missing.stderr)")
+            FileManager.default.createFile(atPath: m.root.path + "/a-file", contents: Data("x".utf8))
+            let file = try await ProcessRunner.run(MountFixture.binary, ["mount", m.root.path + "/a-file", "--cache-dir", m.cacheDirectory], environment: dead)
+            #expect(file.status == 1 && file.stderrLines.count == 1 && file.stderr.contains("not a directory"), "\(file.stderr)")
+            for environment in [dead, m.environment] {
+                let unknown = try await ProcessRunner.run(MountFixture.binary, ["mount", m.mountpoint, "--cache-dir", m.cacheDirectory, "-o", "noxattr,bogus"],
+                                                          environment: environment)
+                #expect(unknown.status == 1 && unknown.stderrLines.count == 1, "\(unknown.stderr)")
+                #expect(unknown.stderr.contains("unknown option(s): `-o bogus'") && !unknown.stderr.contains("io("), "\(unknown.stderr)")
+                #expect(!m.isMounted)
+            }
+        }
+    }
+
     /// A second mount of the same cache directory (the store holds its file exclusively) is
     /// refused in one clear line; the first goes on serving.
     @Test func aCacheDirectoryServesOneMountAtATime() async throws {

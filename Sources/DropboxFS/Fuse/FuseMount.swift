@@ -1,4 +1,5 @@
 import CFuseShim
+import DropboxAPI
 import Foundation
 import Synchronization
 
@@ -45,6 +46,22 @@ public final class FuseMount: @unchecked Sendable {
 
     public init(fs: DropboxFileSystem) { self.fs = fs }
 
+    /// Throws, in libfuse's words, if it does not take these options (an unknown `-o` word):
+    /// checked before anything else is tried, nothing mounted.
+    public static func checkOptions(_ options: [String]) throws {
+        var argv = arguments(options).map { strdup($0) }
+        defer { argv.forEach { free($0) } }
+        var message = [CChar](repeating: 0, count: 1024)
+        guard cfuse_check_options(Int32(argv.count), &argv, &message, message.count) != 0 else { return }
+        let said = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+        let reason = said.hasPrefix("fuse: ") ? String(said.dropFirst("fuse: ".count)) : said
+        throw ClientError.local(reason.isEmpty ? "bad mount options: \(options.joined(separator: ","))" : reason)
+    }
+
+    private static func arguments(_ options: [String]) -> [String] {
+        ["dropboxfs"] + (options.isEmpty ? [] : ["-o", options.joined(separator: ",")])
+    }
+
     /// Creates the session and mounts it (fails if the mountpoint cannot be used).
     public func mount(at mountpoint: String, options: [String]) throws {
         var ops = FuseOperations.table()
@@ -55,16 +72,15 @@ public final class FuseMount: @unchecked Sendable {
             ops.setxattr = nil
             ops.removexattr = nil
         }
-        let arguments = ["dropboxfs"] + (options.isEmpty ? [] : ["-o", options.joined(separator: ",")])
-        var argv = arguments.map { strdup($0) }
+        var argv = Self.arguments(options).map { strdup($0) }
         defer { argv.forEach { free($0) } }
         let userdata = Unmanaged.passUnretained(self).toOpaque()
         guard let created = cfuse_session_new(Int32(argv.count), &argv, &ops, userdata) else {
-            throw FSError.io("cannot create the FUSE session (bad mount options: \(options.joined(separator: ",")))")
+            throw ClientError.local("bad mount options: \(options.joined(separator: ","))")
         }
         guard fuse_session_mount(created, mountpoint) == 0 else {
             fuse_session_destroy(created)
-            throw FSError.io("cannot mount on \(mountpoint) (is it an existing, empty, unused directory? is /dev/fuse usable?)")
+            throw ClientError.local("cannot mount on \(mountpoint) (is it an existing, unused directory? is /dev/fuse usable?)")
         }
         // Without it the kernel clears set-ID bits itself, asking first before every write.
         if cfuse_take_setid_clearing(created) != 0 { FuseLog.error("the kernel keeps clearing set-ID bits itself (custom I/O refused)") }
