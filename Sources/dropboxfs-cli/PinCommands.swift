@@ -44,6 +44,13 @@ enum PinAttribute {
     static func apply(to paths: [String], pinned: Bool) throws {
         var failed = false
         for path in paths {
+            // A local disk that takes user attributes would take this one too, and the
+            // command would say it pinned what no mount serves.
+            guard (try? TargetPath.resolve(path))?.mount != nil else {
+                failed = true
+                FuseLog.write("dropboxfs: \(pinned ? "pin" : "unpin") \(path): not inside a dropboxfs mount\n")
+                continue
+            }
             let result = pinned ? setxattr(path, name, "1", 1, 0) : removexattr(path, name)
             guard result != 0 else { continue }
             failed = true
@@ -59,7 +66,7 @@ enum PinAttribute {
             default:
                 reason = String(cString: strerror(error))
             }
-            FuseLog.write("dropboxfs \(pinned ? "pin" : "unpin") \(path): \(reason)\n")
+            FuseLog.write("dropboxfs: \(pinned ? "pin" : "unpin") \(path): \(reason)\n")
         }
         if failed { throw ExitCode(1) }
     }

@@ -149,6 +149,21 @@ struct CLITests {
         }
     }
 
+    /// `pin` of a path outside every dropboxfs mount is refused, and leaves no attribute
+    /// there: on a local disk that takes user attributes (ext4, tmpfs), it set
+    /// `user.dropbox.pinned` on the user's own folder and said it had pinned it.
+    @Test func pinOutsideAMountIsRefusedAndWritesNothing() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pin-outside-" + UUID().uuidString).path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        for command in ["pin", "unpin"] {
+            let refused = try await CLI.run([command, folder], environment: [:])
+            #expect(refused.status == 1 && refused.stderr == "dropboxfs: \(command) \(folder): not inside a dropboxfs mount\n", "\(refused.stderr)")
+        }
+        let attributes = try await ProcessRunner.run("/usr/bin/python3", ["-c", "import os, sys; print(os.listxattr(sys.argv[1]))", folder], environment: [:])
+        #expect(attributes.status == 0 && attributes.stdout == "[]\n", "\(attributes.stdout)\(attributes.stderr)")
+    }
+
     /// `ls FILE` shows the file, as ls does, in both formats; it printed nothing and said
     /// nothing was wrong (the folder's own entry, left out of a listing, was the file itself).
     @Test func lsOfAFileShowsTheFile() async throws {
