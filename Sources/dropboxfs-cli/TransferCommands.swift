@@ -162,6 +162,7 @@ func finishTreeReport(_ report: DropboxClient.TreeReport, verb: String, place: S
     for (path, why) in report.failures.prefix(20) {
         FuseLog.write("dropboxfs: \(path): \(why)\n")
     }
-    if !report.failures.isEmpty { throw ClientError.local("\(report.failures.count) of \(report.files) files failed") }
-    print("\(report.files) files (\(ByteFormat.string(report.bytes))) \(verb): \(place)")
+    let files = report.files == 1 ? "1 file" : "\(report.files) files"
+    if !report.failures.isEmpty { throw ClientError.local("\(report.failures.count) of \(files) failed") }
+    print("\(files) (\(ByteFormat.string(report.bytes))) \(verb): \(place)")
 }

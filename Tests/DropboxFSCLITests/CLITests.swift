@@ -149,6 +149,34 @@ struct CLITests {
         }
     }
 
+    /// `get` of a file into a local folder that does not exist names the destination the user
+    /// gave, in the system's words; it named the download's temporary file
+    /// ("cannot create DEST.dropboxfs-partial").
+    @Test func getIntoAMissingLocalFolderNamesTheDestination() async throws {
+        try await withCLIEmulator { url, config in
+            let env = ["DROPBOXFS_ACCESS_TOKEN": "cli-token", "DROPBOXFS_API_URL": url]
+            try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+            try Data("a\n".utf8).write(to: URL(fileURLWithPath: config + "/a.txt"))
+            #expect(try await CLI.run(["put", config + "/a.txt", "/a.txt"], environment: env).status == 0)
+            let got = try await CLI.run(["get", "/a.txt", config + "/missing/a.txt"], environment: env)
+            #expect(got.status == 1 && got.stderr == "dropboxfs: get /a.txt: cannot create \(config)/missing/a.txt: No such file or directory\n", "\(got.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: config + "/missing"))
+        }
+    }
+
+    /// A tree of one file is reported as "1 file", not "1 files".
+    @Test func aTreeOfOneFileIsCountedInTheSingular() async throws {
+        try await withCLIEmulator { url, config in
+            let env = ["DROPBOXFS_ACCESS_TOKEN": "cli-token", "DROPBOXFS_API_URL": url]
+            try FileManager.default.createDirectory(atPath: config + "/tree", withIntermediateDirectories: true)
+            try Data("a\n".utf8).write(to: URL(fileURLWithPath: config + "/tree/a.txt"))
+            let put = try await CLI.run(["put", config + "/tree", "/tree"], environment: env)
+            #expect(put.status == 0 && put.stdout.hasPrefix("1 file (") && put.stdout.hasSuffix(" uploaded: /tree\n"), "\(put.stdout)\(put.stderr)")
+            let get = try await CLI.run(["get", "/tree", config + "/copy"], environment: env)
+            #expect(get.status == 0 && get.stdout.hasPrefix("1 file (") && get.stdout.hasSuffix(" downloaded: \(config)/copy\n"), "\(get.stdout)\(get.stderr)")
+        }
+    }
+
     /// `pin` of a path outside every dropboxfs mount is refused, and leaves no attribute
     /// there: on a local disk that takes user attributes (ext4, tmpfs), it set
     /// `user.dropbox.pinned` on the user's own folder and said it had pinned it.

@@ -12,7 +12,8 @@ extension DropboxClient {
         typealias Failure = CallError<PathLookupError>
         let temporary = destination + ".dropboxfs-partial"
         let fd = open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw Failure.client(.local("cannot create \(temporary): \(String(cString: strerror(errno)))")) }
+        // The user named the destination, not its temporary name: a missing folder is said of it.
+        guard fd >= 0 else { throw Failure.client(.local("cannot create \(destination): \(String(cString: strerror(errno)))")) }
         var complete = false
         let sink = DownloadSink(fd: fd)
         defer {
