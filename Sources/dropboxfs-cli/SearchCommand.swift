@@ -32,6 +32,10 @@ struct SearchCommand: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors("search \(query)") {
             guard limit > 0 else { throw ClientError.local("--limit must be at least 1") }
+            // Dropbox answers an empty query with a bare invalid_argument.
+            guard !query.allSatisfy(\.isWhitespace) else {
+                throw ClientError.local("the query is empty: give at least one word of the names to find")
+            }
             let scope = try searchScope()
             let client = try scope.client(connection)
             let found = try await client.searchAll(query, under: scope.remote.isEmpty ? nil : scope.remote, deleted: deleted, limit: limit)

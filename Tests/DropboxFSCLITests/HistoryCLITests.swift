@@ -117,6 +117,18 @@ struct HistoryCLITests {
             #expect(nowhere.status == 1 && nowhere.stderr.contains("not_found"))
         }
     }
+
+    /// An empty query (or one of spaces) is refused before Dropbox is asked, in words: it
+    /// printed Dropbox's bare `invalid_argument/...`.
+    @Test func anEmptySearchIsRefusedInWords() async throws {
+        try await withCLIEmulator { url, _ in
+            let env = ["DROPBOXFS_ACCESS_TOKEN": "cli-token", "DROPBOXFS_API_URL": url]
+            for query in ["", "   "] {
+                let refused = try await CLI.run(["search", query], environment: env)
+                #expect(refused.status == 1 && refused.stderr == "dropboxfs: search \(query): the query is empty: give at least one word of the names to find\n", "\(refused.stderr)")
+            }
+        }
+    }
 }
 
 /// A Dropbox file's content, fetched with `get`.
