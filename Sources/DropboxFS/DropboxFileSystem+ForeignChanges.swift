@@ -31,6 +31,10 @@ extension DropboxFileSystem {
         for change in changes {
             plan += entryInvalidations(change)
             guard let inode = inodes.existing(change.pathLower) else { continue }
+            if openReadersKeepTheOldRevision(inode, change) {
+                plan += replaced(inode, change)
+                continue
+            }
             let keepPages = pagesStay(inode, change)
             if !keepPages { pages.forget(inode) }
             plan.append(.inode(inode, pages: !keepPages))
@@ -50,6 +54,35 @@ extension DropboxFileSystem {
             // What the kernel holds below a removed folder (a file open in it) has no name
             // left either: fstat must say so now, not once its attributes time out.
             for below in inodes.detach(change.pathLower, folder: wasFolder).below { plan.append(.inode(below, pages: false)) }
+        }
+        return plan
+    }
+
+    /// Whether another client's new revision of a file replaces it under descriptors that read
+    /// the old one (all of them: a writer here keeps its inode, its bytes going beside as a
+    /// conflicted copy if need be; so does a file whose name shows a version written here,
+    /// which the kernel's pages and size are). Those must keep the whole revision they opened,
+    /// its size too, and the kernel has one size and one set of pages per inode.
+    private func openReadersKeepTheOldRevision(_ inode: UInt64, _ change: StoreChange) -> Bool {
+        guard let old = change.old, let new = change.new, !old.isFolder, !new.isFolder,
+              let newHash = new.contentHash, old.contentHash != newHash,
+              writeBack.overlay(change.pathLower) == nil else { return false }
+        let handles = openFiles.handles(of: inode)
+        return !handles.isEmpty && handles.allSatisfy { !$0.entry.local && $0.entry.node.contentHash != newHash }
+    }
+
+    /// A file replaced under open readers leaves its inode to them, as a disk's file that a
+    /// rename replaced (`mv new f`) stays with its descriptors: its pages and size stay the
+    /// old revision's, fstat says it has no name, and the name's next lookup gives the new
+    /// revision another inode, which is how `tail -F` tells a file replaced (it went on
+    /// reading the old revision, which never grows). The kernel forgets the name now, not
+    /// when its entry times out.
+    private func replaced(_ inode: UInt64, _ change: StoreChange) -> [Invalidation] {
+        FuseLog.trace("detach \(inode) \(change.pathLower): replaced under open readers by \(Self.traced(change.new))")
+        inodes.detach(change.pathLower)
+        var plan: [Invalidation] = [.inode(inode, pages: false)]
+        if let parent = inodes.existing(Node.parent(of: change.pathLower)), let name = change.new?.name {
+            plan.append(.entry(parent: parent, name: name))
         }
         return plan
     }

@@ -810,6 +810,62 @@ struct FileLifeTests {
         }
     }
 
+    /// A descriptor open on a file another client replaces keeps the whole revision it opened,
+    /// its size too, as a descriptor on a disk's file that `mv new f` replaced: the name shows
+    /// the new revision as another inode, and the descriptor's file has no name left. Before,
+    /// the kernel's one size for the file became the new revision's: a descriptor reading
+    /// the old one got it cut at the new size when the new one was shorter (bytes of no
+    /// revision: a backup's copy of it was corrupt), and its fstat said the new size.
+    @Test(arguments: [true, false])
+    func aDescriptorKeepsTheWholeRevisionItOpenedWhenAnotherClientReplacesIt(newIsShorter: Bool) async throws {
+        try await MountFixture.with { m in
+            let old = Self.pattern(newIsShorter ? 300_000 : 200_000, seed: 3), new = Self.pattern(newIsShorter ? 200_000 : 300_000, seed: 4)
+            let path = m.mountpoint + "/replaced.bin"
+            func put(_ bytes: [UInt8]) async throws {
+                let file = m.root.appendingPathComponent("upload.bin").path
+                try Data(bytes).write(to: URL(fileURLWithPath: file))
+                _ = try await m.client.uploadFile(file, to: CommitInfo(path: "/replaced.bin", mode: .overwrite))
+            }
+            try await put(old)
+            try await eventually("the first revision") { try await offPool { Sys.contents(path) } == .success(old) }
+            let fd = try await offPool { try Sys.open(path, O_RDONLY).value("open the first revision") }
+            defer { _ = Sys.close(fd) }
+            let opened = try await offPool { try Sys.fstat(fd).value("fstat") }
+            #expect(try await offPool { try Sys.pread(fd, count: 1000, at: 0).value("read") } == Array(old[..<1000]))
+            try await put(new)
+            try await eventually("the second revision") { try await offPool { Sys.contents(path) } == .success(new) }
+            let after: (status: Sys.Status, read: [UInt8], named: Sys.Status) = try await offPool {
+                (try Sys.fstat(fd).value("fstat after"), try Sys.pread(fd, count: 400_000, at: 0).value("read after"),
+                 try Sys.stat(path).value("stat of the name"))
+            }
+            #expect(after.status.size == Int64(old.count) && after.status.links == 0, "\(after.status)")
+            #expect(after.read.count == old.count && ContentHasher.hash(after.read) == ContentHasher.hash(old))
+            #expect(after.named.inode != opened.inode && after.named.size == Int64(new.count), "\(after.named)")
+        }
+    }
+
+    /// `tail -F` shows the lines another client adds to a file it follows: it tells a file
+    /// replaced by its inode, and kept reading the revision it had opened, which never grew.
+    @Test func tailFollowsAFileAnotherClientRewrites() async throws {
+        try await MountFixture.with(seeds: []) { m in
+            let source = m.root.appendingPathComponent("log.txt").path
+            let shown = m.root.appendingPathComponent("tail.out").path
+            func put(_ text: String) async throws {
+                try Data(text.utf8).write(to: URL(fileURLWithPath: source))
+                _ = try await m.client.uploadFile(source, to: CommitInfo(path: "/log.txt", mode: .overwrite))
+            }
+            try await put("line 1\n")
+            try await eventually("the log to show") { try await offPool { Sys.stat(m.mountpoint + "/log.txt") }.map(\.size) == .success(7) }
+            let tail = try ChildProcess("/bin/sh", ["-c", "exec tail -F -s 0.1 \"$1\" > \"$2\"", "sh", m.mountpoint + "/log.txt", shown],
+                                        environment: ["PATH": "/usr/bin:/bin"])
+            defer { tail.signal(SIGKILL); _ = tail.waitForExit() }
+            func tailed() -> String { String(decoding: FileManager.default.contents(atPath: shown) ?? Data(), as: UTF8.self) }
+            try await eventually("tail to show the first line", lastSeen: tailed) { tailed().contains("line 1\n") }
+            try await put("line 1\nline 2\n")
+            try await eventually("tail to show the line added elsewhere", lastSeen: tailed) { tailed().contains("line 2\n") }
+        }
+    }
+
     /// A path 40 folders deep (about 2 KB) is made, written, read back and uploaded, with a
     /// bounded number of API requests per level (counted by the emulator, not timed).
     @Test func aPathFortyFoldersDeep() async throws {
