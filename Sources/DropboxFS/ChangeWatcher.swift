@@ -60,6 +60,11 @@ public final class ChangeWatcher: Sendable {
         current(changes, false)
     }
 
+    /// Dropbox answered the mount's commit at a path: `OwnChanges.committed`.
+    public func committedOwn(_ pathLower: String, rev: String) {
+        own.committed(pathLower, rev: rev)
+    }
+
     /// Records a change the mount just made on Dropbox (call after the call returned, before
     /// catching up): the catch-up applies it to the store without telling the kernel.
     public func expectOwn(_ pathLower: String, _ expectation: OwnChanges.Expectation) {

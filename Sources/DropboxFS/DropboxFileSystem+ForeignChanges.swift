@@ -67,8 +67,10 @@ extension DropboxFileSystem {
         guard let old = change.old, let new = change.new, !old.isFolder, !new.isFolder,
               let newHash = new.contentHash, old.contentHash != newHash,
               writeBack.overlay(change.pathLower) == nil else { return false }
+        // A reader served by a version written here (opened before its upload) keeps that
+        // version's bytes, which are the old revision's.
         let handles = openFiles.handles(of: inode)
-        return !handles.isEmpty && handles.allSatisfy { !$0.entry.local && $0.entry.node.contentHash != newHash }
+        return !handles.isEmpty && handles.allSatisfy { !$0.entry.writable }
     }
 
     /// A file replaced under open readers leaves its inode to them, as a disk's file that a

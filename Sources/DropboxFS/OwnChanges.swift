@@ -79,6 +79,22 @@ public final class OwnChanges: Sendable {
         }
     }
 
+    /// Dropbox answered a commit at `pathLower` with revision `rev`: the path's `.commit`
+    /// expectations take only that revision from now on. Matching any file there until the
+    /// next catch-up ended, they took another client's revision arriving in the meantime
+    /// for the mount's own, and the kernel never heard of it (a descriptor reading the file
+    /// kept its inode, the new revision's size cutting its reads). Told of a change of its
+    /// own, the kernel loses only a round trip.
+    func committed(_ pathLower: String, rev: String) {
+        state.withLock { state in
+            guard var entries = state.expected[pathLower] else { return }
+            for i in entries.indices {
+                if case .commit = entries[i].expectation { entries[i].expectation = .revision(rev) }
+            }
+            state.expected[pathLower] = entries
+        }
+    }
+
     /// The call was refused: it changed nothing, so nothing of it is expected.
     func callRefused(_ call: PendingCall) {
         state.withLock { state in Self.drop(&state, at: call.paths) { $0.call == call.number } }
