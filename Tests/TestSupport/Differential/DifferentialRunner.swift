@@ -1,3 +1,4 @@
+import CFuseShim
 import DropboxAPI
 import Foundation
 import Synchronization
@@ -570,6 +571,10 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         case .remoteWrite(let path, let length, let fill):
             folderTimesMayDiffer = true
             return try inReach { outageSeen ? ("skipped after an outage", "skipped after an outage") : try remoteWrite(path, length: length, fill: fill) }
+        case .remoteWriteOpen(let slot, let length, let fill):
+            guard let d = descriptor(slot) else { return ("none open", "none open") }
+            folderTimesMayDiffer = true
+            return try inReach { outageSeen ? ("skipped after an outage", "skipped after an outage") : try remoteWrite(d.path, length: length, fill: fill) }
         case .remoteDelete(let path):
             folderTimesMayDiffer = true
             return try inReach { outageSeen ? ("skipped after an outage", "skipped after an outage") : try remoteDelete(path) }
@@ -724,10 +729,12 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         }
     }
 
-    /// Another client replaces a closed file on Dropbox; dropboxfs must show the new bytes,
-    /// and the local folder takes them too.
+    /// Another client replaces a file on Dropbox, closed or open here for reading only;
+    /// dropboxfs must show the new bytes, and the local folder takes them too: written in
+    /// place for a closed file, and for one open, as a new file renamed over it (with its mode,
+    /// owner and attributes), whose descriptors keep the revision they opened, whole.
     private func remoteWrite(_ path: Int, length: Int, fill: UInt8) throws -> (String, String) {
-        guard isClosedFile(path) else { return ("skipped", "skipped") }
+        guard let readersOpen = isReplaceableFile(path) else { return ("skipped", "skipped") }
         let (t, l) = paths(path)
         let bytes = Self.bytes(length, fill: fill, offset: 0)
         let file = NSTemporaryDirectory() + "remote-" + UUID().uuidString
@@ -735,9 +742,43 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         defer { unlink(file) }
         let client = self.client, remote = remoteRoot + "/" + Step.paths[path]
         try blocking { _ = try await client.uploadFile(file, to: CommitInfo(path: remote, mode: .overwrite)) }
-        try Data(bytes).write(to: URL(fileURLWithPath: l))
+        if readersOpen { try Self.replace(l, with: bytes) } else { try Data(bytes).write(to: URL(fileURLWithPath: l)) }
         let stale = awaitShown({ tested.contents(t) == .success(bytes) }, { describe(tested.contents(t)) })
         return (stale.map { "never showed the remote change: \($0)" } ?? "seen", "seen")
+    }
+
+    /// Whether a path is a file no descriptor may write: false when none is open on it, true
+    /// when some read it (its upload is done either way, as in `isClosedFile`); nil for
+    /// anything else.
+    private func isReplaceableFile(_ path: Int) -> Bool? {
+        let (t, l) = paths(path)
+        guard case .success(let status) = local.stat(l), !status.isDirectory else { return nil }
+        let onIt = open.filter { (try? local.fstat($0.local).get())?.inode == status.inode }
+        guard onIt.allSatisfy({ fcntl($0.local, F_GETFL) & O_ACCMODE == O_RDONLY }) else { return nil }
+        syncTested(t)
+        return !onIt.isEmpty
+    }
+
+    /// `bytes` as a new file renamed over `path` on the local disk, with what the old one had
+    /// of its own (mode, owner, user attributes), as the mount keeps them for the new revision.
+    private static func replace(_ path: String, with bytes: [UInt8]) throws {
+        let temporary = PathText.parent(path) + "/.replacing-" + UUID().uuidString
+        var old = Glibc.stat()
+        guard lstat(path, &old) == 0 else { throw POSIXError.current }
+        try Data(bytes).write(to: URL(fileURLWithPath: temporary))
+        // The mode again after the chown, which clears set-ID bits.
+        guard Glibc.chown(temporary, old.st_uid, old.st_gid) == 0, Glibc.chmod(temporary, old.st_mode & 0o7777) == 0 else {
+            throw POSIXError.current
+        }
+        var names = [CChar](repeating: 0, count: 4096)
+        let count = listxattr(path, &names, names.count)
+        for name in names[0..<max(0, count)].split(separator: 0).map({ String(decoding: $0.map(UInt8.init(bitPattern:)), as: UTF8.self) })
+        where name.hasPrefix("user.") {
+            var value = [UInt8](repeating: 0, count: 4096)
+            let size = getxattr(path, name, &value, value.count)
+            if size >= 0 { _ = Sys.setAttribute(temporary, name, Array(value[0..<size])) }
+        }
+        guard Glibc.rename(temporary, path) == 0 else { throw POSIXError.current }
     }
 
     /// Waits until Dropbox has every file under the tested folder (fsync of each, found by

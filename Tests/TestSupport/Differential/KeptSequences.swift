@@ -348,5 +348,21 @@ public enum KeptSequences {
             .remoteDelete(path: 7),
             .listOpen(slot: 0),
         ]),
+        // Not found by the suite (by hand, then `tail -F`): another client's shorter revision of
+        // a file a descriptor reads here. The kernel's size of the file became the new one's:
+        // the descriptor read the old revision cut there, and fstat said the new size.
+        ("a descriptor reading a file another client rewrites shorter", [
+            .open(path: 0, mode: Step.OpenMode.all[3]),  // a, RDWR|CREAT
+            .write(slot: 0, offset: 0, length: 20000, fill: 1),
+            .close(slot: 0),
+            .open(path: 0, mode: Step.OpenMode.all[0]),  // a, RDONLY
+            .read(slot: 0, offset: 0, length: 100),
+            .remoteWriteOpen(slot: 0, length: 5000, fill: 2),
+            .fstat(slot: 0),
+            .read(slot: 0, offset: 0, length: 30000),
+            .stat(path: 0),
+            .read(slot: 0, offset: 10000, length: 30000),
+            .close(slot: 0),
+        ]),
     ]
 }

@@ -66,6 +66,10 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
     case copy(from: Int, to: Int)
     /// Another client writes the file on Dropbox (only when it is a closed file on both sides).
     case remoteWrite(path: Int, length: Int, fill: UInt8)
+    /// `remoteWrite` of the file a slot's descriptor was opened on: done only where every
+    /// descriptor open on it only reads, which then keeps the revision it opened (as after a
+    /// rename over the file on a disk).
+    case remoteWriteOpen(slot: Int, length: Int, fill: UInt8)
     /// Another client deletes the file, or the folder with its tree, on Dropbox (only a closed
     /// file, or a folder with no file open below it).
     case remoteDelete(path: Int)
@@ -165,6 +169,7 @@ public enum Step: Sendable, Equatable, CustomStringConvertible {
         case .setAttribute(let p, let name, let value):
             return value.map { "setxattr(\(path(p)), \(Self.attributeNames[name]), \($0))" } ?? "removexattr(\(path(p)), \(Self.attributeNames[name]))"
         case .remoteWrite(let p, let length, let fill): return "remoteWrite(\(path(p)), \(length) bytes of \(fill))"
+        case .remoteWriteOpen(let slot, let length, let fill): return "remoteWriteOpen(#\(slot), \(length) bytes of \(fill))"
         case .remoteDelete(let p): return "remoteDelete(\(path(p)))"
         case .remoteRename(let from, let to): return "remoteRename(\(path(from)), \(path(to)))"
         case .settle: return "settle"
@@ -317,7 +322,8 @@ public struct SequenceGenerator {
         case 89: return .chown(path: path, owner: Step.chownIDs[below(Step.chownIDs.count)], group: Step.chownIDs[below(Step.chownIDs.count)])
         case 90..<92: return .list(path: below(Step.paths.count + 1) - 1)  // -1: the sequence's root
         case 92: return below(2) == 0 ? .openFolder(path: below(Step.paths.count + 1) - 1) : .listOpen(slot: slot)
-        case 93..<95: return .remoteWrite(path: path, length: length(), fill: fill)
+        case 93: return .remoteWrite(path: path, length: length(), fill: fill)
+        case 94: return .remoteWriteOpen(slot: slot, length: length(), fill: fill)
         case 95: return .remoteDelete(path: path)
         case 96: return .remoteRename(from: path, to: below(Step.paths.count))
         default:
