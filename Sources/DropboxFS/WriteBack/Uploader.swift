@@ -312,7 +312,8 @@ public final class Uploader: Sendable {
         // empty file advances the time on a disk).
         try? store.setModified(writeBack.recordAnswers(done, atTheirPaths: !asConflictedCopy))
         for (version, file) in done {
-            // A conflicted copy went elsewhere: at its own path, no revision is the mount's.
+            // Only this revision is the mount's at the path now (a conflicted copy's went
+            // elsewhere: none there is).
             watcher.committedOwn(version.pathLower, rev: file.rev)
             if let lower = file.pathLower { watcher.expectOwn(lower, .revision(file.rev)) }
             if let hash = file.contentHash, !asConflictedCopy, writeBack.isNewest(version) {
