@@ -166,18 +166,23 @@ public enum Sys {
     /// Every `user.` attribute listxattr(2) names, with its value, as `name=byte,byte`,
     /// sorted (listxattr's order is the filesystem's; a disk may list `security.selinux`).
     public static func attributes(_ path: String) -> Outcome<[String]> {
+        userAttributes(path).map { $0.map { described(attribute: $0.name, $0.value) }.sorted() }
+    }
+
+    /// Every `user.` attribute listxattr(2) names, with its value, in listxattr's order.
+    public static func userAttributes(_ path: String) -> Outcome<[(name: String, value: [UInt8])]> {
         var names = [CChar](repeating: 0, count: 4096)
         let count = listxattr(path, &names, names.count)
         guard count >= 0 else { return .failure(Errno(code: errno)) }
-        var listed: [String] = []
+        var listed: [(name: String, value: [UInt8])] = []
         for name in names[0..<count].split(separator: 0).map({ String(decoding: $0.map(UInt8.init(bitPattern:)), as: UTF8.self) })
         where name.hasPrefix("user.") {
             var value = [UInt8](repeating: 0, count: 4096)
             let size = getxattr(path, name, &value, value.count)
             guard size >= 0 else { return .failure(Errno(code: errno)) }
-            listed.append(described(attribute: name, value[0..<size]))
+            listed.append((name, Array(value[0..<size])))
         }
-        return .success(listed.sorted())
+        return .success(listed)
     }
 
     /// An attribute as differential runs compare it: `name=byte,byte`.

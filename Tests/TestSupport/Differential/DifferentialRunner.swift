@@ -1,4 +1,3 @@
-import CFuseShim
 import DropboxAPI
 import Foundation
 import Synchronization
@@ -770,14 +769,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
         guard Glibc.chown(temporary, old.st_uid, old.st_gid) == 0, Glibc.chmod(temporary, old.st_mode & 0o7777) == 0 else {
             throw POSIXError.current
         }
-        var names = [CChar](repeating: 0, count: 4096)
-        let count = listxattr(path, &names, names.count)
-        for name in names[0..<max(0, count)].split(separator: 0).map({ String(decoding: $0.map(UInt8.init(bitPattern:)), as: UTF8.self) })
-        where name.hasPrefix("user.") {
-            var value = [UInt8](repeating: 0, count: 4096)
-            let size = getxattr(path, name, &value, value.count)
-            if size >= 0 { _ = Sys.setAttribute(temporary, name, Array(value[0..<size])) }
-        }
+        for attribute in (try? Sys.userAttributes(path).get()) ?? [] { _ = Sys.setAttribute(temporary, attribute.name, attribute.value) }
         guard Glibc.rename(temporary, path) == 0 else { throw POSIXError.current }
     }
 
