@@ -94,13 +94,15 @@ struct RobustnessTests {
 
     /// The same for a read waiting for Dropbox: the kernel keeps the file's pages locked until
     /// the read is answered, and dropping them for another client's new version of the file
-    /// waited for that lock (failed before: nothing was held).
+    /// waited for that lock (failed before: nothing was held). The reader has the file open
+    /// for writing too: a file open only for reading is left its inode instead, its pages
+    /// kept for it (`FileLifeTests`), and nothing waits.
     @Test func aKillWhileAReadWaitsForDropboxLeavesNoCallHanging() async throws {
         try await MountFixture.with(seeds: []) { m in
             try await m.uploadElsewhere("old\n", to: "/f.txt")
             try await eventually("the file to show") { try await m.sh("test -f \"$M/f.txt\"").status == 0 }
             try await m.emulator.setFaults(["silent:routes=files/download"])
-            async let held = m.sh("cat \"$M/f.txt\"")
+            async let held = m.sh("python3 -c 'import sys; print(open(sys.argv[1], \"r+\").read(), end=\"\")' \"$M/f.txt\"")
             try await eventually("the read to wait for its download") {
                 let stats = try await m.routeStats()
                 let locks = (try? m.statusReport()["kernel_locks_held"] as? Int) ?? 0
