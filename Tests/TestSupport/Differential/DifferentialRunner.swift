@@ -618,18 +618,22 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     }
 
     /// Whether the path holds a file that no descriptor has open: only such a file is
-    /// changed by another client (a change elsewhere to a file open here is a conflict by
-    /// design, which no local disk models). Open is judged by inode: a rename may have given
-    /// an open file this name. Our own pending upload goes first, or it would race the
-    /// other client's change (a conflict, by design too).
+    /// deleted or moved by another client (a change elsewhere to a file open here is a
+    /// conflict by design, which no local disk models; `isReplaceableFile` admits readers).
+    /// Our own pending upload goes first, or it would race the other client's change (a
+    /// conflict, by design too).
     private func isClosedFile(_ path: Int) -> Bool {
         let (t, l) = paths(path)
-        guard case .success(let status) = local.stat(l), !status.isDirectory,
-              !open.contains(where: { (try? local.fstat($0.local).get())?.inode == status.inode }) else {
-            return false
-        }
+        guard descriptors(onFileAt: l)?.isEmpty == true else { return false }
         syncTested(t)
         return true
+    }
+
+    /// The descriptors open on the file at a local path, nil if no file is there. Open is
+    /// judged by inode: a rename may have given an open file this name.
+    private func descriptors(onFileAt l: String) -> [(tested: Int32, local: Int32, path: Int)]? {
+        guard case .success(let status) = local.stat(l), !status.isDirectory else { return nil }
+        return open.filter { (try? local.fstat($0.local).get())?.inode == status.inode }
     }
 
     /// `isClosedFile` for a folder too: one with no descriptor open on a file below it, whose
@@ -751,9 +755,7 @@ public struct DifferentialRunner<Tested: SystemCalls> {
     /// anything else.
     private func isReplaceableFile(_ path: Int) -> Bool? {
         let (t, l) = paths(path)
-        guard case .success(let status) = local.stat(l), !status.isDirectory else { return nil }
-        let onIt = open.filter { (try? local.fstat($0.local).get())?.inode == status.inode }
-        guard onIt.allSatisfy({ fcntl($0.local, F_GETFL) & O_ACCMODE == O_RDONLY }) else { return nil }
+        guard let onIt = descriptors(onFileAt: l), onIt.allSatisfy({ fcntl($0.local, F_GETFL) & O_ACCMODE == O_RDONLY }) else { return nil }
         syncTested(t)
         return !onIt.isEmpty
     }
